@@ -1,0 +1,95 @@
+package window
+
+import "time"
+
+// maxCombineSteps bounds the search for a time all windows permit at once.
+const maxCombineSteps = 10000
+
+// EvaluateAll answers for a set of windows that all select one node: changes
+// may start only when every window permits (the most restrictive wins).
+// Next is the first period in which all permit at once. An empty set
+// returns Reason NoWindows; the caller applies its default.
+func EvaluateAll(ws []*Window, now time.Time) Result {
+	switch len(ws) {
+	case 0:
+		return Result{Reason: ReasonNoWindows, Until: Forever}
+	case 1:
+		return ws[0].Evaluate(now)
+	}
+	results := make([]Result, len(ws))
+	var blocking *Result
+	for i, w := range ws {
+		results[i] = w.Evaluate(now)
+		if !results[i].Permitted && blocking == nil {
+			blocking = &results[i]
+		}
+	}
+	next, ok := NextAll(ws, now)
+	if blocking == nil {
+		// All permit now: the combined period ends when the first closes.
+		res := results[0]
+		for _, r := range results[1:] {
+			if r.Until.Before(res.Until) {
+				res.Until = r.Until
+			}
+			if r.Since.After(res.Since) {
+				res.Since = r.Since
+			}
+		}
+		res.Next, res.HasNext = next, ok
+		if ok {
+			res.Until = next.End
+		}
+		return res
+	}
+	res := *blocking
+	res.Next, res.HasNext = next, ok
+	switch {
+	case ok:
+		res.Until = next.Start
+	case res.Reason != ReasonInvalid && res.Reason != ReasonRestrictive:
+		res.Until = Forever
+		if res.Reason != ReasonOverride {
+			res.Reason = ReasonNoWindow
+		}
+	}
+	return res
+}
+
+// NextAll returns the first period, ending after t, in which every window
+// permits; its Start may lie before t when all permit at t.
+func NextAll(ws []*Window, t time.Time) (Interval, bool) {
+	if len(ws) == 0 {
+		return Interval{}, false
+	}
+	var limit time.Time
+	for i, w := range ws {
+		if l := t.Add(w.horizon); i == 0 || l.Before(limit) {
+			limit = l
+		}
+	}
+	for step := 0; step < maxCombineSteps && t.Before(limit); step++ {
+		var lo, hi time.Time
+		for i, w := range ws {
+			iv, ok := w.nextPermitted(t)
+			if !ok {
+				return Interval{}, false
+			}
+			if i == 0 || iv.Start.After(lo) {
+				lo = iv.Start
+			}
+			if i == 0 || iv.End.Before(hi) {
+				hi = iv.End
+			}
+		}
+		if lo.Before(hi) && hi.After(t) {
+			return Interval{Start: lo, End: hi}, true
+		}
+		if !lo.After(t) {
+			// All periods contain t but one ends at t; move past it.
+			lo = hi
+		}
+		t = lo
+	}
+	return Interval{}, false
+}

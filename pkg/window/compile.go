@@ -1,0 +1,317 @@
+package window
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+const (
+	// DefaultAnchor is the date intervals count from when a schedule names
+	// none: Monday 2000-01-03, so "every second week" means the weeks an
+	// even number of weeks after that Monday.
+	DefaultAnchor = "2000-01-03"
+	// DefaultHorizon bounds every search for the next window: long enough
+	// for a yearly window on 29 February.
+	DefaultHorizon = 1500 * 24 * time.Hour
+	// MaxDuration is the longest a single occurrence may last.
+	MaxDuration = 31 * 24 * time.Hour
+)
+
+// Options tune compilation.
+type Options struct {
+	// Horizon bounds the search for the next window (DefaultHorizon if 0).
+	Horizon time.Duration
+}
+
+var weekdays = map[lullv1alpha1.Weekday]time.Weekday{
+	lullv1alpha1.Sunday: time.Sunday, lullv1alpha1.Monday: time.Monday, lullv1alpha1.Tuesday: time.Tuesday,
+	lullv1alpha1.Wednesday: time.Wednesday, lullv1alpha1.Thursday: time.Thursday,
+	lullv1alpha1.Friday: time.Friday, lullv1alpha1.Saturday: time.Saturday,
+}
+
+// Compile validates a MaintenanceWindow spec and compiles it for
+// evaluation. The errors name the field to fix. Callers evaluate Invalid(err)
+// for a spec that does not compile, so an invalid window is restrictive.
+func Compile(spec *lullv1alpha1.MaintenanceWindowSpec, opts Options) (*Window, error) {
+	errs := Validate(spec)
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	w := &Window{strategy: string(spec.Strategy), horizon: opts.Horizon}
+	if w.strategy == "" {
+		w.strategy = string(lullv1alpha1.StrategySchedule)
+	}
+	if w.horizon <= 0 {
+		w.horizon = DefaultHorizon
+	}
+	if o := spec.Override; o != nil {
+		w.override = &override{permissive: o.Strategy == lullv1alpha1.StrategyPermissive, until: o.Until.Time, reason: o.Reason}
+	}
+	if spec.Schedule != nil {
+		s, err := compileSchedule(spec.Schedule)
+		if err != nil {
+			return nil, err
+		}
+		w.sched = s
+	}
+	return w, nil
+}
+
+// Validate checks a spec and returns every problem with its field path.
+func Validate(spec *lullv1alpha1.MaintenanceWindowSpec) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec")
+	switch spec.Strategy {
+	case "", lullv1alpha1.StrategySchedule:
+		if spec.Schedule == nil {
+			errs = append(errs, field.Required(p.Child("schedule"), "strategy Schedule needs a schedule"))
+		}
+	case lullv1alpha1.StrategyPermissive, lullv1alpha1.StrategyRestrictive:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("strategy"), spec.Strategy, []string{"Schedule", "Permissive", "Restrictive"}))
+	}
+	if o := spec.Override; o != nil {
+		if o.Strategy != lullv1alpha1.StrategyPermissive && o.Strategy != lullv1alpha1.StrategyRestrictive {
+			errs = append(errs, field.NotSupported(p.Child("override", "strategy"), o.Strategy, []string{"Permissive", "Restrictive"}))
+		}
+		if o.Until.IsZero() {
+			errs = append(errs, field.Required(p.Child("override", "until"), "an override must expire"))
+		}
+	}
+	if spec.Schedule != nil {
+		if _, err := compileSchedule(spec.Schedule); err != nil {
+			if list, ok := err.(fieldErrors); ok {
+				errs = append(errs, field.ErrorList(list)...)
+			} else {
+				errs = append(errs, field.Invalid(p.Child("schedule"), "", err.Error()))
+			}
+		}
+	}
+	return errs
+}
+
+type fieldErrors field.ErrorList
+
+func (f fieldErrors) Error() string { return field.ErrorList(f).ToAggregate().Error() }
+
+func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, error) {
+	var errs field.ErrorList
+	p := field.NewPath("spec", "schedule")
+	s := &schedule{}
+
+	tz := in.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil || tz == "Local" {
+		errs = append(errs, field.Invalid(p.Child("timeZone"), in.TimeZone, "unknown time zone; use an IANA name such as Europe/Berlin"))
+		loc = time.UTC
+	}
+	s.loc = loc
+
+	if hh, mm, ok := parseHHMM(in.StartTime); ok {
+		s.startMin = hh*60 + mm
+	} else {
+		errs = append(errs, field.Invalid(p.Child("startTime"), in.StartTime, `must be local wall time "HH:MM" (00:00 to 23:59)`))
+	}
+	s.dur = in.Duration.Duration
+	if s.dur <= 0 || s.dur > MaxDuration {
+		errs = append(errs, field.Invalid(p.Child("duration"), in.Duration.Duration.String(), "must be more than 0 and at most 744h (31 days)"))
+	}
+
+	anchor := in.Anchor
+	if anchor == "" {
+		anchor = DefaultAnchor
+	}
+	anchorDay, ok := parseDate(anchor)
+	if !ok {
+		errs = append(errs, field.Invalid(p.Child("anchor"), in.Anchor, `must be a date "YYYY-MM-DD"`))
+	}
+
+	rec := in.Recurrence
+	switch {
+	case rec != nil && in.RRule != "":
+		errs = append(errs, field.Invalid(p.Child("rrule"), in.RRule, "set exactly one of recurrence and rrule"))
+	case rec == nil && in.RRule == "":
+		errs = append(errs, field.Required(p.Child("recurrence"), "set recurrence or rrule"))
+	case in.RRule != "":
+		parsed, err := ParseRRule(in.RRule)
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Child("rrule"), in.RRule, err.Error()))
+		} else {
+			rec = parsed
+		}
+	}
+	if rec != nil {
+		r, recErrs := compileRecurrence(rec, p.Child("recurrence"))
+		errs = append(errs, recErrs...)
+		r.anchorDay = anchorDay
+		s.rec = r
+	}
+
+	for i, ex := range in.Exclude {
+		ep := p.Child("exclude").Index(i)
+		var e exclusion
+		e.reason = ex.Reason
+		switch {
+		case ex.StartDate != "" || ex.EndDate != "":
+			sd, ok1 := parseDate(ex.StartDate)
+			ed, ok2 := parseDate(ex.EndDate)
+			if !ok1 {
+				errs = append(errs, field.Invalid(ep.Child("startDate"), ex.StartDate, `must be a date "YYYY-MM-DD"`))
+			}
+			if !ok2 {
+				errs = append(errs, field.Invalid(ep.Child("endDate"), ex.EndDate, `must be a date "YYYY-MM-DD"`))
+			}
+			if ex.Start != nil || ex.End != nil {
+				errs = append(errs, field.Invalid(ep, "", "use either startDate/endDate or start/end, not both"))
+			}
+			if ok1 && ok2 {
+				if ed < sd {
+					errs = append(errs, field.Invalid(ep.Child("endDate"), ex.EndDate, "must not be before startDate"))
+				}
+				e.start = midnight(sd, loc)
+				e.end = midnight(ed+1, loc)
+			}
+		case ex.Start != nil && ex.End != nil:
+			e.start, e.end = ex.Start.Time, ex.End.Time
+			if !e.end.After(e.start) {
+				errs = append(errs, field.Invalid(ep.Child("end"), ex.End.Time.Format(time.RFC3339), "must be after start"))
+			}
+		default:
+			errs = append(errs, field.Required(ep, "set startDate and endDate (local dates) or start and end (instants)"))
+		}
+		s.excl = append(s.excl, e)
+	}
+	sort.SliceStable(s.excl, func(i, j int) bool { return s.excl[i].start.Before(s.excl[j].start) })
+
+	if len(errs) > 0 {
+		return nil, fieldErrors(errs)
+	}
+	return s, nil
+}
+
+func compileRecurrence(in *lullv1alpha1.Recurrence, p *field.Path) (recurrence, field.ErrorList) {
+	var errs field.ErrorList
+	r := recurrence{freq: string(in.Frequency), interval: int(in.Interval)}
+	if r.interval == 0 {
+		r.interval = 1
+	}
+	if r.interval < 1 || r.interval > 1000 {
+		errs = append(errs, field.Invalid(p.Child("interval"), in.Interval, "must be 1..1000"))
+		r.interval = 1
+	}
+	for i, d := range in.DaysOfWeek {
+		wd, ok := weekdays[d]
+		if !ok {
+			errs = append(errs, field.NotSupported(p.Child("daysOfWeek").Index(i), d, weekdayNames()))
+			continue
+		}
+		r.weekdays |= 1 << uint(wd)
+	}
+	for i, d := range in.DaysOfMonth {
+		if d == 0 || d < -31 || d > 31 {
+			errs = append(errs, field.Invalid(p.Child("daysOfMonth").Index(i), d, "must be 1..31 or -31..-1 (-1 is the last day)"))
+			continue
+		}
+		r.daysOfMonth = append(r.daysOfMonth, int(d))
+	}
+	for i, o := range in.Weekdays {
+		wd, ok := weekdays[o.Day]
+		if !ok {
+			errs = append(errs, field.NotSupported(p.Child("weekdays").Index(i).Child("day"), o.Day, weekdayNames()))
+		}
+		if o.Ordinal == 0 || o.Ordinal < -5 || o.Ordinal > 5 {
+			errs = append(errs, field.Invalid(p.Child("weekdays").Index(i).Child("ordinal"), o.Ordinal, "must be 1..5 or -5..-1 (-1 is the last)"))
+			continue
+		}
+		if ok {
+			r.ordinals = append(r.ordinals, ordinalWeekday{n: int(o.Ordinal), day: wd})
+		}
+	}
+	for i, m := range in.Months {
+		if m < 1 || m > 12 {
+			errs = append(errs, field.Invalid(p.Child("months").Index(i), m, "must be 1..12"))
+			continue
+		}
+		r.months |= 1 << uint(m)
+	}
+	switch in.Frequency {
+	case lullv1alpha1.Daily:
+		if r.weekdays != 0 || len(r.daysOfMonth) > 0 || len(r.ordinals) > 0 || r.months != 0 {
+			errs = append(errs, field.Invalid(p, "", "a Daily recurrence takes only interval"))
+		}
+	case lullv1alpha1.Weekly:
+		if r.weekdays == 0 && len(in.DaysOfWeek) == 0 {
+			errs = append(errs, field.Required(p.Child("daysOfWeek"), "a Weekly recurrence needs daysOfWeek"))
+		}
+		if len(r.daysOfMonth) > 0 || len(r.ordinals) > 0 || r.months != 0 {
+			errs = append(errs, field.Invalid(p, "", "a Weekly recurrence takes only interval and daysOfWeek"))
+		}
+	case lullv1alpha1.Monthly, lullv1alpha1.Yearly:
+		if len(in.DaysOfMonth) == 0 && len(in.Weekdays) == 0 {
+			errs = append(errs, field.Required(p.Child("daysOfMonth"), "a Monthly or Yearly recurrence needs daysOfMonth or weekdays"))
+		}
+		if len(in.DaysOfWeek) > 0 {
+			errs = append(errs, field.Invalid(p.Child("daysOfWeek"), "", "use weekdays (with ordinals) for Monthly and Yearly"))
+		}
+		if in.Frequency == lullv1alpha1.Yearly && len(in.Months) == 0 {
+			errs = append(errs, field.Required(p.Child("months"), "a Yearly recurrence needs months"))
+		}
+		if in.Frequency == lullv1alpha1.Monthly && len(in.Months) > 0 {
+			errs = append(errs, field.Invalid(p.Child("months"), "", "months is only valid with frequency Yearly"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("frequency"), in.Frequency, []string{"Daily", "Weekly", "Monthly", "Yearly"}))
+		r.freq = "Daily"
+	}
+	return r, errs
+}
+
+func weekdayNames() []string {
+	return []string{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+}
+
+func parseHHMM(s string) (int, int, bool) {
+	if len(s) != 5 || s[2] != ':' {
+		return 0, 0, false
+	}
+	hh, err1 := strconv.Atoi(s[:2])
+	mm, err2 := strconv.Atoi(s[3:])
+	if err1 != nil || err2 != nil || hh < 0 || hh > 23 || mm < 0 || mm > 59 || strings.ContainsAny(s, "+-") {
+		return 0, 0, false
+	}
+	return hh, mm, true
+}
+
+// parseDate parses "YYYY-MM-DD" into a day number, rejecting dates that do
+// not exist (2023-02-29).
+func parseDate(s string) (int, bool) {
+	t, err := time.Parse("2006-01-02", s)
+	if err != nil {
+		return 0, false
+	}
+	return dayOf(t.Year(), t.Month(), t.Day()), true
+}
+
+func midnight(day int, loc *time.Location) time.Time {
+	y, m, d := civil(day)
+	return resolveLocal(time.Date(y, m, d, 0, 0, 0, 0, time.UTC), loc)
+}
+
+// MustCompile is Compile for tests and static specs; it panics on error.
+func MustCompile(spec *lullv1alpha1.MaintenanceWindowSpec) *Window {
+	w, err := Compile(spec, Options{})
+	if err != nil {
+		panic(fmt.Sprintf("window.MustCompile: %v", err))
+	}
+	return w
+}

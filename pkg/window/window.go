@@ -1,0 +1,441 @@
+package window
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Forever stands for "no end" in an Interval. It is never reported as a
+// time: status and metrics map it to "indefinitely".
+var Forever = time.Date(9999, time.December, 31, 0, 0, 0, 0, time.UTC)
+
+// Interval is a half-open period [Start, End).
+type Interval struct {
+	Start, End time.Time
+}
+
+// Contains reports whether t lies in [Start, End).
+func (iv Interval) Contains(t time.Time) bool {
+	return !t.Before(iv.Start) && t.Before(iv.End)
+}
+
+// Unbounded reports whether the interval has no end.
+func (iv Interval) Unbounded() bool { return !iv.End.Before(Forever) }
+
+// Reason says why a window is in its state.
+type Reason string
+
+const (
+	// ReasonSchedule: inside (or, when restricted, outside) a scheduled window.
+	ReasonSchedule Reason = "Schedule"
+	// ReasonExcluded: a scheduled window is cut by an exclusion.
+	ReasonExcluded Reason = "Excluded"
+	// ReasonOverride: a temporary override is in force.
+	ReasonOverride Reason = "Override"
+	// ReasonPermissive: strategy Permissive.
+	ReasonPermissive Reason = "Permissive"
+	// ReasonRestrictive: strategy Restrictive.
+	ReasonRestrictive Reason = "Restrictive"
+	// ReasonInvalid: the spec is invalid; an invalid window is restrictive.
+	ReasonInvalid Reason = "Invalid"
+	// ReasonNoWindow: no permitted period lies within the search horizon.
+	ReasonNoWindow Reason = "NoWindow"
+	// ReasonNoWindows: a set of windows is empty (the caller's default applies).
+	ReasonNoWindows Reason = "NoWindows"
+)
+
+// Result is a window's state at one instant.
+type Result struct {
+	// Permitted reports whether material changes may start now.
+	Permitted bool
+	// Reason says why; Detail adds the exclusion or override reason, or
+	// the error for an invalid spec.
+	Reason Reason
+	Detail string
+	// Since is when the current state began; zero when it began before the
+	// search horizon or is not known (an override's start is not recorded).
+	Since time.Time
+	// Until is the next transition; Forever when the state holds
+	// indefinitely or at least beyond the horizon.
+	Until time.Time
+	// Next is the current permitted period when Permitted, otherwise the
+	// next one; valid only when HasNext.
+	Next    Interval
+	HasNext bool
+	// OverrideUntil is when an override in force expires (Reason Override).
+	OverrideUntil time.Time
+}
+
+// Message is a one-line explanation for status and events.
+func (r Result) Message() string {
+	switch r.Reason {
+	case ReasonExcluded:
+		return fmt.Sprintf("excluded by %q", r.Detail)
+	case ReasonOverride:
+		verb := "opened"
+		if !r.Permitted {
+			verb = "frozen"
+		}
+		if r.Detail != "" {
+			return fmt.Sprintf("%s by override until %s: %s", verb, r.overrideUntil(), r.Detail)
+		}
+		return fmt.Sprintf("%s by override until %s", verb, r.overrideUntil())
+	case ReasonInvalid:
+		return "invalid spec (treated as restrictive): " + r.Detail
+	case ReasonNoWindow:
+		return "no permitted window within the search horizon"
+	case ReasonRestrictive:
+		return "strategy Restrictive: changes never start"
+	case ReasonPermissive:
+		return "strategy Permissive: changes may always start"
+	case ReasonNoWindows:
+		return "no window selects the node"
+	}
+	if r.Permitted {
+		return "inside a scheduled window until " + fmtTime(r.Until)
+	}
+	if r.HasNext {
+		return "outside the schedule; next window starts " + fmtTime(r.Next.Start)
+	}
+	return "outside the schedule"
+}
+
+func (r Result) overrideUntil() string { return fmtTime(r.OverrideUntil) }
+
+func fmtTime(t time.Time) string {
+	if !t.Before(Forever) {
+		return "indefinitely"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// SecondsUntilPermitted is the value of lull_window_seconds_until_permitted:
+// 0 when permitted now, -1 when restricted indefinitely, -2 when no window
+// can be computed (invalid spec or nothing within the horizon).
+func (r Result) SecondsUntilPermitted(now time.Time) float64 {
+	switch {
+	case r.Permitted:
+		return 0
+	case r.Reason == ReasonInvalid || r.Reason == ReasonNoWindow:
+		return -2
+	case !r.HasNext:
+		return -1
+	}
+	return r.Next.Start.Sub(now).Seconds()
+}
+
+// PermittedRemaining is the time left in the current permitted period (0
+// when restricted; Forever-bounded periods report the time to Forever).
+func (r Result) PermittedRemaining(now time.Time) time.Duration {
+	if !r.Permitted {
+		return 0
+	}
+	return r.Until.Sub(now)
+}
+
+type exclusion struct {
+	start, end time.Time
+	reason     string
+}
+
+type schedule struct {
+	loc      *time.Location
+	rec      recurrence
+	startMin int
+	dur      time.Duration
+	excl     []exclusion // sorted by start
+}
+
+// Window is a compiled MaintenanceWindow spec. It is immutable and safe for
+// concurrent use.
+type Window struct {
+	strategy string
+	override *override
+	sched    *schedule
+	horizon  time.Duration
+	invalid  error
+}
+
+type override struct {
+	permissive bool
+	until      time.Time
+	reason     string
+}
+
+// Invalid returns a Window that is always restrictive and reports err; it
+// is what callers evaluate for a spec that did not compile (fail closed).
+func Invalid(err error) *Window { return &Window{invalid: err} }
+
+// Err returns the compile error of an invalid window.
+func (w *Window) Err() error { return w.invalid }
+
+// Evaluate returns the window's state at now.
+func (w *Window) Evaluate(now time.Time) Result {
+	if w.invalid != nil {
+		return Result{Reason: ReasonInvalid, Detail: w.invalid.Error(), Until: Forever}
+	}
+	if o := w.override; o != nil && now.Before(o.until) {
+		next, ok := w.nextPermitted(now)
+		res := Result{Reason: ReasonOverride, Detail: o.reason, OverrideUntil: o.until, Next: next, HasNext: ok}
+		if o.permissive {
+			res.Permitted = true
+			res.Until = next.End
+		} else if ok {
+			res.Until = next.Start
+		} else {
+			res.Until = Forever
+		}
+		return res
+	}
+	switch w.strategy {
+	case "Permissive":
+		return Result{Permitted: true, Reason: ReasonPermissive, Until: Forever,
+			Next: Interval{Start: now, End: Forever}, HasNext: true}
+	case "Restrictive":
+		return Result{Reason: ReasonRestrictive, Until: Forever}
+	}
+	s := w.sched
+	iv, ok := s.pieceAfter(now, now.Add(w.horizon))
+	if !ok {
+		res := Result{Reason: ReasonNoWindow, Until: Forever}
+		res.Since, _ = s.lastEndBefore(now, now.Add(-w.horizon))
+		return res
+	}
+	res := Result{Reason: ReasonSchedule, Next: iv, HasNext: true}
+	if iv.Start.After(now) {
+		res.Until = iv.Start
+		res.Since, _ = s.lastEndBefore(now, now.Add(-w.horizon))
+		if e, in := s.excludedAt(now); in {
+			res.Reason, res.Detail = ReasonExcluded, e.reason
+		}
+		return res
+	}
+	res.Permitted = true
+	res.Until = iv.End
+	res.Since = s.startOfPieceAt(now, now.Add(-w.horizon))
+	return res
+}
+
+// nextPermitted returns the first permitted period that ends after t, with
+// overrides applied; its Start may lie before t.
+func (w *Window) nextPermitted(t time.Time) (Interval, bool) {
+	if w.invalid != nil {
+		return Interval{}, false
+	}
+	if o := w.override; o != nil && t.Before(o.until) {
+		if o.permissive {
+			iv := Interval{Start: t, End: o.until}
+			if base, ok := w.basePermitted(o.until); ok && !base.Start.After(o.until) {
+				iv.End = base.End
+			}
+			return iv, true
+		}
+		base, ok := w.basePermitted(o.until)
+		if ok && base.Start.Before(o.until) {
+			base.Start = o.until
+		}
+		return base, ok
+	}
+	return w.basePermitted(t)
+}
+
+func (w *Window) basePermitted(t time.Time) (Interval, bool) {
+	switch w.strategy {
+	case "Permissive":
+		return Interval{Start: t, End: Forever}, true
+	case "Restrictive":
+		return Interval{}, false
+	}
+	return w.sched.pieceAfter(t, t.Add(w.horizon))
+}
+
+// Upcoming returns up to n permitted periods, the first being the current
+// or next one.
+func (w *Window) Upcoming(now time.Time, n int) []Interval {
+	var out []Interval
+	t := now
+	limit := now.Add(w.horizon)
+	for len(out) < n && t.Before(limit) {
+		iv, ok := w.nextPermitted(t)
+		if !ok || iv.Start.After(limit) {
+			break
+		}
+		out = append(out, iv)
+		if iv.Unbounded() {
+			break
+		}
+		t = iv.End
+	}
+	return out
+}
+
+// occurrence returns the raw scheduled interval starting on local day.
+func (s *schedule) occurrence(day int) Interval {
+	y, m, d := civil(day)
+	start := resolveLocal(time.Date(y, m, d, s.startMin/60, s.startMin%60, 0, 0, time.UTC), s.loc)
+	return Interval{Start: start, End: start.Add(s.dur)}
+}
+
+// pieceAfter returns the first permitted piece (scheduled occurrences merged
+// where they overlap or touch, minus exclusions) that ends after t, looking
+// at occurrences that start no later than limit.
+func (s *schedule) pieceAfter(t, limit time.Time) (Interval, bool) {
+	// An occurrence that is still open at t started at most dur before it;
+	// one day of margin covers the local-date rounding.
+	from := localDay(t.Add(-s.dur), s.loc) - 1
+	to := localDay(limit, s.loc) + 1
+	var (
+		cur    Interval
+		have   bool
+		result Interval
+		found  bool
+	)
+	s.rec.forEachDay(from, to, func(day int) bool {
+		iv := s.occurrence(day)
+		if have && !iv.Start.After(cur.End) {
+			if iv.End.After(cur.End) {
+				cur.End = iv.End
+			}
+			return true
+		}
+		if have {
+			if result, found = s.firstPieceAfter(cur, t); found {
+				return false
+			}
+		}
+		if iv.Start.After(limit) {
+			have = false
+			return false
+		}
+		cur, have = iv, true
+		return true
+	})
+	if !found && have {
+		result, found = s.firstPieceAfter(cur, t)
+	}
+	return result, found
+}
+
+// firstPieceAfter subtracts the exclusions from raw and returns the first
+// remaining piece that ends after t.
+func (s *schedule) firstPieceAfter(raw Interval, t time.Time) (Interval, bool) {
+	if !raw.End.After(t) {
+		return Interval{}, false
+	}
+	i := sort.Search(len(s.excl), func(i int) bool { return s.excl[i].end.After(raw.Start) })
+	start := raw.Start
+	for ; i < len(s.excl) && s.excl[i].start.Before(raw.End); i++ {
+		e := s.excl[i]
+		if e.start.After(start) {
+			piece := Interval{Start: start, End: e.start}
+			if piece.End.After(t) {
+				return piece, true
+			}
+		}
+		if e.end.After(start) {
+			start = e.end
+		}
+	}
+	if start.Before(raw.End) {
+		piece := Interval{Start: start, End: raw.End}
+		if piece.End.After(t) {
+			return piece, true
+		}
+	}
+	return Interval{}, false
+}
+
+// pieces subtracts exclusions from raw, in ascending order.
+func (s *schedule) pieces(raw Interval) []Interval {
+	var out []Interval
+	i := sort.Search(len(s.excl), func(i int) bool { return s.excl[i].end.After(raw.Start) })
+	start := raw.Start
+	for ; i < len(s.excl) && s.excl[i].start.Before(raw.End); i++ {
+		e := s.excl[i]
+		if e.start.After(start) {
+			out = append(out, Interval{Start: start, End: e.start})
+		}
+		if e.end.After(start) {
+			start = e.end
+		}
+	}
+	if start.Before(raw.End) {
+		out = append(out, Interval{Start: start, End: raw.End})
+	}
+	return out
+}
+
+// runsBackward calls fn with merged raw runs that start before t, latest
+// first, down to runs starting after floor.
+func (s *schedule) runsBackward(t, floor time.Time, fn func(run Interval) bool) {
+	from := localDay(floor, s.loc) - 1
+	to := localDay(t, s.loc) + 1
+	var cur Interval
+	have := false
+	stopped := false
+	s.rec.forEachDayDesc(from, to, func(day int) bool {
+		iv := s.occurrence(day)
+		if !iv.Start.Before(t) {
+			return true
+		}
+		if have && !iv.End.Before(cur.Start) {
+			if iv.Start.Before(cur.Start) {
+				cur.Start = iv.Start
+			}
+			return true
+		}
+		if have && !fn(cur) {
+			stopped = true
+			return false
+		}
+		cur, have = iv, true
+		return true
+	})
+	if have && !stopped {
+		fn(cur)
+	}
+}
+
+// lastEndBefore returns the end of the last permitted piece ending at or
+// before t, searching back to floor.
+func (s *schedule) lastEndBefore(t, floor time.Time) (time.Time, bool) {
+	var end time.Time
+	found := false
+	s.runsBackward(t, floor, func(run Interval) bool {
+		ps := s.pieces(run)
+		for i := len(ps) - 1; i >= 0; i-- {
+			if !ps[i].End.After(t) {
+				end, found = ps[i].End, true
+				return false
+			}
+		}
+		return true
+	})
+	return end, found
+}
+
+// startOfPieceAt returns the start of the permitted piece containing t.
+func (s *schedule) startOfPieceAt(t, floor time.Time) time.Time {
+	var start time.Time
+	s.runsBackward(t.Add(time.Nanosecond), floor, func(run Interval) bool {
+		for _, p := range s.pieces(run) {
+			if p.Contains(t) {
+				start = p.Start
+				return false
+			}
+		}
+		return true
+	})
+	return start
+}
+
+// excludedAt returns the exclusion covering t, if any.
+func (s *schedule) excludedAt(t time.Time) (exclusion, bool) {
+	for _, e := range s.excl {
+		if !t.Before(e.start) && t.Before(e.end) {
+			return e, true
+		}
+	}
+	return exclusion{}, false
+}
