@@ -153,6 +153,7 @@ type Schedule struct {
 	// interval 2, Weekly windows fall in the anchor's week and every second
 	// week after and before it. Default 2000-01-03 (a Monday).
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	Anchor string `json:"anchor,omitempty"`
 
@@ -232,9 +233,11 @@ type Exclusion struct {
 	// StartDate and EndDate are local dates ("YYYY-MM-DD"), both included,
 	// in the schedule's time zone: whole local days.
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	StartDate string `json:"startDate,omitempty"`
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	EndDate string `json:"endDate,omitempty"`
 	// Start and End are instants; the range is half-open [start, end).

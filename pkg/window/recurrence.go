@@ -15,8 +15,8 @@ type recurrence struct {
 	freq        string // Daily, Weekly, Monthly, Yearly
 	interval    int
 	anchorDay   int
-	weekdays    uint8  // Weekly: bit i set for time.Weekday(i)
-	daysOfMonth []int  // Monthly/Yearly: 1..31 or -31..-1
+	weekdays    uint8 // Weekly: bit i set for time.Weekday(i)
+	daysOfMonth []int // Monthly/Yearly: 1..31 or -31..-1
 	ordinals    []ordinalWeekday
 	months      uint16 // Yearly: bit m set for time.Month(m)
 }

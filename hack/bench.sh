@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs lull's benchmarks; each prints its ratio against the baseline
+# measured in the same run. Figures are recorded in docs/performance.md.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+go test -run '^$' -bench . -benchmem -count "${COUNT:-1}" ./pkg/...
