@@ -20,7 +20,7 @@ func EvaluateAll(ws []*Window, now time.Time) Result {
 	var blocking *Result
 	for i, w := range ws {
 		results[i] = w.Evaluate(now)
-		if !results[i].Permitted && blocking == nil {
+		if !results[i].Permitted && (blocking == nil || severity(results[i]) > severity(*blocking)) {
 			blocking = &results[i]
 		}
 	}
@@ -92,4 +92,19 @@ func NextAll(ws []*Window, t time.Time) (Interval, bool) {
 		t = lo
 	}
 	return Interval{}, false
+}
+
+// severity orders the reasons a set of windows is closed, so the combined
+// result names the most restrictive: an invalid window, then one closed
+// indefinitely, then one closed until a time.
+func severity(r Result) int {
+	switch {
+	case r.Reason == ReasonInvalid:
+		return 3
+	case r.Reason == ReasonRestrictive, !r.HasNext && r.Reason == ReasonOverride:
+		return 2
+	case r.Reason == ReasonNoWindow:
+		return 1
+	}
+	return 0
 }
