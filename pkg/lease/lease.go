@@ -1,0 +1,462 @@
+// Package lease implements lull's node disruption lease: one
+// coordination.k8s.io/v1 Lease per node that every disruptive actor (lull's
+// drainer, a reboot daemon, an admin with kubectl) must hold before it
+// cordons, drains, reboots or powers off the node. See
+// docs/lease-protocol.md for the protocol third-party tools follow.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// DefaultNamespace holds lull's node leases.
+	DefaultNamespace = "lull-system"
+	// Medik8sNamespace is where medik8s tools (node-maintenance-operator,
+	// self-node-remediation) keep node leases of the same name and shape.
+	Medik8sNamespace = "medik8s-leases"
+	// AnnotationOperation records what the holder does to the node
+	// (drain, reboot, update, power-off, ...).
+	AnnotationOperation = "lull.dev/operation"
+	// AnnotationReason records why, for people reading it.
+	AnnotationReason = "lull.dev/reason"
+	// DefaultDuration is the lease duration when a caller gives none.
+	DefaultDuration = 5 * time.Minute
+)
+
+// Name returns the lease name for a node: "node-<nodeName>", the medik8s
+// convention, so tools following either can interoperate.
+func Name(node string) string { return "node-" + node }
+
+// Info describes a node's lease as this client sees it.
+type Info struct {
+	Node      string
+	Namespace string
+	Holder    string
+	Operation string
+	Reason    string
+	Acquired  time.Time
+	Renewed   time.Time
+	Duration  time.Duration
+	// Transitions counts changes of holder since the lease was created.
+	// With UID it forms the fencing token (see Token).
+	Transitions     int32
+	UID             types.UID
+	ResourceVersion string
+	// Expired is this client's judgement by observation: it has seen no
+	// change of the lease for Duration on its own clock.
+	Expired bool
+}
+
+// Token is a fencing token: a holder passes it to whatever it disrupts,
+// which rejects tokens older than one it has seen. Tokens compare only for
+// the same lease UID (a released lease is deleted; its successor has a new
+// UID and starts counting again).
+type Token struct {
+	UID         types.UID
+	Transitions int32
+}
+
+// Token returns the lease's fencing token.
+func (i *Info) Token() Token { return Token{UID: i.UID, Transitions: i.Transitions} }
+
+// HeldError reports that another actor holds a node's live lease.
+type HeldError struct {
+	Node      string
+	Holder    string
+	Operation string
+	Reason    string
+	Since     time.Time
+	Duration  time.Duration
+}
+
+func (e *HeldError) Error() string {
+	msg := fmt.Sprintf("node %s is leased by %q", e.Node, e.Holder)
+	if e.Operation != "" {
+		msg += " for " + e.Operation
+	}
+	if e.Reason != "" {
+		msg += fmt.Sprintf(" (%s)", e.Reason)
+	}
+	if !e.Since.IsZero() {
+		msg += " since " + e.Since.UTC().Format(time.RFC3339)
+	}
+	return msg
+}
+
+// IsHeld returns the HeldError in err's chain, if any.
+func IsHeld(err error) (*HeldError, bool) {
+	var h *HeldError
+	ok := errors.As(err, &h)
+	return h, ok
+}
+
+// ErrNotHolder is returned when renewing or releasing a lease held by
+// someone else (or by nobody).
+var ErrNotHolder = errors.New("not the lease holder")
+
+// Options configure a Client.
+type Options struct {
+	// Namespace of the node leases (DefaultNamespace if empty).
+	Namespace string
+	// Clock measures expiry by observation (a real clock if nil).
+	Clock clock.PassiveClock
+}
+
+// observation is when this client first saw a lease version.
+type observation struct {
+	resourceVersion string // fingerprint of the version
+	at              time.Time
+}
+
+// Client acquires, renews and releases node leases. It is safe for
+// concurrent use; one Client per process keeps the observations that
+// expiry is judged by.
+type Client struct {
+	cs        kubernetes.Interface
+	namespace string
+	clock     clock.PassiveClock
+
+	mu       sync.Mutex
+	observed map[string]observation
+	// held caches the last lease this client wrote, so a renewal or
+	// release is a single request in the common case.
+	held map[string]*coordinationv1.Lease
+}
+
+// New returns a Client.
+func New(cs kubernetes.Interface, opts Options) *Client {
+	c := &Client{cs: cs, namespace: opts.Namespace, clock: opts.Clock,
+		observed: map[string]observation{}, held: map[string]*coordinationv1.Lease{}}
+	if c.namespace == "" {
+		c.namespace = DefaultNamespace
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	return c
+}
+
+// Namespace returns the namespace the client's leases live in.
+func (c *Client) Namespace() string { return c.namespace }
+
+// Acquire takes node's lease for holder. It creates the lease, takes over a
+// lease that is free or has expired by observation, or renews it when holder
+// already holds it. It returns a *HeldError when another actor holds a
+// live lease.
+func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason string, duration time.Duration) (*Info, error) {
+	if holder == "" {
+		return nil, fmt.Errorf("acquiring lease for node %s: holder must not be empty", node)
+	}
+	if duration <= 0 {
+		duration = DefaultDuration
+	}
+	leases := c.cs.CoordinationV1().Leases(c.namespace)
+	name := Name(node)
+	cur, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return c.create(ctx, node, holder, operation, reason, duration)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting lease %s/%s: %w", c.namespace, name, err)
+	}
+	expired := c.observe(cur)
+	curHolder := ptr.Deref(cur.Spec.HolderIdentity, "")
+	switch {
+	case curHolder == holder:
+		// Already ours: acquiring again renews and may update the operation.
+	case curHolder == "" || expired:
+		cur.Spec.LeaseTransitions = ptr.To(ptr.Deref(cur.Spec.LeaseTransitions, 0) + 1)
+		cur.Spec.AcquireTime = c.now()
+	default:
+		return nil, heldError(node, cur)
+	}
+	cur.Spec.HolderIdentity = ptr.To(holder)
+	cur.Spec.RenewTime = c.now()
+	cur.Spec.LeaseDurationSeconds = ptr.To(int32(duration / time.Second))
+	if cur.Spec.AcquireTime == nil {
+		cur.Spec.AcquireTime = c.now()
+	}
+	setAnnotations(cur, operation, reason)
+	updated, err := leases.Update(ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("lease %s/%s changed while acquiring (another actor acted first); retry: %w", c.namespace, name, err)
+		}
+		return nil, fmt.Errorf("updating lease %s/%s: %w", c.namespace, name, err)
+	}
+	c.remember(node, updated)
+	return c.info(node, updated), nil
+}
+
+func (c *Client) create(ctx context.Context, node, holder, operation, reason string, duration time.Duration) (*Info, error) {
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("getting node %s for the lease's owner reference: %w", node, err)
+	}
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      Name(node),
+			Namespace: c.namespace,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID,
+			}},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(holder),
+			LeaseDurationSeconds: ptr.To(int32(duration / time.Second)),
+			AcquireTime:          c.now(),
+			RenewTime:            c.now(),
+			LeaseTransitions:     ptr.To[int32](0),
+		},
+	}
+	setAnnotations(l, operation, reason)
+	created, err := c.cs.CoordinationV1().Leases(c.namespace).Create(ctx, l, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("lease %s/%s was created by another actor first; retry: %w", c.namespace, l.Name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating lease %s/%s: %w", c.namespace, l.Name, err)
+	}
+	c.remember(node, created)
+	return c.info(node, created), nil
+}
+
+// Renew extends holder's lease on node. It fails with ErrNotHolder when the
+// lease is gone or another actor holds it (a lost lease: stop disrupting).
+func (c *Client) Renew(ctx context.Context, node, holder string) (*Info, error) {
+	leases := c.cs.CoordinationV1().Leases(c.namespace)
+	cur := c.cached(node)
+	for attempt := 0; attempt < 2; attempt++ {
+		if cur == nil {
+			got, err := leases.Get(ctx, Name(node), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("renewing lease of node %s: lease is gone: %w", node, ErrNotHolder)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("getting lease of node %s: %w", node, err)
+			}
+			cur = got
+		}
+		if h := ptr.Deref(cur.Spec.HolderIdentity, ""); h != holder {
+			c.forget(node)
+			return nil, fmt.Errorf("renewing lease of node %s: held by %q: %w", node, h, ErrNotHolder)
+		}
+		cur.Spec.RenewTime = c.now()
+		updated, err := leases.Update(ctx, cur, metav1.UpdateOptions{})
+		if err == nil {
+			c.remember(node, updated)
+			return c.info(node, updated), nil
+		}
+		if !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("renewing lease of node %s: %w", node, err)
+		}
+		// Our cached copy is stale; read the current one and check we
+		// still hold it before trying once more.
+		cur = nil
+	}
+	return nil, fmt.Errorf("renewing lease of node %s: conflicting updates; retry", node)
+}
+
+// Release deletes holder's lease on node, with the lease's UID and
+// resourceVersion as preconditions so a lease taken over by someone else in
+// the meantime is never deleted. Releasing a lease that does not exist
+// succeeds.
+func (c *Client) Release(ctx context.Context, node, holder string) error {
+	leases := c.cs.CoordinationV1().Leases(c.namespace)
+	cur := c.cached(node)
+	for attempt := 0; attempt < 2; attempt++ {
+		if cur == nil {
+			got, err := leases.Get(ctx, Name(node), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				c.forget(node)
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("getting lease of node %s: %w", node, err)
+			}
+			cur = got
+		}
+		if h := ptr.Deref(cur.Spec.HolderIdentity, ""); h != holder {
+			c.forget(node)
+			return fmt.Errorf("releasing lease of node %s: held by %q: %w", node, h, ErrNotHolder)
+		}
+		err := leases.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+			UID: ptr.To(cur.UID), ResourceVersion: ptr.To(cur.ResourceVersion),
+		}})
+		if err == nil || apierrors.IsNotFound(err) {
+			c.forget(node)
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("releasing lease of node %s: %w", node, err)
+		}
+		cur = nil
+	}
+	return fmt.Errorf("releasing lease of node %s: conflicting updates; retry", node)
+}
+
+// Get returns node's lease, or nil when there is none.
+func (c *Client) Get(ctx context.Context, node string) (*Info, error) {
+	l, err := c.cs.CoordinationV1().Leases(c.namespace).Get(ctx, Name(node), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting lease of node %s: %w", node, err)
+	}
+	c.observe(l)
+	return c.info(node, l), nil
+}
+
+// List returns every node lease in the namespace.
+func (c *Client) List(ctx context.Context) ([]*Info, error) {
+	list, err := c.cs.CoordinationV1().Leases(c.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing leases in %s: %w", c.namespace, err)
+	}
+	var out []*Info
+	for i := range list.Items {
+		l := &list.Items[i]
+		node, ok := NodeOf(l.Name)
+		if !ok {
+			continue
+		}
+		c.observe(l)
+		out = append(out, c.info(node, l))
+	}
+	return out, nil
+}
+
+// NodeOf returns the node a lease name belongs to.
+func NodeOf(leaseName string) (string, bool) {
+	if len(leaseName) <= len("node-") || leaseName[:len("node-")] != "node-" {
+		return "", false
+	}
+	return leaseName[len("node-"):], true
+}
+
+// observe records when this client first saw the lease's current version
+// and reports whether it has since gone unrenewed for its full duration,
+// measured on this client's own clock. Clock offset between machines
+// therefore cannot make a live lease look expired: only elapsed local time
+// counts, never the holder's timestamps.
+func (c *Client) observe(l *coordinationv1.Lease) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := l.Name
+	now := c.clock.Now()
+	o, ok := c.observed[key]
+	if fp := fingerprint(l); !ok || o.resourceVersion != fp {
+		c.observed[key] = observation{resourceVersion: fp, at: now}
+		return false
+	}
+	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
+	return now.Sub(o.at) >= d
+}
+
+// ExpiredByObservation reports whether l has gone unrenewed for its
+// duration since this client first saw its current version.
+func (c *Client) ExpiredByObservation(l *coordinationv1.Lease) bool { return c.observe(l) }
+
+func (c *Client) now() *metav1.MicroTime {
+	return &metav1.MicroTime{Time: c.clock.Now()}
+}
+
+func (c *Client) remember(node string, l *coordinationv1.Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held[node] = l.DeepCopy()
+	c.observed[l.Name] = observation{resourceVersion: fingerprint(l), at: c.clock.Now()}
+}
+
+// fingerprint identifies a lease version: its resourceVersion and, like
+// client-go's leader election record, the holder and renew time, so a
+// renewal is noticed even from a source that does not bump
+// resourceVersion.
+func fingerprint(l *coordinationv1.Lease) string {
+	renew := ""
+	if l.Spec.RenewTime != nil {
+		renew = l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+	}
+	return l.ResourceVersion + "|" + ptr.Deref(l.Spec.HolderIdentity, "") + "|" + renew
+}
+
+func (c *Client) forget(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.held, node)
+}
+
+func (c *Client) cached(node string) *coordinationv1.Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.held[node]; l != nil {
+		return l.DeepCopy()
+	}
+	return nil
+}
+
+func (c *Client) info(node string, l *coordinationv1.Lease) *Info {
+	i := FromLease(node, l)
+	c.mu.Lock()
+	o, ok := c.observed[l.Name]
+	c.mu.Unlock()
+	i.Expired = ok && o.resourceVersion == fingerprint(l) && c.clock.Since(o.at) >= i.Duration
+	return i
+}
+
+// FromLease describes a Lease object (without an expiry judgement).
+func FromLease(node string, l *coordinationv1.Lease) *Info {
+	i := &Info{
+		Node:            node,
+		Namespace:       l.Namespace,
+		Holder:          ptr.Deref(l.Spec.HolderIdentity, ""),
+		Operation:       l.Annotations[AnnotationOperation],
+		Reason:          l.Annotations[AnnotationReason],
+		Duration:        time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second,
+		Transitions:     ptr.Deref(l.Spec.LeaseTransitions, 0),
+		UID:             l.UID,
+		ResourceVersion: l.ResourceVersion,
+	}
+	if l.Spec.AcquireTime != nil {
+		i.Acquired = l.Spec.AcquireTime.Time
+	}
+	if l.Spec.RenewTime != nil {
+		i.Renewed = l.Spec.RenewTime.Time
+	}
+	return i
+}
+
+func heldError(node string, l *coordinationv1.Lease) *HeldError {
+	i := FromLease(node, l)
+	return &HeldError{Node: node, Holder: i.Holder, Operation: i.Operation, Reason: i.Reason, Since: i.Acquired, Duration: i.Duration}
+}
+
+func setAnnotations(l *coordinationv1.Lease, operation, reason string) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	if operation != "" {
+		l.Annotations[AnnotationOperation] = operation
+	} else {
+		delete(l.Annotations, AnnotationOperation)
+	}
+	if reason != "" {
+		l.Annotations[AnnotationReason] = reason
+	} else {
+		delete(l.Annotations, AnnotationReason)
+	}
+}
