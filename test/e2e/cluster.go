@@ -41,6 +41,12 @@ func UpCluster(nodes int) (*Cluster, error) {
 		base = "27000"
 	}
 	c.env = append(os.Environ(), "LULL_CLUSTER_DIR="+dir, "LULL_PORT_BASE="+base)
+	// The tests run lull's own binaries as built from this tree.
+	build := exec.Command("go", "build", "-o", framework.BinDir()+"/", "./cmd/...")
+	build.Dir = framework.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building lull's commands: %w\n%s", err, out)
+	}
 	up := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "local-up.sh"), "--nodes", fmt.Sprint(nodes))
 	up.Env = c.env
 	out, err := up.CombinedOutput()

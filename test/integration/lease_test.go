@@ -276,7 +276,9 @@ func TestLeaseSkewedClocks(t *testing.T) {
 	require.Equal(t, int32(1), info.Transitions)
 }
 
-func isConflict(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || isWrappedConflict(err) }
+func isConflict(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || isWrappedConflict(err)
+}
 
 func isWrappedConflict(err error) bool {
 	var s apierrors.APIStatus
