@@ -11,12 +11,11 @@ import (
 
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 // RepoRoot returns the repository's root directory.
@@ -34,16 +33,7 @@ func BinDir() string {
 }
 
 // Scheme knows the built-in types and lull's.
-func Scheme() *apiruntime.Scheme {
-	s := apiruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := lullv1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+func Scheme() *apiruntime.Scheme { return lullscheme.New() }
 
 // ControlPlane is a running etcd + kube-apiserver with lull's CRDs.
 type ControlPlane struct {

@@ -1,0 +1,198 @@
+// Package window is lull-drainer's MaintenanceWindow status controller: it
+// evaluates each window with pkg/window, keeps its status current, requeues
+// at the next transition, and exports the window metrics.
+package window
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	engine "lull.dev/lull/pkg/window"
+)
+
+const (
+	// ConditionReady: the spec is valid and a window can be computed.
+	ConditionReady = "Ready"
+	// ConditionPermitted: material changes may start now.
+	ConditionPermitted = "Permitted"
+	// upcomingCount is how many periods after Next the status lists.
+	upcomingCount = 4
+)
+
+// Reconciler keeps MaintenanceWindow status current.
+type Reconciler struct {
+	Client  client.Client
+	Clock   clock.PassiveClock
+	Options engine.Options
+	Metrics *Collector
+	// Wake, when set, triggers reconciles of every window (tests step a
+	// fake clock and then wake the controller).
+	Wake <-chan event.GenericEvent
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("maintenancewindow").
+		For(&lullv1alpha1.MaintenanceWindow{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Node counts follow node labels: any node appearing, going or
+		// changing labels may change which windows select it.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allWindows),
+			builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.Funcs{
+				UpdateFunc: func(event.UpdateEvent) bool { return false },
+			})))
+	if r.Wake != nil {
+		b = b.WatchesRawSource(source.Channel(r.Wake, handler.EnqueueRequestsFromMapFunc(r.allWindows)))
+	}
+	return b.Complete(r)
+}
+
+func (r *Reconciler) allWindows(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list lullv1alpha1.MaintenanceWindowList
+	if err := r.Client.List(ctx, &list); err != nil {
+		klog.FromContext(ctx).Error(err, "Listing MaintenanceWindows")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, w := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: w.Name}})
+	}
+	return reqs
+}
+
+// Compile compiles a window's spec; an invalid spec yields a window that is
+// always restrictive and says why (fail closed).
+func Compile(mw *lullv1alpha1.MaintenanceWindow, opts engine.Options) *engine.Window {
+	w, err := engine.Compile(&mw.Spec, opts)
+	if err != nil {
+		return engine.Invalid(err)
+	}
+	return w
+}
+
+// Reconcile evaluates one window and writes its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := klog.FromContext(ctx).WithValues("maintenanceWindow", req.Name)
+	ctx = klog.NewContext(ctx, logger)
+	var mw lullv1alpha1.MaintenanceWindow
+	if err := r.Client.Get(ctx, req.NamespacedName, &mw); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.Forget(req.Name)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("getting MaintenanceWindow %s: %w", req.Name, err)
+	}
+	now := r.Clock.Now()
+	w := Compile(&mw, r.Options)
+	r.Metrics.Set(mw.Name, w)
+	res := w.Evaluate(now)
+
+	status := mw.Status.DeepCopy()
+	status.ObservedGeneration = mw.Generation
+	selected, selErr := r.countSelected(ctx, &mw)
+	status.SelectedNodes = selected
+	setStatus(status, mw.Generation, w, res, now, selErr)
+
+	if !equality.Semantic.DeepEqual(&mw.Status, status) {
+		mw.Status = *status
+		if err := r.Client.Status().Update(ctx, &mw); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("updating status of MaintenanceWindow %s: %w", mw.Name, err)
+		}
+		logger.V(2).Info("Updated window status", "permitted", res.Permitted, "reason", res.Reason, "until", res.Until)
+	}
+	if !res.Until.Before(engine.Forever) {
+		return reconcile.Result{}, nil
+	}
+	// Wake up exactly at the next transition (not by polling).
+	return reconcile.Result{RequeueAfter: res.Until.Sub(now) + time.Millisecond}, nil
+}
+
+func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow) (int32, error) {
+	sel := labels.Everything()
+	if mw.Spec.NodeSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(mw.Spec.NodeSelector)
+		if err != nil {
+			return 0, fmt.Errorf("spec.nodeSelector: %w", err)
+		}
+		sel = s
+	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return 0, fmt.Errorf("listing nodes: %w", err)
+	}
+	return int32(len(nodes.Items)), nil
+}
+
+// setStatus fills status from an evaluation at now.
+func setStatus(status *lullv1alpha1.MaintenanceWindowStatus, gen int64, w *engine.Window, res engine.Result, now time.Time, selErr error) {
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Valid", Message: "window is valid", ObservedGeneration: gen}
+	switch {
+	case res.Reason == engine.ReasonInvalid:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "InvalidSpec", res.Detail
+	case selErr != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "InvalidSelector", selErr.Error()
+	case res.Reason == engine.ReasonNoWindow:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NoWindowInHorizon", res.Message()
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+	permitted := metav1.Condition{Type: ConditionPermitted, Status: metav1.ConditionFalse, Reason: string(res.Reason), Message: res.Message(), ObservedGeneration: gen}
+	if res.Permitted && selErr == nil {
+		permitted.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&status.Conditions, permitted)
+
+	cur := &lullv1alpha1.CurrentWindow{State: lullv1alpha1.StateRestricted, Reason: res.Message()}
+	if permitted.Status == metav1.ConditionTrue {
+		cur.State = lullv1alpha1.StatePermitted
+	}
+	cur.Since = timePtr(res.Since)
+	cur.Until = timePtr(res.Until)
+	status.Current = cur
+	status.Next, status.Upcoming = nil, nil
+	if res.HasNext {
+		status.Next = period(res.Next)
+		for _, iv := range w.Upcoming(now, upcomingCount+1) {
+			if iv.Start.Equal(res.Next.Start) {
+				continue
+			}
+			status.Upcoming = append(status.Upcoming, *period(iv))
+		}
+	}
+}
+
+func timePtr(t time.Time) *metav1.Time {
+	if t.IsZero() || !t.Before(engine.Forever) {
+		return nil
+	}
+	return &metav1.Time{Time: t.UTC().Truncate(time.Second)}
+}
+
+func period(iv engine.Interval) *lullv1alpha1.Period {
+	return &lullv1alpha1.Period{Start: metav1.Time{Time: iv.Start.UTC().Truncate(time.Second)}, End: timePtr(iv.End)}
+}

@@ -1,0 +1,74 @@
+package window
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	engine "lull.dev/lull/pkg/window"
+)
+
+var (
+	secondsUntilPermittedDesc = prometheus.NewDesc("lull_window_seconds_until_permitted",
+		"Seconds until the window permits material changes to start: 0 when permitted now, -1 when restricted indefinitely, -2 when no window can be computed (invalid spec or none within the search horizon).",
+		[]string{"window"}, nil)
+	permittedRemainingDesc = prometheus.NewDesc("lull_window_permitted_remaining_seconds",
+		"Seconds left in the current permitted period; 0 when restricted, -1 when permitted indefinitely.",
+		[]string{"window"}, nil)
+)
+
+// Collector exports the window metrics, evaluated at scrape time so they
+// are exact between reconciles.
+type Collector struct {
+	Clock clock.PassiveClock
+	mu    sync.Mutex
+	ws    map[string]*engine.Window
+}
+
+// NewCollector returns a Collector using clk.
+func NewCollector(clk clock.PassiveClock) *Collector {
+	return &Collector{Clock: clk, ws: map[string]*engine.Window{}}
+}
+
+// Set records the compiled window for name.
+func (c *Collector) Set(name string, w *engine.Window) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ws[name] = w
+}
+
+// Forget drops a deleted window.
+func (c *Collector) Forget(name string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.ws, name)
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- secondsUntilPermittedDesc
+	ch <- permittedRemainingDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.Clock.Now()
+	for name, w := range c.ws {
+		res := w.Evaluate(now)
+		ch <- prometheus.MustNewConstMetric(secondsUntilPermittedDesc, prometheus.GaugeValue, res.SecondsUntilPermitted(now), name)
+		remaining := res.PermittedRemaining(now).Seconds()
+		if res.Permitted && !res.Until.Before(engine.Forever) {
+			remaining = -1
+		}
+		ch <- prometheus.MustNewConstMetric(permittedRemainingDesc, prometheus.GaugeValue, remaining, name)
+	}
+}

@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	windowctrl "lull.dev/lull/drainer/window"
+	"lull.dev/lull/test/framework"
+)
+
+func weekendWindow(name string) *lullv1alpha1.MaintenanceWindow {
+	return &lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			Schedule: &lullv1alpha1.Schedule{
+				TimeZone: "Europe/Berlin", StartTime: "02:00", Duration: metav1.Duration{Duration: 4 * time.Hour},
+				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Weekly, DaysOfWeek: []lullv1alpha1.Weekday{lullv1alpha1.Saturday, lullv1alpha1.Sunday}},
+			},
+		},
+	}
+}
+
+// TestWindowAdmission: structurally invalid windows are rejected by the API
+// server with a message that says what to fix.
+func TestWindowAdmission(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*lullv1alpha1.MaintenanceWindow)
+		want   string
+	}{
+		{"weekly without days", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Recurrence.DaysOfWeek = nil }, "a Weekly recurrence needs daysOfWeek"},
+		{"recurrence and rrule", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.RRule = "FREQ=DAILY" }, "set exactly one of schedule.recurrence and schedule.rrule"},
+		{"schedule strategy without schedule", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule = nil }, "strategy Schedule needs a schedule"},
+		{"bad start time", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.StartTime = "25:00" }, "spec.schedule.startTime"},
+		{"zero duration", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Duration = metav1.Duration{} }, "duration must be more than 0 and at most 744h"},
+		{"bad maxUnavailable", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("half")) }, "maxUnavailable must be a non-negative count or a percentage"},
+		{"exclusion dates reversed", func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Schedule.Exclude = []lullv1alpha1.Exclusion{{StartDate: "2026-12-31", EndDate: "2026-12-01"}}
+		}, "exclusion endDate must not be before startDate"},
+		{"exclusion mixing dates and instants", func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Schedule.Exclude = []lullv1alpha1.Exclusion{{StartDate: "2026-12-01", End: &metav1.Time{Time: time.Now()}}}
+		}, "an exclusion needs either startDate and endDate"},
+		{"sixth Monday", func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Schedule.Recurrence = &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Monthly, Weekdays: []lullv1alpha1.OrdinalWeekday{{Ordinal: 6, Day: lullv1alpha1.Monday}}}
+		}, "ordinal must be 1..5 or -5..-1"},
+		{"unknown strategy", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Strategy = "Sometimes" }, `Unsupported value: "Sometimes"`},
+		{"override without expiry", func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.StrategyPermissive}
+		}, "spec.override.until"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := weekendWindow("invalid-" + string(rune('a'+i)))
+			tc.mutate(w)
+			err := cp.Client.Create(t.Context(), w)
+			require.Error(t, err, "must be rejected at admission")
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func ptrIntStr(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+// TestWindowStatusController drives a window through a transition with a
+// fake clock, and reports an unknown zone as Ready=False.
+func TestWindowStatusController(t *testing.T) {
+	// Friday 2026-11-27 12:00 UTC; the window opens Saturday 02:00 Berlin = 01:00 UTC.
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	wake := make(chan event.GenericEvent, 1)
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: framework.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	require.NoError(t, err)
+	require.NoError(t, (&windowctrl.Reconciler{Client: mgr.GetClient(), Clock: clk, Metrics: windowctrl.NewCollector(clk), Wake: wake}).SetupWithManager(mgr))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = mgr.Start(ctx) }()
+
+	w := weekendWindow("weekend")
+	require.NoError(t, cp.Client.Create(ctx, w))
+	got := waitWindow(t, "weekend", func(w *lullv1alpha1.MaintenanceWindow) bool {
+		return condStatus(w, windowctrl.ConditionPermitted) == metav1.ConditionFalse && w.Status.Next != nil
+	})
+	require.Equal(t, time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC), got.Status.Next.Start.UTC())
+	require.Equal(t, time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC), got.Status.Next.End.UTC())
+	require.Equal(t, metav1.ConditionTrue, condStatus(got, windowctrl.ConditionReady))
+	require.NotEmpty(t, got.Status.Upcoming)
+
+	clk.SetTime(time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC))
+	wake <- event.GenericEvent{Object: w}
+	got = waitWindow(t, "weekend", func(w *lullv1alpha1.MaintenanceWindow) bool {
+		return condStatus(w, windowctrl.ConditionPermitted) == metav1.ConditionTrue
+	})
+	require.Equal(t, lullv1alpha1.StatePermitted, got.Status.Current.State)
+	require.Equal(t, time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC), got.Status.Current.Until.UTC())
+
+	bad := weekendWindow("mars")
+	bad.Spec.Schedule.TimeZone = "Mars/Olympus_Mons"
+	require.NoError(t, cp.Client.Create(ctx, bad), "zone names are checked by the controller, not at admission")
+	got = waitWindow(t, "mars", func(w *lullv1alpha1.MaintenanceWindow) bool {
+		return condStatus(w, windowctrl.ConditionReady) == metav1.ConditionFalse
+	})
+	ready := meta.FindStatusCondition(got.Status.Conditions, windowctrl.ConditionReady)
+	require.Contains(t, ready.Message, "unknown time zone")
+	require.Equal(t, metav1.ConditionFalse, condStatus(got, windowctrl.ConditionPermitted), "an invalid window is restrictive")
+}
+
+func condStatus(w *lullv1alpha1.MaintenanceWindow, t string) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(w.Status.Conditions, t); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+func waitWindow(t *testing.T, name string, ok func(*lullv1alpha1.MaintenanceWindow) bool) *lullv1alpha1.MaintenanceWindow {
+	t.Helper()
+	var last lullv1alpha1.MaintenanceWindow
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: name}, &last); err != nil {
+			return false, nil
+		}
+		return ok(&last), nil
+	})
+	require.NoError(t, err, "window %s: last status %+v", name, last.Status)
+	return &last
+}
