@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs lull's benchmarks; each prints its ratio against the baseline
-# measured in the same run. Figures are recorded in docs/performance.md.
+# Runs lull's benchmarks; each prints its ratio against the baseline measured
+# in the same run. Figures are recorded in docs/performance.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-go test -run '^$' -bench . -benchmem -count "${COUNT:-1}" ./pkg/...
+echo "== window engine (pkg/window)"
+go test -run '^$' -bench . -benchmem -count "${COUNT:-1}" ./pkg/window/
+echo "== window engine vs rrule-go (test/perf/rrulecmp, a separate module)"
+(cd test/perf/rrulecmp && go test -run TestSameAnswers -bench . -count "${COUNT:-1}" ./...)

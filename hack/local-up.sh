@@ -35,7 +35,7 @@ if [[ -f "$PIDS/etcd.pid" ]] && kill -0 "$(cat "$PIDS/etcd.pid")" 2>/dev/null; t
   die "a cluster is already running from ${DIR}; run 'make cluster-down' first"
 fi
 
-for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT"; do
+for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT" "$((ETCD_PORT + 80))" "$((ETCD_PORT + 81))"; do
   port_free "$p" || die "port 127.0.0.1:$p is already in use; stop whatever listens there or set LULL_PORT_BASE to another base"
 done
 

@@ -323,8 +323,8 @@ type MaintenanceWindowStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=mw,categories=lull
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy`
 // +kubebuilder:printcolumn:name="Permitted",type=string,JSONPath=`.status.conditions[?(@.type=="Permitted")].status`
-// +kubebuilder:printcolumn:name="Next-Start",type=date,JSONPath=`.status.next.start`
-// +kubebuilder:printcolumn:name="Next-End",type=date,JSONPath=`.status.next.end`
+// +kubebuilder:printcolumn:name="Next-Start",type=string,JSONPath=`.status.next.start`
+// +kubebuilder:printcolumn:name="Next-End",type=string,JSONPath=`.status.next.end`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MaintenanceWindow struct {

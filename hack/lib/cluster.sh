@@ -231,7 +231,7 @@ stop_all() {
   # A killed process can linger as a zombie while its threads exit; wait
   # until our ports are released so the next start does not collide.
   local p deadline=$((SECONDS + 30))
-  for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT"; do
+  for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT" "$((ETCD_PORT + 80))" "$((ETCD_PORT + 81))"; do
     while ! port_free "$p" && ((SECONDS < deadline)); do sleep 0.2; done
     port_free "$p" || echo "local-down: port $p is still in use" >&2
   done

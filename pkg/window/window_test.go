@@ -324,3 +324,5 @@ func TestAnchorFarInThePastGivesSameAnswer(t *testing.T) {
 		}
 	}
 }
+
+func durationOf(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
