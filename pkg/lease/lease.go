@@ -238,21 +238,14 @@ func (c *Client) create(ctx context.Context, node, holder, operation, reason str
 // lease is gone or another actor holds it (a lost lease: stop disrupting).
 func (c *Client) Renew(ctx context.Context, node, holder string) (*Info, error) {
 	leases := c.cs.CoordinationV1().Leases(c.namespace)
-	cur := c.cached(node)
+	stale := c.cached(node)
 	for attempt := 0; attempt < 2; attempt++ {
-		if cur == nil {
-			got, err := leases.Get(ctx, Name(node), metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("renewing lease of node %s: lease is gone: %w", node, ErrNotHolder)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("getting lease of node %s: %w", node, err)
-			}
-			cur = got
+		cur, err := c.heldBy(ctx, node, holder, stale)
+		if err != nil {
+			return nil, fmt.Errorf("renewing lease of node %s: %w", node, err)
 		}
-		if h := ptr.Deref(cur.Spec.HolderIdentity, ""); h != holder {
-			c.forget(node)
-			return nil, fmt.Errorf("renewing lease of node %s: held by %q: %w", node, h, ErrNotHolder)
+		if cur == nil {
+			return nil, fmt.Errorf("renewing lease of node %s: lease is gone: %w", node, ErrNotHolder)
 		}
 		cur.Spec.RenewTime = c.now()
 		updated, err := leases.Update(ctx, cur, metav1.UpdateOptions{})
@@ -265,7 +258,7 @@ func (c *Client) Renew(ctx context.Context, node, holder string) (*Info, error) 
 		}
 		// Our cached copy is stale; read the current one and check we
 		// still hold it before trying once more.
-		cur = nil
+		stale = nil
 	}
 	return nil, fmt.Errorf("renewing lease of node %s: conflicting updates; retry", node)
 }
@@ -276,24 +269,16 @@ func (c *Client) Renew(ctx context.Context, node, holder string) (*Info, error) 
 // succeeds.
 func (c *Client) Release(ctx context.Context, node, holder string) error {
 	leases := c.cs.CoordinationV1().Leases(c.namespace)
-	cur := c.cached(node)
+	stale := c.cached(node)
 	for attempt := 0; attempt < 2; attempt++ {
+		cur, err := c.heldBy(ctx, node, holder, stale)
+		if err != nil {
+			return fmt.Errorf("releasing lease of node %s: %w", node, err)
+		}
 		if cur == nil {
-			got, err := leases.Get(ctx, Name(node), metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				c.forget(node)
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("getting lease of node %s: %w", node, err)
-			}
-			cur = got
+			return nil
 		}
-		if h := ptr.Deref(cur.Spec.HolderIdentity, ""); h != holder {
-			c.forget(node)
-			return fmt.Errorf("releasing lease of node %s: held by %q: %w", node, h, ErrNotHolder)
-		}
-		err := leases.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+		err = leases.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
 			UID: ptr.To(cur.UID), ResourceVersion: ptr.To(cur.ResourceVersion),
 		}})
 		if err == nil || apierrors.IsNotFound(err) {
@@ -303,9 +288,33 @@ func (c *Client) Release(ctx context.Context, node, holder string) error {
 		if !apierrors.IsConflict(err) {
 			return fmt.Errorf("releasing lease of node %s: %w", node, err)
 		}
-		cur = nil
+		stale = nil
 	}
 	return fmt.Errorf("releasing lease of node %s: conflicting updates; retry", node)
+}
+
+// heldBy returns node's lease if holder holds it: cached when given (a
+// stale copy makes the write fail with Conflict), otherwise read. It
+// returns nil, nil when there is no lease, and ErrNotHolder when another
+// actor holds it.
+func (c *Client) heldBy(ctx context.Context, node, holder string, cached *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	cur := cached
+	if cur == nil {
+		got, err := c.cs.CoordinationV1().Leases(c.namespace).Get(ctx, Name(node), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			c.forget(node)
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("getting lease: %w", err)
+		}
+		cur = got
+	}
+	if h := ptr.Deref(cur.Spec.HolderIdentity, ""); h != holder {
+		c.forget(node)
+		return nil, fmt.Errorf("held by %q: %w", h, ErrNotHolder)
+	}
+	return cur, nil
 }
 
 // Get returns node's lease, or nil when there is none.
