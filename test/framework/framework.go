@@ -60,6 +60,9 @@ func Start() (*ControlPlane, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// Start may fail after launching the processes (e.g. a CRD the
+		// server rejects): stop them so nothing is left running.
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", bin, err)
 	}
 	// Tests create many objects quickly; the default client limits would
