@@ -5,7 +5,6 @@ include hack/versions.env
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 BIN := _output/bin
-GO_PKGS = $$(go list ./... | grep -v /hack/)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \

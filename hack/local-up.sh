@@ -8,7 +8,7 @@
 #   hack/local-up.sh [--nodes N] [--dir DIR]
 #
 # Environment: LULL_CLUSTER_DIR (default .cluster), LULL_NODES (default 10),
-# LULL_PORT_BASE (default 17000: etcd +0/+1, apiserver +443, kwok +2,
+# LULL_PORT_BASE (default 17000: etcd +0/+1/+3, apiserver +443, kwok +2, lull-drainer +80/+81,
 # controller-manager +257, scheduler +259).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,7 +35,7 @@ if [[ -f "$PIDS/etcd.pid" ]] && kill -0 "$(cat "$PIDS/etcd.pid")" 2>/dev/null; t
   die "a cluster is already running from ${DIR}; run 'make cluster-down' first"
 fi
 
-for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT" "$((ETCD_PORT + 80))" "$((ETCD_PORT + 81))"; do
+for p in $(cluster_ports); do
   port_free "$p" || die "port 127.0.0.1:$p is already in use; stop whatever listens there or set LULL_PORT_BASE to another base"
 done
 
@@ -54,7 +54,7 @@ start_proc etcd "$BIN/etcd" \
   --listen-client-urls="http://127.0.0.1:${ETCD_PORT}" --advertise-client-urls="http://127.0.0.1:${ETCD_PORT}" \
   --listen-peer-urls="http://127.0.0.1:${ETCD_PEER_PORT}" --initial-advertise-peer-urls="http://127.0.0.1:${ETCD_PEER_PORT}" \
   --initial-cluster="lull-local=http://127.0.0.1:${ETCD_PEER_PORT}" \
-  --listen-metrics-urls="http://127.0.0.1:$((ETCD_PORT + 3))" \
+  --listen-metrics-urls="http://127.0.0.1:${ETCD_METRICS_PORT}" \
   --unsafe-no-fsync --log-level=warn
 wait_for "etcd" 30 curl -sf "http://127.0.0.1:${ETCD_PORT}/health"
 

@@ -61,9 +61,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Node counts follow node labels: any node appearing, going or
 		// changing labels may change which windows select it.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allWindows),
-			builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.Funcs{
-				UpdateFunc: func(event.UpdateEvent) bool { return false },
-			})))
+			builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	if r.Wake != nil {
 		b = b.WatchesRawSource(source.Channel(r.Wake, handler.EnqueueRequestsFromMapFunc(r.allWindows)))
 	}
@@ -83,16 +81,6 @@ func (r *Reconciler) allWindows(ctx context.Context, _ client.Object) []reconcil
 	return reqs
 }
 
-// Compile compiles a window's spec; an invalid spec yields a window that is
-// always restrictive and says why (fail closed).
-func Compile(mw *lullv1alpha1.MaintenanceWindow, opts engine.Options) *engine.Window {
-	w, err := engine.Compile(&mw.Spec, opts)
-	if err != nil {
-		return engine.Invalid(err)
-	}
-	return w
-}
-
 // Reconcile evaluates one window and writes its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := klog.FromContext(ctx).WithValues("maintenanceWindow", req.Name)
@@ -106,7 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("getting MaintenanceWindow %s: %w", req.Name, err)
 	}
 	now := r.Clock.Now()
-	w := Compile(&mw, r.Options)
+	w := engine.CompileOrInvalid(&mw.Spec, r.Options)
 	r.Metrics.Set(mw.Name, w)
 	res := w.Evaluate(now)
 

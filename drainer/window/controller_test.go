@@ -24,7 +24,7 @@ func nightly() *lullv1alpha1.MaintenanceWindow {
 func TestSetStatus(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	mw := nightly()
-	w := Compile(mw, engine.Options{})
+	w := engine.CompileOrInvalid(&mw.Spec, engine.Options{})
 	var st lullv1alpha1.MaintenanceWindowStatus
 	setStatus(&st, mw.Generation, w, w.Evaluate(now), now, nil)
 	require.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, ConditionReady).Status)
@@ -37,7 +37,7 @@ func TestSetStatus(t *testing.T) {
 	require.Equal(t, time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC), st.Upcoming[0].Start.UTC())
 
 	mw.Spec.Schedule.TimeZone = "Nowhere/Atlantis"
-	w = Compile(mw, engine.Options{})
+	w = engine.CompileOrInvalid(&mw.Spec, engine.Options{})
 	st = lullv1alpha1.MaintenanceWindowStatus{}
 	setStatus(&st, mw.Generation, w, w.Evaluate(now), now, nil)
 	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
@@ -50,7 +50,7 @@ func TestSetStatus(t *testing.T) {
 func TestCollector(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 0, 30, 0, 0, time.UTC))
 	c := NewCollector(clk)
-	c.Set("nightly", Compile(nightly(), engine.Options{}))
+	c.Set("nightly", engine.CompileOrInvalid(&nightly().Spec, engine.Options{}))
 	c.Set("never", engine.MustCompile(&lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyRestrictive}))
 	c.Set("broken", engine.Invalid(errString("bad")))
 	want := `

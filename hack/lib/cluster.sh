@@ -17,8 +17,18 @@ cluster_paths() {
   KWOK_PORT=$((base + 2))
   KCM_PORT=$((base + 257))
   SCHED_PORT=$((base + 259))
+  ETCD_METRICS_PORT=$((base + 3))
+  DRAINER_METRICS_PORT=$((base + 80))
+  DRAINER_PROBE_PORT=$((base + 81))
   API_PORT=$((base + 443))
-  export DIR BIN CERTS LOGS PIDS KUBECONFIG_ADMIN ETCD_PORT ETCD_PEER_PORT KWOK_PORT KCM_PORT SCHED_PORT API_PORT
+  export DIR BIN CERTS LOGS PIDS KUBECONFIG_ADMIN ETCD_PORT ETCD_PEER_PORT KWOK_PORT KCM_PORT SCHED_PORT API_PORT \
+    ETCD_METRICS_PORT DRAINER_METRICS_PORT DRAINER_PROBE_PORT
+}
+
+# cluster_ports lists every loopback port the local cluster listens on.
+cluster_ports() {
+  echo "$ETCD_PORT" "$ETCD_PEER_PORT" "$KWOK_PORT" "$KCM_PORT" "$SCHED_PORT" "$API_PORT" \
+    "$ETCD_METRICS_PORT" "$DRAINER_METRICS_PORT" "$DRAINER_PROBE_PORT"
 }
 
 # port_free PORT: true when nothing listens on 127.0.0.1:PORT.
@@ -231,7 +241,7 @@ stop_all() {
   # A killed process can linger as a zombie while its threads exit; wait
   # until our ports are released so the next start does not collide.
   local p deadline=$((SECONDS + 30))
-  for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT" "$((ETCD_PORT + 80))" "$((ETCD_PORT + 81))"; do
+  for p in $(cluster_ports); do
     while ! port_free "$p" && ((SECONDS < deadline)); do sleep 0.2; done
     port_free "$p" || echo "local-down: port $p is still in use" >&2
   done

@@ -5,12 +5,11 @@
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f - >/dev/null
 wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev
 if [[ -x "$BIN/lull-drainer" ]]; then
-  LULL_DRAINER_METRICS_PORT=$((ETCD_PORT + 80))
   KUBECONFIG="$KUBECONFIG_ADMIN" start_proc lull-drainer "$BIN/lull-drainer" \
-    --metrics-bind-address="127.0.0.1:${LULL_DRAINER_METRICS_PORT}" \
-    --health-probe-bind-address="127.0.0.1:$((ETCD_PORT + 81))"
-  wait_for "lull-drainer healthy" 30 curl -sf "http://127.0.0.1:$((ETCD_PORT + 81))/healthz"
-  log "lull-drainer metrics: http://127.0.0.1:${LULL_DRAINER_METRICS_PORT}/metrics"
+    --metrics-bind-address="127.0.0.1:${DRAINER_METRICS_PORT}" \
+    --health-probe-bind-address="127.0.0.1:${DRAINER_PROBE_PORT}"
+  wait_for "lull-drainer healthy" 30 curl -sf "http://127.0.0.1:${DRAINER_PROBE_PORT}/healthz"
+  log "lull-drainer metrics: http://127.0.0.1:${DRAINER_METRICS_PORT}/metrics"
 else
   log "lull-drainer not built (run 'make build'); skipping it"
 fi

@@ -372,13 +372,19 @@ func (c *Client) observe(l *coordinationv1.Lease) bool {
 		c.observed[key] = observation{resourceVersion: fp, at: now}
 		return false
 	}
-	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
-	return now.Sub(o.at) >= d
+	return now.Sub(o.at) >= expiryDuration(l)
 }
 
-// ExpiredByObservation reports whether l has gone unrenewed for its
-// duration since this client first saw its current version.
-func (c *Client) ExpiredByObservation(l *coordinationv1.Lease) bool { return c.observe(l) }
+// expiryDuration is how long a lease version must go unchanged before it
+// counts as expired. A lease written without a duration (by a third-party
+// tool) gets DefaultDuration rather than zero, so it is never taken over on
+// the second look.
+func expiryDuration(l *coordinationv1.Lease) time.Duration {
+	if d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second; d > 0 {
+		return d
+	}
+	return DefaultDuration
+}
 
 func (c *Client) now() *metav1.MicroTime {
 	return &metav1.MicroTime{Time: c.clock.Now()}
@@ -423,7 +429,7 @@ func (c *Client) info(node string, l *coordinationv1.Lease) *Info {
 	c.mu.Lock()
 	o, ok := c.observed[l.Name]
 	c.mu.Unlock()
-	i.Expired = ok && o.resourceVersion == fingerprint(l) && c.clock.Since(o.at) >= i.Duration
+	i.Expired = ok && o.resourceVersion == fingerprint(l) && c.clock.Since(o.at) >= expiryDuration(l)
 	return i
 }
 

@@ -7,10 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 func setup(t *testing.T) (*fake.Clientset, *clocktesting.FakeClock) {
@@ -151,4 +153,27 @@ func TestNamespaceOption(t *testing.T) {
 	require.NoError(t, err)
 	_, err = cs.CoordinationV1().Leases(Medik8sNamespace).Get(t.Context(), "node-n1", metav1.GetOptions{})
 	require.NoError(t, err)
+}
+
+// A lease written by another tool without a duration is live for
+// DefaultDuration after it was last seen to change, never taken at once.
+func TestLeaseWithoutDurationIsNotTakenOnSecondLook(t *testing.T) {
+	cs, clk := setup(t)
+	ctx := t.Context()
+	_, err := cs.CoordinationV1().Leases(DefaultNamespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: Name("n1"), Namespace: DefaultNamespace},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("other-tool")},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c := New(cs, Options{Clock: clk})
+	for _, step := range []time.Duration{0, time.Second, DefaultDuration - 2*time.Second} {
+		clk.Step(step)
+		_, err := c.Acquire(ctx, "n1", "lull-drainer", "drain", "", time.Minute)
+		_, held := IsHeld(err)
+		require.True(t, held, "after %s: %v", step, err)
+	}
+	clk.Step(time.Second)
+	info, err := c.Acquire(ctx, "n1", "lull-drainer", "drain", "", time.Minute)
+	require.NoError(t, err, "taken after DefaultDuration without change")
+	assert.Equal(t, "lull-drainer", info.Holder)
 }

@@ -64,12 +64,12 @@ func resolveLocal(wall time.Time, loc *time.Location) time.Time {
 	_, after := time.Unix(secs+86400, 0).In(loc).Zone()
 	if before == after {
 		inst := time.Unix(secs-int64(before), 0).UTC()
-		if _, off := inst.In(loc).Zone(); off == before {
+		_, off := inst.In(loc).Zone()
+		if off == before {
 			return inst
 		}
-		// Two transitions close together (rare, historical); fall back to
-		// the offset in force at the naive instant.
-		_, off := inst.In(loc).Zone()
+		// Two transitions close together (rare, historical); use the
+		// offset in force at the naive instant.
 		return time.Unix(secs-int64(off), 0).UTC()
 	}
 	var best time.Time

@@ -37,45 +37,48 @@ var weekdays = map[lullv1alpha1.Weekday]time.Weekday{
 }
 
 // Compile validates a MaintenanceWindow spec and compiles it for
-// evaluation. The errors name the field to fix. Callers evaluate Invalid(err)
-// for a spec that does not compile, so an invalid window is restrictive.
+// evaluation. The errors name the field to fix.
 func Compile(spec *lullv1alpha1.MaintenanceWindowSpec, opts Options) (*Window, error) {
-	errs := Validate(spec)
+	w, errs := compile(spec, opts)
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
-	}
-	w := &Window{strategy: string(spec.Strategy), horizon: opts.Horizon}
-	if w.strategy == "" {
-		w.strategy = string(lullv1alpha1.StrategySchedule)
-	}
-	if w.horizon <= 0 {
-		w.horizon = DefaultHorizon
-	}
-	if o := spec.Override; o != nil {
-		w.override = &override{permissive: o.Strategy == lullv1alpha1.StrategyPermissive, until: o.Until.Time, reason: o.Reason}
-	}
-	if spec.Schedule != nil {
-		s, err := compileSchedule(spec.Schedule)
-		if err != nil {
-			return nil, err
-		}
-		w.sched = s
 	}
 	return w, nil
 }
 
+// CompileOrInvalid compiles a spec and, for one that does not compile,
+// returns a window that is always restrictive and reports why: the one
+// place every component gets its windows, so all of them fail closed.
+func CompileOrInvalid(spec *lullv1alpha1.MaintenanceWindowSpec, opts Options) *Window {
+	w, err := Compile(spec, opts)
+	if err != nil {
+		return Invalid(err)
+	}
+	return w
+}
+
 // Validate checks a spec and returns every problem with its field path.
 func Validate(spec *lullv1alpha1.MaintenanceWindowSpec) field.ErrorList {
+	_, errs := compile(spec, Options{})
+	return errs
+}
+
+func compile(spec *lullv1alpha1.MaintenanceWindowSpec, opts Options) (*Window, field.ErrorList) {
 	var errs field.ErrorList
 	p := field.NewPath("spec")
+	w := &Window{strategy: string(spec.Strategy), horizon: opts.Horizon}
 	switch spec.Strategy {
 	case "", lullv1alpha1.StrategySchedule:
+		w.strategy = string(lullv1alpha1.StrategySchedule)
 		if spec.Schedule == nil {
 			errs = append(errs, field.Required(p.Child("schedule"), "strategy Schedule needs a schedule"))
 		}
 	case lullv1alpha1.StrategyPermissive, lullv1alpha1.StrategyRestrictive:
 	default:
 		errs = append(errs, field.NotSupported(p.Child("strategy"), spec.Strategy, []string{"Schedule", "Permissive", "Restrictive"}))
+	}
+	if w.horizon <= 0 {
+		w.horizon = DefaultHorizon
 	}
 	if o := spec.Override; o != nil {
 		if o.Strategy != lullv1alpha1.StrategyPermissive && o.Strategy != lullv1alpha1.StrategyRestrictive {
@@ -84,24 +87,20 @@ func Validate(spec *lullv1alpha1.MaintenanceWindowSpec) field.ErrorList {
 		if o.Until.IsZero() {
 			errs = append(errs, field.Required(p.Child("override", "until"), "an override must expire"))
 		}
+		w.override = &override{permissive: o.Strategy == lullv1alpha1.StrategyPermissive, until: o.Until.Time, reason: o.Reason}
 	}
 	if spec.Schedule != nil {
-		if _, err := compileSchedule(spec.Schedule); err != nil {
-			if list, ok := err.(fieldErrors); ok {
-				errs = append(errs, field.ErrorList(list)...)
-			} else {
-				errs = append(errs, field.Invalid(p.Child("schedule"), "", err.Error()))
-			}
-		}
+		s, schedErrs := compileSchedule(spec.Schedule)
+		errs = append(errs, schedErrs...)
+		w.sched = s
 	}
-	return errs
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return w, nil
 }
 
-type fieldErrors field.ErrorList
-
-func (f fieldErrors) Error() string { return field.ErrorList(f).ToAggregate().Error() }
-
-func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, error) {
+func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 	var errs field.ErrorList
 	p := field.NewPath("spec", "schedule")
 	s := &schedule{}
@@ -194,7 +193,7 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, error) {
 	sort.SliceStable(s.excl, func(i, j int) bool { return s.excl[i].start.Before(s.excl[j].start) })
 
 	if len(errs) > 0 {
-		return nil, fieldErrors(errs)
+		return nil, errs
 	}
 	return s, nil
 }

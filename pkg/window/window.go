@@ -78,9 +78,9 @@ func (r Result) Message() string {
 			verb = "frozen"
 		}
 		if r.Detail != "" {
-			return fmt.Sprintf("%s by override until %s: %s", verb, r.overrideUntil(), r.Detail)
+			return fmt.Sprintf("%s by override until %s: %s", verb, fmtTime(r.OverrideUntil), r.Detail)
 		}
-		return fmt.Sprintf("%s by override until %s", verb, r.overrideUntil())
+		return fmt.Sprintf("%s by override until %s", verb, fmtTime(r.OverrideUntil))
 	case ReasonInvalid:
 		return "invalid spec (treated as restrictive): " + r.Detail
 	case ReasonNoWindow:
@@ -100,8 +100,6 @@ func (r Result) Message() string {
 	}
 	return "outside the schedule"
 }
-
-func (r Result) overrideUntil() string { return fmtTime(r.OverrideUntil) }
 
 func fmtTime(t time.Time) string {
 	if !t.Before(Forever) {
@@ -166,9 +164,6 @@ type override struct {
 // Invalid returns a Window that is always restrictive and reports err; it
 // is what callers evaluate for a spec that did not compile (fail closed).
 func Invalid(err error) *Window { return &Window{invalid: err} }
-
-// Err returns the compile error of an invalid window.
-func (w *Window) Err() error { return w.invalid }
 
 // Evaluate returns the window's state at now.
 func (w *Window) Evaluate(now time.Time) Result {
@@ -317,53 +312,40 @@ func (s *schedule) pieceAfter(t, limit time.Time) (Interval, bool) {
 	return result, found
 }
 
-// firstPieceAfter subtracts the exclusions from raw and returns the first
-// remaining piece that ends after t.
-func (s *schedule) firstPieceAfter(raw Interval, t time.Time) (Interval, bool) {
-	if !raw.End.After(t) {
-		return Interval{}, false
-	}
+// forEachPiece calls fn with the permitted pieces of a raw run (the run
+// minus exclusions) in ascending order until fn returns false.
+func (s *schedule) forEachPiece(raw Interval, fn func(piece Interval) bool) {
 	i := sort.Search(len(s.excl), func(i int) bool { return s.excl[i].end.After(raw.Start) })
 	start := raw.Start
 	for ; i < len(s.excl) && s.excl[i].start.Before(raw.End); i++ {
 		e := s.excl[i]
-		if e.start.After(start) {
-			piece := Interval{Start: start, End: e.start}
-			if piece.End.After(t) {
-				return piece, true
-			}
+		if e.start.After(start) && !fn(Interval{Start: start, End: e.start}) {
+			return
 		}
 		if e.end.After(start) {
 			start = e.end
 		}
 	}
 	if start.Before(raw.End) {
-		piece := Interval{Start: start, End: raw.End}
-		if piece.End.After(t) {
-			return piece, true
-		}
+		fn(Interval{Start: start, End: raw.End})
 	}
-	return Interval{}, false
 }
 
-// pieces subtracts exclusions from raw, in ascending order.
-func (s *schedule) pieces(raw Interval) []Interval {
-	var out []Interval
-	i := sort.Search(len(s.excl), func(i int) bool { return s.excl[i].end.After(raw.Start) })
-	start := raw.Start
-	for ; i < len(s.excl) && s.excl[i].start.Before(raw.End); i++ {
-		e := s.excl[i]
-		if e.start.After(start) {
-			out = append(out, Interval{Start: start, End: e.start})
-		}
-		if e.end.After(start) {
-			start = e.end
-		}
+// firstPieceAfter returns the first permitted piece of raw that ends after t.
+func (s *schedule) firstPieceAfter(raw Interval, t time.Time) (Interval, bool) {
+	var found Interval
+	ok := false
+	if !raw.End.After(t) {
+		return found, false
 	}
-	if start.Before(raw.End) {
-		out = append(out, Interval{Start: start, End: raw.End})
-	}
-	return out
+	s.forEachPiece(raw, func(p Interval) bool {
+		if p.End.After(t) {
+			found, ok = p, true
+			return false
+		}
+		return true
+	})
+	return found, ok
 }
 
 // runsBackward calls fn with merged raw runs that start before t, latest
@@ -403,14 +385,15 @@ func (s *schedule) lastEndBefore(t, floor time.Time) (time.Time, bool) {
 	var end time.Time
 	found := false
 	s.runsBackward(t, floor, func(run Interval) bool {
-		ps := s.pieces(run)
-		for i := len(ps) - 1; i >= 0; i-- {
-			if !ps[i].End.After(t) {
-				end, found = ps[i].End, true
+		// Pieces ascend, so the last one ending by t is the latest.
+		s.forEachPiece(run, func(p Interval) bool {
+			if p.End.After(t) {
 				return false
 			}
-		}
-		return true
+			end, found = p.End, true
+			return true
+		})
+		return !found
 	})
 	return end, found
 }
@@ -419,13 +402,13 @@ func (s *schedule) lastEndBefore(t, floor time.Time) (time.Time, bool) {
 func (s *schedule) startOfPieceAt(t, floor time.Time) time.Time {
 	var start time.Time
 	s.runsBackward(t.Add(time.Nanosecond), floor, func(run Interval) bool {
-		for _, p := range s.pieces(run) {
+		s.forEachPiece(run, func(p Interval) bool {
 			if p.Contains(t) {
 				start = p.Start
-				return false
 			}
-		}
-		return true
+			return start.IsZero()
+		})
+		return start.IsZero()
 	})
 	return start
 }

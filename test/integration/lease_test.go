@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -34,7 +33,7 @@ func createNode(t *testing.T, name string) *corev1.Node {
 func ensureNamespace(t *testing.T, ns string) {
 	t.Helper()
 	_, err := cp.Clientset.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !errorsIsAlreadyExists(err) {
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
 }
@@ -249,7 +248,7 @@ func TestLeaseSkewedClocks(t *testing.T) {
 		for name, c := range contenders {
 			_, err := c.Acquire(ctx, "skew-node", name, "drain", "", duration)
 			_, held := lease.IsHeld(err)
-			require.True(t, held || isConflict(err), "%s must not take a live lease, got %v", name, err)
+			require.True(t, held || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err), "%s must not take a live lease, got %v", name, err)
 			attempts++
 		}
 		time.Sleep(retry)
@@ -275,14 +274,3 @@ func TestLeaseSkewedClocks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(1), info.Transitions)
 }
-
-func isConflict(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || isWrappedConflict(err)
-}
-
-func isWrappedConflict(err error) bool {
-	var s apierrors.APIStatus
-	return errors.As(err, &s) && (s.Status().Code == http.StatusConflict || s.Status().Reason == metav1.StatusReasonAlreadyExists)
-}
-
-func errorsIsAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
