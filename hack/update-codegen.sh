@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy functions and CRD manifests from the Go types in api/
+# Regenerates deepcopy functions (api/, plugins/) and CRD manifests (api/)
 # with the pinned controller-gen.
 #
 #   hack/update-codegen.sh            regenerate in place
@@ -9,21 +9,26 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "${ROOT}/hack/build-binaries.sh" controller-gen >/dev/null
 CG="${LULL_BIN_DIR:-${ROOT}/_output/bin}/controller-gen"
 
-generate() { # $1: output root
-  local out=$1
-  mkdir -p "$out/api/v1alpha1" "$out/manifests/crds"
-  cp -r "${ROOT}/api/." "$out/api/"
-  (cd "$ROOT" && "$CG" object:headerFile=hack/boilerplate.go.txt paths=./api/... output:object:dir="$out/api/v1alpha1" \
-     crd paths=./api/... output:crd:dir="$out/manifests/crds")
+generate() { # $1: module root to generate in
+  (cd "$1" && rm -rf manifests/crds && \
+   "$CG" object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./plugins/... \
+         crd paths=./api/... output:crd:dir=manifests/crds)
+}
+
+generated() { # $1: root; lists generated files relative to it
+  (cd "$1" && find api plugins -name 'zz_generated.deepcopy.go' | sort; find manifests/crds -type f | sort)
 }
 
 if [[ "${1:-}" == "--verify" ]]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
+  # Generate in a copy of the sources, then compare.
+  (cd "$ROOT" && tar --exclude=./_output --exclude=./.cluster --exclude=./.git -cf - .) | tar -xf - -C "$tmp"
   generate "$tmp"
   stale=0
-  diff -u "${ROOT}/api/v1alpha1/zz_generated.deepcopy.go" "$tmp/api/v1alpha1/zz_generated.deepcopy.go" || stale=1
-  diff -ru "${ROOT}/manifests/crds" "$tmp/manifests/crds" || stale=1
+  for f in $( (generated "$ROOT"; generated "$tmp") | sort -u); do
+    diff -u "${ROOT}/$f" "$tmp/$f" >/dev/null 2>&1 || { echo "stale: $f" >&2; diff -u "${ROOT}/$f" "$tmp/$f" 2>&1 | head -20 >&2; stale=1; }
+  done
   if [[ $stale -ne 0 ]]; then
     echo "generated code is stale; run 'make generate' and commit the result" >&2
     exit 1
@@ -32,7 +37,5 @@ if [[ "${1:-}" == "--verify" ]]; then
   exit 0
 fi
 
-rm -rf "${ROOT}/manifests/crds"
-cd "$ROOT"
-"$CG" object:headerFile=hack/boilerplate.go.txt paths=./api/... crd paths=./api/... output:crd:dir=manifests/crds
-echo "generated api/v1alpha1/zz_generated.deepcopy.go and manifests/crds"
+generate "$ROOT"
+echo "generated deepcopy functions and manifests/crds"

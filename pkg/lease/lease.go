@@ -368,18 +368,18 @@ func (c *Client) observe(l *coordinationv1.Lease) bool {
 	key := l.Name
 	now := c.clock.Now()
 	o, ok := c.observed[key]
-	if fp := fingerprint(l); !ok || o.resourceVersion != fp {
+	if fp := Fingerprint(l); !ok || o.resourceVersion != fp {
 		c.observed[key] = observation{resourceVersion: fp, at: now}
 		return false
 	}
-	return now.Sub(o.at) >= expiryDuration(l)
+	return now.Sub(o.at) >= ExpiryDuration(l)
 }
 
-// expiryDuration is how long a lease version must go unchanged before it
+// ExpiryDuration is how long a lease version must go unchanged before it
 // counts as expired. A lease written without a duration (by a third-party
 // tool) gets DefaultDuration rather than zero, so it is never taken over on
 // the second look.
-func expiryDuration(l *coordinationv1.Lease) time.Duration {
+func ExpiryDuration(l *coordinationv1.Lease) time.Duration {
 	if d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second; d > 0 {
 		return d
 	}
@@ -394,14 +394,14 @@ func (c *Client) remember(node string, l *coordinationv1.Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held[node] = l.DeepCopy()
-	c.observed[l.Name] = observation{resourceVersion: fingerprint(l), at: c.clock.Now()}
+	c.observed[l.Name] = observation{resourceVersion: Fingerprint(l), at: c.clock.Now()}
 }
 
-// fingerprint identifies a lease version: its resourceVersion and, like
+// Fingerprint identifies a lease version: its resourceVersion and, like
 // client-go's leader election record, the holder and renew time, so a
 // renewal is noticed even from a source that does not bump
 // resourceVersion.
-func fingerprint(l *coordinationv1.Lease) string {
+func Fingerprint(l *coordinationv1.Lease) string {
 	renew := ""
 	if l.Spec.RenewTime != nil {
 		renew = l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
@@ -429,7 +429,7 @@ func (c *Client) info(node string, l *coordinationv1.Lease) *Info {
 	c.mu.Lock()
 	o, ok := c.observed[l.Name]
 	c.mu.Unlock()
-	i.Expired = ok && o.resourceVersion == fingerprint(l) && c.clock.Since(o.at) >= expiryDuration(l)
+	i.Expired = ok && o.resourceVersion == Fingerprint(l) && c.clock.Since(o.at) >= ExpiryDuration(l)
 	return i
 }
 

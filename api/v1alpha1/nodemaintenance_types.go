@@ -1,0 +1,229 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// MaintenanceLabel requests maintenance of a node: the value is the
+	// maintenance class. Removing it completes the request.
+	MaintenanceLabel = "lull.dev/maintenance"
+	// DisruptionTolerationKey is the toleration key with which a pod says
+	// it does not mind its node being disrupted; lull-scheduler then
+	// ignores maintenance for it.
+	DisruptionTolerationKey = "lull.dev/disruption"
+	// ExpectedRuntimeAnnotation on a pod gives its expected runtime as a
+	// Go duration ("45m"), so lull-scheduler can place it on a node it will
+	// finish on before the node's next disruption.
+	ExpectedRuntimeAnnotation = "lull.dev/expected-runtime"
+)
+
+// MaintenancePhase is where a maintenance request is in its life. It is for
+// people; machines read the conditions.
+// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;Cordoning;Draining;Drained;Uncordoning;Completed;Failed
+type MaintenancePhase string
+
+const (
+	PhasePending          MaintenancePhase = "Pending"
+	PhaseWaitingForWindow MaintenancePhase = "WaitingForWindow"
+	PhaseWaitingForBudget MaintenancePhase = "WaitingForBudget"
+	PhaseWaitingForLease  MaintenancePhase = "WaitingForLease"
+	PhaseCordoning        MaintenancePhase = "Cordoning"
+	PhaseDraining         MaintenancePhase = "Draining"
+	PhaseDrained          MaintenancePhase = "Drained"
+	PhaseUncordoning      MaintenancePhase = "Uncordoning"
+	PhaseCompleted        MaintenancePhase = "Completed"
+	PhaseFailed           MaintenancePhase = "Failed"
+)
+
+// Disrupting reports whether a node in this phase is being, or has been,
+// disrupted by lull: cordoned, draining or drained.
+func (p MaintenancePhase) Disrupting() bool {
+	return p == PhaseCordoning || p == PhaseDraining || p == PhaseDrained
+}
+
+// Finished reports whether the request has ended.
+func (p MaintenancePhase) Finished() bool {
+	return p == PhaseCompleted || p == PhaseFailed
+}
+
+// Escalation says what to do about a drain blocked by PodDisruptionBudgets.
+// +kubebuilder:validation:Enum=Wait;Abort;Force
+type Escalation string
+
+const (
+	// EscalationWait keeps retrying evictions and reports the blockers.
+	EscalationWait Escalation = "Wait"
+	// EscalationAbort gives up the drain after the timeout: uncordon what
+	// lull cordoned, release the lease, mark the request Failed.
+	EscalationAbort Escalation = "Abort"
+	// EscalationForce deletes blocked pods after the timeout, bypassing
+	// their PodDisruptionBudget. Only on explicit request.
+	EscalationForce Escalation = "Force"
+)
+
+// NodeMaintenanceSpec is a request for disruptive maintenance of one node.
+type NodeMaintenanceSpec struct {
+	// NodeName is the node to maintain. Immutable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="nodeName is immutable; create a NodeMaintenance for the other node"
+	NodeName string `json:"nodeName"`
+
+	// Class names the kind of change (kernel-update, ssh-keys, hardware,
+	// ...); a DisruptionPolicy maps it to the action it needs.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
+	Class string `json:"class"`
+
+	// Reason is free text for people.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+
+	// Deadline is a hard time after which maintenance windows no longer
+	// gate this request.
+	// +optional
+	Deadline *metav1.Time `json:"deadline,omitempty"`
+
+	// Complete marks the maintenance done: lull uncordons the node (if it
+	// cordoned it) and releases the lease. Removing the node's maintenance
+	// label or deleting this object does the same.
+	// +optional
+	Complete bool `json:"complete,omitempty"`
+
+	// Drain overrides the drainer's defaults for this request.
+	// +optional
+	Drain *DrainOptions `json:"drain,omitempty"`
+}
+
+// DrainOptions override how a node is drained.
+type DrainOptions struct {
+	// Timeout after which a drain that is still blocked escalates.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="drain timeout must be positive"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// PodSelector limits eviction to matching pods.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+
+	// GracePeriodSeconds overrides each pod's termination grace period.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
+
+	// Escalation when the drain is still blocked after Timeout.
+	// +optional
+	// +kubebuilder:default=Wait
+	Escalation Escalation `json:"escalation,omitempty"`
+}
+
+// PodCounts says how far a drain has got.
+type PodCounts struct {
+	Total   int32 `json:"total"`
+	Evicted int32 `json:"evicted"`
+	Pending int32 `json:"pending"`
+	// PendingPods names (namespace/name) the pods still to go, up to 50.
+	// +optional
+	// +listType=atomic
+	PendingPods []string `json:"pendingPods,omitempty"`
+}
+
+// Blocker is a PodDisruptionBudget that currently allows no disruption of
+// pods on the node.
+type Blocker struct {
+	// PodDisruptionBudget as namespace/name.
+	PodDisruptionBudget string `json:"podDisruptionBudget"`
+	// Pods it protects on the node (namespace/name).
+	// +listType=atomic
+	Pods []string `json:"pods"`
+	// Since when the drain has been blocked by it.
+	Since metav1.Time `json:"since"`
+}
+
+// NodeMaintenanceStatus is the record of a request.
+type NodeMaintenanceStatus struct {
+	// Phase for people; Conditions for machines.
+	// +optional
+	Phase MaintenancePhase `json:"phase,omitempty"`
+	// WaitingFor says, in one line, what the request waits for.
+	// +optional
+	WaitingFor string `json:"waitingFor,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LeaseHolder is the holder of the node's disruption lease when last seen.
+	// +optional
+	LeaseHolder string `json:"leaseHolder,omitempty"`
+	// Windows are the MaintenanceWindows that select the node.
+	// +optional
+	// +listType=atomic
+	Windows []string `json:"windows,omitempty"`
+	// NextWindowStart is when all of them next permit changes to start.
+	// +optional
+	NextWindowStart *metav1.Time `json:"nextWindowStart,omitempty"`
+	// Pods on the node and how far their eviction has got.
+	// +optional
+	Pods *PodCounts `json:"pods,omitempty"`
+	// Blockers are PodDisruptionBudgets that stop the drain now.
+	// +optional
+	// +listType=atomic
+	Blockers []Blocker `json:"blockers,omitempty"`
+	// WasUnschedulable records whether the node was already cordoned
+	// before lull touched it; lull never uncordons such a node.
+	// +optional
+	WasUnschedulable *bool `json:"wasUnschedulable,omitempty"`
+	// CordonedByLull is true while lull's cordon is in place.
+	// +optional
+	CordonedByLull bool `json:"cordonedByLull,omitempty"`
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	DrainedAt *metav1.Time `json:"drainedAt,omitempty"`
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// LastError is the last failure, cleared on success.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
+// NodeMaintenance is a request for disruptive maintenance of a node and the
+// record of how it went. Its name is the node's name, so a node has at most
+// one; labelling a node lull.dev/maintenance=<class> creates it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=nm,categories=lull
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Next-Window",type=string,JSONPath=`.status.nextWindowStart`
+// +kubebuilder:printcolumn:name="Evicted",type=integer,JSONPath=`.status.pods.evicted`
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pods.pending`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == self.spec.nodeName",message="a NodeMaintenance is named after its node: set metadata.name to spec.nodeName"
+type NodeMaintenance struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   NodeMaintenanceSpec   `json:"spec"`
+	Status NodeMaintenanceStatus `json:"status,omitempty"`
+}
+
+// NodeMaintenanceList is a list of NodeMaintenance.
+// +kubebuilder:object:root=true
+type NodeMaintenanceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeMaintenance `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NodeMaintenance{}, &NodeMaintenanceList{})
+}

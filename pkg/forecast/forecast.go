@@ -1,0 +1,457 @@
+// Package forecast keeps, per node, the disruption forecast both halves of
+// lull act on: who leases the node, which maintenance is requested and in
+// what phase, whether its windows permit, and so when the node is expected
+// to be disrupted. lull-scheduler and lull-drainer feed it from their
+// informers and read immutable snapshots, so they cannot disagree.
+package forecast
+
+import (
+	"maps"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/window"
+)
+
+// Options configure a Forecast.
+type Options struct {
+	// LeaseNamespace holds the node disruption leases.
+	LeaseNamespace string
+	// MaintenanceLabel requests maintenance (lullv1alpha1.MaintenanceLabel).
+	MaintenanceLabel string
+	// NoWindowPermits is the default for a node no MaintenanceWindow
+	// selects: true (permissive) unless configured otherwise.
+	NoWindowPermits bool
+	// WindowOptions compile MaintenanceWindows (search horizon).
+	WindowOptions window.Options
+	// Clock for lease expiry by observation and timed transitions.
+	Clock clock.WithTickerAndDelayedExecution
+}
+
+// Change is a node whose forecast changed; Old or New is nil when the node
+// had or has nothing to forecast.
+type Change struct {
+	Node     string
+	Old, New *Node
+}
+
+// Eased reports whether the change may let pods onto the node again: it is
+// no longer leased, disrupting, or requested with an open window.
+func (c Change) Eased() bool {
+	return restriction(c.Old) > restriction(c.New)
+}
+
+func restriction(n *Node) int {
+	switch {
+	case n == nil:
+		return 0
+	case n.Certain:
+		return 3
+	case n.WindowOpen:
+		return 2
+	case n.Maintenance != nil:
+		return 1
+	}
+	return 0
+}
+
+type compiledWindow struct {
+	name     string
+	selector labels.Selector
+	window   *window.Window
+}
+
+type observedLease struct {
+	fingerprint string
+	seen        time.Time
+	lease       *coordinationv1.Lease
+}
+
+// Forecast is the shared, event-driven store. Feed it with the handlers
+// from Handlers; read it with Snapshot.
+type Forecast struct {
+	opts  Options
+	clock clock.WithTickerAndDelayedExecution
+
+	mu      sync.Mutex
+	labels  map[string]map[string]string // node -> labels (from informer objects, not copied)
+	leases  map[string]*observedLease     // node -> lease
+	nms     map[string]*lullv1alpha1.NodeMaintenance
+	windows map[string]compiledWindow
+	nodes   map[string]*Node // nodes with something to forecast
+	timer   clock.Timer
+	timerAt time.Time
+	stopped bool
+	// windowsSynced is set once the MaintenanceWindows have been listed.
+	windowsSynced bool
+
+	snap      atomic.Pointer[Snapshot]
+	listeners []func([]Change)
+}
+
+// New returns an empty Forecast.
+func New(opts Options) *Forecast {
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = lease.DefaultNamespace
+	}
+	if opts.MaintenanceLabel == "" {
+		opts.MaintenanceLabel = lullv1alpha1.MaintenanceLabel
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	f := &Forecast{
+		opts: opts, clock: opts.Clock,
+		labels: map[string]map[string]string{}, leases: map[string]*observedLease{},
+		nms: map[string]*lullv1alpha1.NodeMaintenance{}, windows: map[string]compiledWindow{},
+		nodes: map[string]*Node{},
+	}
+	f.snap.Store(&Snapshot{f: f, nodes: map[string]*Node{}})
+	return f
+}
+
+// Options returns the options the forecast runs with.
+func (f *Forecast) Options() Options { return f.opts }
+
+// OnChange registers fn to be called, outside the forecast's lock and in
+// order, with the nodes whose forecast changed. Register before feeding.
+func (f *Forecast) OnChange(fn func([]Change)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listeners = append(f.listeners, fn)
+}
+
+// Stop cancels the pending transition timer.
+func (f *Forecast) Stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+}
+
+// Snapshot returns the current immutable snapshot.
+func (f *Forecast) Snapshot() *Snapshot { return f.snap.Load() }
+
+// SetNode records a node's labels.
+func (f *Forecast) SetNode(node *v1.Node) {
+	f.mu.Lock()
+	old, known := f.labels[node.Name]
+	f.labels[node.Name] = node.Labels
+	// Node status updates arrive every few seconds per node; only label
+	// changes can change a forecast.
+	if known && maps.Equal(old, node.Labels) {
+		f.mu.Unlock()
+		return
+	}
+	_, hadLabel := old[f.opts.MaintenanceLabel]
+	_, hasLabel := node.Labels[f.opts.MaintenanceLabel]
+	if !hadLabel && !hasLabel && f.nodes[node.Name] == nil && f.nms[node.Name] == nil {
+		f.mu.Unlock()
+		return
+	}
+	f.update([]string{node.Name})
+}
+
+// DeleteNode forgets a node.
+func (f *Forecast) DeleteNode(name string) {
+	f.mu.Lock()
+	delete(f.labels, name)
+	f.update([]string{name})
+}
+
+// SetLease records a lease in the lease namespace; other leases are ignored.
+func (f *Forecast) SetLease(l *coordinationv1.Lease) {
+	node, ok := lease.NodeOf(l.Name)
+	if !ok || l.Namespace != f.opts.LeaseNamespace {
+		return
+	}
+	f.mu.Lock()
+	fp := lease.Fingerprint(l)
+	if o := f.leases[node]; o == nil || o.fingerprint != fp {
+		f.leases[node] = &observedLease{fingerprint: fp, seen: f.clock.Now(), lease: l}
+	}
+	f.update([]string{node})
+}
+
+// DeleteLease forgets a lease.
+func (f *Forecast) DeleteLease(namespace, name string) {
+	node, ok := lease.NodeOf(name)
+	if !ok || namespace != f.opts.LeaseNamespace {
+		return
+	}
+	f.mu.Lock()
+	delete(f.leases, node)
+	f.update([]string{node})
+}
+
+// SetMaintenance records a NodeMaintenance.
+func (f *Forecast) SetMaintenance(nm *lullv1alpha1.NodeMaintenance) {
+	f.mu.Lock()
+	f.nms[nm.Spec.NodeName] = nm
+	f.update([]string{nm.Spec.NodeName})
+}
+
+// DeleteMaintenance forgets a NodeMaintenance.
+func (f *Forecast) DeleteMaintenance(nm *lullv1alpha1.NodeMaintenance) {
+	f.mu.Lock()
+	if cur := f.nms[nm.Spec.NodeName]; cur != nil && cur.Name == nm.Name {
+		delete(f.nms, nm.Spec.NodeName)
+	}
+	f.update([]string{nm.Spec.NodeName})
+}
+
+// SetWindow records a MaintenanceWindow. An invalid spec or selector is
+// compiled as restrictive (fail closed).
+func (f *Forecast) SetWindow(mw *lullv1alpha1.MaintenanceWindow) {
+	cw := compiledWindow{name: mw.Name}
+	sel, err := metav1.LabelSelectorAsSelector(mw.Spec.NodeSelector)
+	switch {
+	case err != nil:
+		cw.selector, cw.window = labels.Everything(), window.Invalid(err)
+	default:
+		cw.selector, cw.window = sel, window.CompileOrInvalid(&mw.Spec, f.opts.WindowOptions)
+	}
+	f.mu.Lock()
+	f.windows[mw.Name] = cw
+	f.update(f.requestedLocked())
+}
+
+// DeleteWindow forgets a MaintenanceWindow.
+func (f *Forecast) DeleteWindow(name string) {
+	f.mu.Lock()
+	delete(f.windows, name)
+	f.update(f.requestedLocked())
+}
+
+// SetWindowsSynced tells the forecast that every MaintenanceWindow has been
+// delivered (the informer has synced); until then a requested node counts
+// as open for maintenance.
+func (f *Forecast) SetWindowsSynced() {
+	f.mu.Lock()
+	if f.windowsSynced {
+		f.mu.Unlock()
+		return
+	}
+	f.windowsSynced = true
+	f.update(f.requestedLocked())
+}
+
+// requestedLocked lists nodes whose forecast depends on windows.
+func (f *Forecast) requestedLocked() []string {
+	var out []string
+	for name, n := range f.nodes {
+		if n.Maintenance != nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// update recomputes the given nodes, publishes a new snapshot if anything
+// changed, unlocks and notifies listeners. Called with f.mu held.
+func (f *Forecast) update(names []string) {
+	now := f.clock.Now()
+	var changes []Change
+	next := maps.Clone(f.nodes)
+	for _, name := range names {
+		old := f.nodes[name]
+		n := f.computeLocked(name, now)
+		if !differs(old, n) {
+			if n != nil && old != nil {
+				next[name] = n // refresh validity and times
+			}
+			continue
+		}
+		if n == nil {
+			delete(next, name)
+		} else {
+			next[name] = n
+		}
+		changes = append(changes, Change{Node: name, Old: old, New: n})
+	}
+	f.nodes = next
+	f.snap.Store(&Snapshot{f: f, nodes: next, at: now})
+	f.armLocked(now)
+	listeners := f.listeners
+	f.mu.Unlock()
+	if len(changes) == 0 {
+		return
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Node < changes[j].Node })
+	for _, fn := range listeners {
+		fn(changes)
+	}
+}
+
+// differs reports whether two forecasts differ in anything a reader acts on.
+func differs(a, b *Node) bool {
+	if (a == nil) != (b == nil) {
+		return true
+	}
+	if a == nil {
+		return false
+	}
+	if a.Certain != b.Certain || a.WindowOpen != b.WindowOpen || a.Reason != b.Reason ||
+		a.HasLabel != b.HasLabel || a.LabelClass != b.LabelClass ||
+		(a.Maintenance == nil) != (b.Maintenance == nil) || (a.Lease == nil) != (b.Lease == nil) {
+		return true
+	}
+	// A node disrupted now, or whose window is open, is expected to be
+	// disrupted "now" at every computation; only a future time is news.
+	return !a.Certain && !a.WindowOpen && !a.Disruption.Equal(b.Disruption)
+}
+
+// computeLocked computes one node's forecast; nil when there is nothing
+// to forecast (no lease, no request).
+func (f *Forecast) computeLocked(name string, now time.Time) *Node {
+	lbls := f.labels[name]
+	in := Input{Name: name, Labels: lbls, LabelKey: f.opts.MaintenanceLabel, NM: f.nms[name],
+		NoWindowOK: f.opts.NoWindowPermits, WindowsUnknown: !f.windowsSynced}
+	if o := f.leases[name]; o != nil {
+		if holder := ptr.Deref(o.lease.Spec.HolderIdentity, ""); holder != "" {
+			info := lease.FromLease(name, o.lease)
+			in.Lease = &Lease{Holder: holder, Operation: info.Operation, Reason: info.Reason, Since: info.Acquired,
+				Expires: o.seen.Add(lease.ExpiryDuration(o.lease))}
+		}
+	}
+	_, hasLabel := lbls[f.opts.MaintenanceLabel]
+	if in.Lease == nil && in.NM == nil && !hasLabel {
+		return nil
+	}
+	in.Windows = f.windowsForLocked(lbls)
+	n := Compute(now, in)
+	if n.Lease == nil && n.Maintenance == nil {
+		return nil
+	}
+	return n
+}
+
+func (f *Forecast) windowsForLocked(lbls map[string]string) []NamedWindow {
+	var ws []NamedWindow
+	set := labels.Set(lbls)
+	for _, cw := range f.windows {
+		if cw.selector.Matches(set) {
+			ws = append(ws, NamedWindow{Name: cw.name, Window: cw.window})
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Name < ws[j].Name })
+	return ws
+}
+
+// armLocked sets the timer for the earliest time a forecast changes by
+// itself (window transition, lease expiry, deadline).
+func (f *Forecast) armLocked(now time.Time) {
+	var at time.Time
+	for _, n := range f.nodes {
+		if v := n.validUntil; !v.IsZero() && (at.IsZero() || v.Before(at)) {
+			at = v
+		}
+	}
+	if f.stopped || at.Equal(f.timerAt) {
+		return
+	}
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
+	}
+	f.timerAt = at
+	if at.IsZero() {
+		return
+	}
+	f.timer = f.clock.AfterFunc(at.Sub(now), f.tick)
+}
+
+// tick recomputes the nodes whose forecast has run out.
+func (f *Forecast) tick() {
+	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		return
+	}
+	now := f.clock.Now()
+	f.timerAt = time.Time{}
+	var due []string
+	for name, n := range f.nodes {
+		if v := n.validUntil; !v.IsZero() && !now.Before(v) {
+			due = append(due, name)
+		}
+	}
+	klog.V(5).InfoS("Forecast transition", "nodes", len(due))
+	f.update(due)
+}
+
+// Compute returns the forecast for a node as it would be now from the
+// forecast's current inputs and the given labels (the caller's view of the
+// node, which may be newer than the forecast's). Used when a caller holds
+// a node object the forecast has not seen yet.
+func (f *Forecast) Compute(name string, lbls map[string]string) *Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	saved, had := f.labels[name]
+	f.labels[name] = lbls
+	n := f.computeLocked(name, f.clock.Now())
+	if had {
+		f.labels[name] = saved
+	} else {
+		delete(f.labels, name)
+	}
+	return n
+}
+
+// Snapshot is an immutable view of every node's forecast. Lookups take no
+// lock.
+type Snapshot struct {
+	f     *Forecast
+	nodes map[string]*Node
+	at    time.Time
+}
+
+// At is when the snapshot was computed.
+func (s *Snapshot) At() time.Time { return s.at }
+
+// Len is the number of nodes with something to forecast.
+func (s *Snapshot) Len() int { return len(s.nodes) }
+
+// Get returns a node's forecast by name; nil when nothing is expected.
+func (s *Snapshot) Get(name string) *Node { return s.nodes[name] }
+
+// Nodes returns every node with something to forecast, sorted by name.
+func (s *Snapshot) Nodes() []*Node {
+	out := make([]*Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Lookup returns the forecast for the node object the caller holds. When
+// the node's maintenance label differs from what the forecast last saw
+// (the caller's informer delivered the node first, e.g. a node that
+// registers already labelled), the forecast is computed from the caller's
+// node, so a labelled node is never treated as unlabelled.
+func (s *Snapshot) Lookup(node *v1.Node) *Node {
+	n := s.nodes[node.Name]
+	class, has := node.Labels[s.f.opts.MaintenanceLabel]
+	if n == nil && !has {
+		return nil
+	}
+	if n != nil && n.HasLabel == has && n.LabelClass == class {
+		return n
+	}
+	return s.f.Compute(node.Name, node.Labels)
+}

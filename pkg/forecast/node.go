@@ -1,0 +1,239 @@
+package forecast
+
+import (
+	"fmt"
+	"time"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/window"
+)
+
+// Lease is a held node disruption lease as the forecast sees it.
+type Lease struct {
+	Holder    string
+	Operation string
+	Reason    string
+	// Since is the lease's acquire time (the holder's clock; for people).
+	Since time.Time
+	// Expires is when the lease counts as expired if nobody renews it:
+	// the time this process first saw the current version plus the
+	// lease's duration, on this process's clock.
+	Expires time.Time
+}
+
+// Maintenance is a node's requested maintenance.
+type Maintenance struct {
+	// Name of the NodeMaintenance; empty while the request is only a
+	// label the drainer has not yet turned into an object.
+	Name  string
+	Class string
+	Phase lullv1alpha1.MaintenancePhase
+	// Deadline after which windows no longer gate the request (zero: none).
+	Deadline time.Time
+}
+
+// Windows is the combined state of the MaintenanceWindows selecting a node.
+type Windows struct {
+	// Names of the windows selecting the node; empty means the default.
+	Names     []string
+	Permitted bool
+	// Reason and Message explain the state (window.Result).
+	Reason  window.Reason
+	Message string
+	// Until is the next transition (window.Forever if none in the horizon).
+	Until time.Time
+	// Next is the current permitted period when Permitted, else the next.
+	Next    window.Interval
+	HasNext bool
+}
+
+// Node is one node's disruption forecast. Values are immutable once
+// published in a Snapshot.
+type Node struct {
+	Name string
+	// LabelClass is the node's maintenance label value when computed, and
+	// HasLabel whether it had the label; a lookup compares them with the
+	// node the caller holds to notice a label the forecast has not seen yet.
+	LabelClass string
+	HasLabel   bool
+
+	// Lease is the node's held, unexpired disruption lease, if any.
+	Lease *Lease
+	// Maintenance is the node's active maintenance request, if any.
+	Maintenance *Maintenance
+	// Windows is set when a maintenance is requested.
+	Windows *Windows
+
+	// Disruption is the earliest time the node is expected to be disrupted;
+	// zero when no disruption is expected.
+	Disruption time.Time
+	// Certain is true when the node is being disrupted now (leased, or
+	// cordoned/draining/drained by a maintenance); false for a forecast.
+	Certain bool
+	// WindowOpen is true when a requested maintenance may start now (its
+	// windows permit, or its deadline has passed).
+	WindowOpen bool
+	// Reason explains the forecast in one line for people.
+	Reason string
+
+	// validUntil is when the forecast changes without any event (window
+	// transition, lease expiry, deadline); zero means never.
+	validUntil time.Time
+}
+
+// Leased reports whether someone holds the node's disruption lease.
+func (n *Node) Leased() bool { return n != nil && n.Lease != nil }
+
+// Requested reports whether maintenance of the node has been requested
+// and not completed.
+func (n *Node) Requested() bool { return n != nil && n.Maintenance != nil }
+
+// Disrupting reports whether the node is leased or cordoned, draining or
+// drained by a maintenance.
+func (n *Node) Disrupting() bool { return n != nil && n.Certain }
+
+// ValidUntil is when the forecast changes without any event; zero means not
+// before the next event.
+func (n *Node) ValidUntil() time.Time { return n.validUntil }
+
+// Input is everything a node's forecast depends on.
+type Input struct {
+	Name string
+	// Labels of the node (nil when the node is unknown).
+	Labels     map[string]string
+	LabelKey   string
+	Lease      *Lease
+	NM         *lullv1alpha1.NodeMaintenance
+	Windows    []NamedWindow
+	NoWindowOK bool
+	// WindowsUnknown: the MaintenanceWindows have not been read yet. A
+	// requested node then counts as open for maintenance, the cautious
+	// answer for placing pods (the drainer never acts before its caches
+	// sync).
+	WindowsUnknown bool
+}
+
+// NamedWindow is a compiled MaintenanceWindow.
+type NamedWindow struct {
+	Name   string
+	Window *window.Window
+}
+
+// Compute derives a node's forecast at now. It is a pure function: the
+// scheduler plugin, the drainer and the preview all call it.
+func Compute(now time.Time, in Input) *Node {
+	n := &Node{Name: in.Name}
+	n.LabelClass, n.HasLabel = in.Labels[in.LabelKey]
+	if in.Lease != nil && now.Before(in.Lease.Expires) {
+		l := *in.Lease
+		n.Lease = &l
+		n.validUntil = l.Expires
+	}
+	n.Maintenance = maintenanceOf(in.NM, n.LabelClass, n.HasLabel)
+
+	switch {
+	case n.Lease != nil:
+		n.Certain, n.Disruption = true, now
+		n.Reason = fmt.Sprintf("node is leased for disruption by %q", n.Lease.Holder)
+		if n.Lease.Operation != "" {
+			n.Reason += " for " + n.Lease.Operation
+		}
+		if n.Lease.Reason != "" {
+			n.Reason += " (" + n.Lease.Reason + ")"
+		}
+	case n.Maintenance != nil && n.Maintenance.Phase.Disrupting():
+		n.Certain, n.Disruption = true, now
+		n.Reason = fmt.Sprintf("node is under maintenance %s (class %s, phase %s)", n.Maintenance.Name, n.Maintenance.Class, n.Maintenance.Phase)
+	}
+	if n.Maintenance == nil || n.Certain {
+		return n
+	}
+
+	m := n.Maintenance
+	if in.WindowsUnknown {
+		n.WindowOpen, n.Disruption = true, now
+		n.Reason = fmt.Sprintf("maintenance of class %s requested; MaintenanceWindows not read yet", m.Class)
+		return n
+	}
+	w := evaluate(in.Windows, in.NoWindowOK, now)
+	n.Windows = w
+	n.bound(w.Until)
+	pastDeadline := !m.Deadline.IsZero() && !now.Before(m.Deadline)
+	if !m.Deadline.IsZero() && !pastDeadline {
+		n.bound(m.Deadline)
+	}
+	what := fmt.Sprintf("maintenance of class %s requested", m.Class)
+	switch {
+	case pastDeadline:
+		n.WindowOpen, n.Disruption = true, now
+		n.Reason = what + ", its deadline has passed"
+	case w.Permitted:
+		n.WindowOpen, n.Disruption = true, now
+		n.Reason = what + ", its window is open"
+	default:
+		start, ok := w.Next.Start, w.HasNext
+		if !m.Deadline.IsZero() && (!ok || m.Deadline.Before(start)) {
+			start, ok = m.Deadline, true
+		}
+		if ok {
+			n.Disruption = start
+			n.Reason = what + ", waiting for " + start.UTC().Format(time.RFC3339)
+		} else {
+			n.Reason = what + ", no window opens within the horizon"
+		}
+	}
+	return n
+}
+
+func (n *Node) bound(t time.Time) {
+	if t.IsZero() || !t.Before(window.Forever) {
+		return
+	}
+	if n.validUntil.IsZero() || t.Before(n.validUntil) {
+		n.validUntil = t
+	}
+}
+
+// maintenanceOf derives the active request from the node's NodeMaintenance
+// and its label. The label alone counts as a request from the moment it is
+// visible, before the drainer has created the object; a NodeMaintenance
+// marked complete ends the request even while the label lingers.
+func maintenanceOf(nm *lullv1alpha1.NodeMaintenance, labelClass string, hasLabel bool) *Maintenance {
+	if nm != nil && nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
+		m := &Maintenance{Name: nm.Name, Class: nm.Spec.Class, Phase: nm.Status.Phase}
+		if m.Phase == "" {
+			m.Phase = lullv1alpha1.PhasePending
+		}
+		if nm.Spec.Deadline != nil {
+			m.Deadline = nm.Spec.Deadline.Time
+		}
+		return m
+	}
+	if hasLabel && (nm == nil || !nm.Spec.Complete) {
+		return &Maintenance{Class: labelClass, Phase: lullv1alpha1.PhasePending}
+	}
+	return nil
+}
+
+func evaluate(ws []NamedWindow, noWindowOK bool, now time.Time) *Windows {
+	if len(ws) == 0 {
+		w := &Windows{Permitted: noWindowOK, Until: window.Forever, Reason: window.ReasonNoWindows}
+		if noWindowOK {
+			w.Message = "no MaintenanceWindow selects the node; the default permits"
+			w.Next, w.HasNext = window.Interval{Start: now, End: window.Forever}, true
+		} else {
+			w.Message = "no MaintenanceWindow selects the node; the default forbids"
+		}
+		return w
+	}
+	compiled := make([]*window.Window, len(ws))
+	names := make([]string, len(ws))
+	for i, nw := range ws {
+		compiled[i], names[i] = nw.Window, nw.Name
+	}
+	r := window.EvaluateAll(compiled, now)
+	return &Windows{
+		Names: names, Permitted: r.Permitted, Reason: r.Reason, Message: r.Message(),
+		Until: r.Until, Next: r.Next, HasNext: r.HasNext,
+	}
+}

@@ -1,0 +1,33 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeDisruptionArgs configure the NodeDisruption plugin. Unset fields take
+// the defaults documented on each field.
+//
+// +kubebuilder:object:root=true
+type NodeDisruptionArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// LeaseNamespace holds the node disruption leases. Default lull-system.
+	LeaseNamespace *string `json:"leaseNamespace,omitempty"`
+	// MaintenanceLabel is the node label that requests maintenance.
+	// Default lull.dev/maintenance.
+	MaintenanceLabel *string `json:"maintenanceLabel,omitempty"`
+	// TolerationKey: pods with a toleration for this key ignore disruption.
+	// Default lull.dev/disruption.
+	TolerationKey *string `json:"tolerationKey,omitempty"`
+	// ExpectedRuntimeAnnotation gives a pod's expected runtime as a Go
+	// duration. Default lull.dev/expected-runtime.
+	ExpectedRuntimeAnnotation *string `json:"expectedRuntimeAnnotation,omitempty"`
+	// Horizon is how far ahead scoring looks. Default 24h.
+	Horizon *metav1.Duration `json:"horizon,omitempty"`
+	// FilterRequestedOutsideWindow also filters nodes whose maintenance is
+	// requested while their window is closed. Default false.
+	FilterRequestedOutsideWindow *bool `json:"filterRequestedOutsideWindow,omitempty"`
+	// NodesWithoutWindow: Permissive (default) or Restrictive, the policy
+	// for nodes no MaintenanceWindow selects; must match lull-drainer's.
+	NodesWithoutWindow *string `json:"nodesWithoutWindow,omitempty"`
+}
