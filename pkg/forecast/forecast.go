@@ -87,7 +87,7 @@ type Forecast struct {
 
 	mu      sync.Mutex
 	labels  map[string]map[string]string // node -> labels (from informer objects, not copied)
-	leases  map[string]*observedLease     // node -> lease
+	leases  map[string]*observedLease    // node -> lease
 	nms     map[string]*lullv1alpha1.NodeMaintenance
 	windows map[string]compiledWindow
 	nodes   map[string]*Node // nodes with something to forecast
