@@ -372,7 +372,8 @@ func (f *Forecast) armLocked(now time.Time) {
 	if at.IsZero() {
 		return
 	}
-	f.timer = f.clock.AfterFunc(at.Sub(now), f.tick)
+	// A goroutine of its own: fake clocks run AfterFunc callbacks inline.
+	f.timer = f.clock.AfterFunc(at.Sub(now), func() { go f.tick() })
 }
 
 // tick recomputes the nodes whose forecast has run out.

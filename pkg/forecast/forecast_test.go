@@ -1,0 +1,315 @@
+package forecast
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/window"
+)
+
+// Saturday 2026-11-21 10:00 UTC.
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func node(name string, lbls map[string]string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
+}
+
+func leaseFor(nodeName, holder string, rv string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-" + nodeName, Namespace: "lull-system", ResourceVersion: rv,
+			Annotations: map[string]string{"lull.dev/operation": "reboot"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](60)},
+	}
+}
+
+// daily 12:00-14:00 UTC window selecting pool=a.
+func dailyWindow(name string) *lullv1alpha1.MaintenanceWindow {
+	return &lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
+			Strategy:     lullv1alpha1.StrategySchedule,
+			Schedule: &lullv1alpha1.Schedule{
+				TimeZone:   "UTC",
+				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily},
+				StartTime:  "12:00",
+				Duration:   metav1.Duration{Duration: 2 * time.Hour},
+			},
+		},
+	}
+}
+
+type recorder struct {
+	mu      sync.Mutex
+	changes []Change
+}
+
+func (r *recorder) record(c []Change) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changes = append(r.changes, c...)
+}
+
+func (r *recorder) take() []Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.changes
+	r.changes = nil
+	return c
+}
+
+func newForecast(t *testing.T, noWindowPermits bool) (*Forecast, *testingclock.FakeClock, *recorder) {
+	t.Helper()
+	clk := testingclock.NewFakeClock(t0)
+	f := New(Options{NoWindowPermits: noWindowPermits, Clock: clk})
+	rec := &recorder{}
+	f.OnChange(rec.record)
+	f.SetWindowsSynced()
+	t.Cleanup(f.Stop)
+	return f, clk, rec
+}
+
+func TestCompute(t *testing.T) {
+	w := NamedWindow{Name: "daily", Window: mustWindow(t, dailyWindow("daily"))}
+	lbl := map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "kernel-update"}
+	nm := func(phase lullv1alpha1.MaintenancePhase, deadline *time.Time, complete bool) *lullv1alpha1.NodeMaintenance {
+		m := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+			Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "hardware", Complete: complete},
+			Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phase}}
+		if deadline != nil {
+			m.Spec.Deadline = &metav1.Time{Time: *deadline}
+		}
+		return m
+	}
+	lease := &Lease{Holder: "tool", Operation: "reboot", Expires: t0.Add(time.Minute)}
+	for name, tc := range map[string]struct {
+		now        time.Time
+		in         Input
+		wantNil    bool
+		certain    bool
+		open       bool
+		disruption time.Time
+		reason     string
+		validUntil time.Time
+	}{
+		"nothing": {now: t0, in: Input{Labels: map[string]string{"pool": "a"}}, wantNil: true},
+		"leased": {now: t0, in: Input{Lease: lease}, certain: true, disruption: t0,
+			reason: `leased for disruption by "tool" for reboot`, validUntil: t0.Add(time.Minute)},
+		"lease expired by observation": {now: t0.Add(time.Minute), in: Input{Lease: lease}, wantNil: true},
+		"label, window closed": {now: t0, in: Input{Labels: lbl, Windows: []NamedWindow{w}},
+			disruption: t0.Add(2 * time.Hour), reason: "waiting for 2026-11-21T12:00:00Z", validUntil: t0.Add(2 * time.Hour)},
+		"label, window open": {now: t0.Add(150 * time.Minute), in: Input{Labels: lbl, Windows: []NamedWindow{w}},
+			open: true, disruption: t0.Add(150 * time.Minute), reason: "window is open", validUntil: t0.Add(4 * time.Hour)},
+		"label, no window, permissive default": {now: t0, in: Input{Labels: lbl, NoWindowOK: true},
+			open: true, disruption: t0, reason: "window is open"},
+		"label, no window, restrictive default": {now: t0, in: Input{Labels: lbl},
+			reason: "no window opens within the horizon"},
+		"label, windows not read yet": {now: t0, in: Input{Labels: lbl, WindowsUnknown: true},
+			open: true, disruption: t0, reason: "not read yet"},
+		"object draining": {now: t0, in: Input{NM: nm(lullv1alpha1.PhaseDraining, nil, false), Windows: []NamedWindow{w}},
+			certain: true, disruption: t0, reason: "under maintenance n1 (class hardware, phase Draining)"},
+		"deadline before window": {now: t0, in: Input{NM: nm(lullv1alpha1.PhaseWaitingForWindow, ptr.To(t0.Add(time.Hour)), false), Windows: []NamedWindow{w}},
+			disruption: t0.Add(time.Hour), reason: "waiting for 2026-11-21T11:00:00Z", validUntil: t0.Add(time.Hour)},
+		"deadline passed": {now: t0.Add(time.Hour), in: Input{NM: nm(lullv1alpha1.PhaseWaitingForWindow, ptr.To(t0), false), Windows: []NamedWindow{w}},
+			open: true, disruption: t0.Add(time.Hour), reason: "deadline has passed", validUntil: t0.Add(2 * time.Hour)},
+		"completed object, label gone": {now: t0, in: Input{NM: nm(lullv1alpha1.PhaseCompleted, nil, false)}, wantNil: true},
+		"completed object, new label": {now: t0, in: Input{Labels: lbl, NM: nm(lullv1alpha1.PhaseCompleted, nil, false), NoWindowOK: true},
+			open: true, disruption: t0, reason: "kernel-update requested"},
+		"marked complete, label lingers": {now: t0, in: Input{Labels: lbl, NM: nm(lullv1alpha1.PhaseDrained, nil, true)}, wantNil: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.in.Name, tc.in.LabelKey = "n1", lullv1alpha1.MaintenanceLabel
+			n := Compute(tc.now, tc.in)
+			if tc.wantNil {
+				if n.Lease != nil || n.Maintenance != nil {
+					t.Fatalf("want nothing forecast, got %+v", n)
+				}
+				return
+			}
+			if n.Certain != tc.certain || n.WindowOpen != tc.open || !n.Disruption.Equal(tc.disruption) {
+				t.Errorf("certain=%v open=%v disruption=%v, want %v %v %v", n.Certain, n.WindowOpen, n.Disruption, tc.certain, tc.open, tc.disruption)
+			}
+			if !strings.Contains(n.Reason, tc.reason) {
+				t.Errorf("reason %q does not contain %q", n.Reason, tc.reason)
+			}
+			if !n.ValidUntil().Equal(tc.validUntil) {
+				t.Errorf("valid until %v, want %v", n.ValidUntil(), tc.validUntil)
+			}
+		})
+	}
+}
+
+func mustWindow(t *testing.T, mw *lullv1alpha1.MaintenanceWindow) *window.Window {
+	t.Helper()
+	f := New(Options{})
+	f.SetWindow(mw)
+	return f.windows[mw.Name].window
+}
+
+func TestEventsAndTransitions(t *testing.T) {
+	f, clk, rec := newForecast(t, true)
+	f.SetWindow(dailyWindow("daily"))
+	f.SetNode(node("n1", map[string]string{"pool": "a"}))
+	f.SetNode(node("n2", map[string]string{"pool": "b"}))
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("unlabelled nodes changed the forecast: %+v", got)
+	}
+	if f.Snapshot().Len() != 0 {
+		t.Fatalf("snapshot not empty")
+	}
+
+	// Labelling n1 requests maintenance; its window opens at 12:00.
+	f.SetNode(node("n1", map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "kernel-update"}))
+	snap := f.Snapshot()
+	n1 := snap.Get("n1")
+	if !n1.Requested() || n1.WindowOpen || !n1.Disruption.Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("n1 after label: %+v", n1)
+	}
+	if c := rec.take(); len(c) != 1 || c[0].Old != nil || c[0].Eased() {
+		t.Fatalf("changes after label: %+v", c)
+	}
+	// A heartbeat (same labels) changes nothing.
+	f.SetNode(node("n1", map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "kernel-update"}))
+	if f.Snapshot() != snap && len(rec.take()) != 0 {
+		t.Fatalf("a heartbeat changed the forecast")
+	}
+
+	// At 12:00 the timer fires and the window is open.
+	clk.Step(2 * time.Hour)
+	waitFor(t, func() bool { n := f.Snapshot().Get("n1"); return n != nil && n.WindowOpen })
+	if c := rec.take(); len(c) != 1 || c[0].Eased() {
+		t.Fatalf("changes at window open: %+v", c)
+	}
+	// At 14:00 it closes again: that eases the node.
+	clk.Step(2 * time.Hour)
+	waitFor(t, func() bool { n := f.Snapshot().Get("n1"); return n != nil && !n.WindowOpen })
+	if c := rec.take(); len(c) != 1 || !c[0].Eased() {
+		t.Fatalf("changes at window close: %+v", c)
+	}
+
+	// A lease on n2 (unselected by any window) makes it certain; it expires
+	// by observation after its 60 s duration without renewal.
+	f.SetLease(leaseFor("n2", "tool", "1"))
+	if n := f.Snapshot().Get("n2"); !n.Leased() || !n.Certain {
+		t.Fatalf("n2 leased: %+v", n)
+	}
+	rec.take()
+	clk.Step(30 * time.Second)
+	f.SetLease(leaseFor("n2", "tool", "2")) // renewal resets the observation
+	clk.Step(45 * time.Second)
+	if n := f.Snapshot().Get("n2"); !n.Leased() {
+		t.Fatalf("renewed lease expired early")
+	}
+	clk.Step(20 * time.Second)
+	waitFor(t, func() bool { return f.Snapshot().Get("n2") == nil })
+	if c := rec.take(); len(c) != 1 || !c[0].Eased() || c[0].Node != "n2" {
+		t.Fatalf("changes at expiry: %+v", c)
+	}
+
+	// Leases outside the lease namespace or not named node-* are ignored.
+	other := leaseFor("n2", "kubelet", "3")
+	other.Namespace = "kube-node-lease"
+	f.SetLease(other)
+	f.SetLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lull-drainer", Namespace: "lull-system"}})
+	if f.Snapshot().Get("n2") != nil {
+		t.Fatalf("foreign lease counted")
+	}
+
+	// Removing the label eases n1; deleting a window re-evaluates.
+	f.SetNode(node("n1", map[string]string{"pool": "a"}))
+	if f.Snapshot().Get("n1") != nil {
+		t.Fatalf("n1 still forecast after label removal")
+	}
+}
+
+func TestLookupSeesLabelBeforeForecast(t *testing.T) {
+	f, _, _ := newForecast(t, true)
+	// The scheduler's informer delivers a node that registers already
+	// labelled before the forecast's handler has run.
+	n := node("fresh", map[string]string{lullv1alpha1.MaintenanceLabel: "hardware"})
+	got := f.Snapshot().Lookup(n)
+	if got == nil || !got.WindowOpen {
+		t.Fatalf("lookup of a labelled unseen node: %+v", got)
+	}
+	// And a label removal the forecast has not seen eases at once.
+	f.SetNode(n)
+	if got := f.Snapshot().Lookup(node("fresh", nil)); got != nil {
+		t.Fatalf("lookup after unseen label removal: %+v", got)
+	}
+}
+
+func TestWindowsUnknownUntilSynced(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	f := New(Options{NoWindowPermits: false, Clock: clk})
+	defer f.Stop()
+	f.SetNode(node("n1", map[string]string{lullv1alpha1.MaintenanceLabel: "x"}))
+	if n := f.Snapshot().Get("n1"); !n.WindowOpen {
+		t.Fatalf("before sync a requested node must count as open: %+v", n)
+	}
+	f.SetWindowsSynced()
+	if n := f.Snapshot().Get("n1"); n.WindowOpen {
+		t.Fatalf("after sync the restrictive default applies: %+v", n)
+	}
+}
+
+func TestInvalidWindowFailsClosed(t *testing.T) {
+	f, _, _ := newForecast(t, true)
+	bad := dailyWindow("bad")
+	bad.Spec.Schedule.TimeZone = "Mars/Olympus"
+	f.SetWindow(bad)
+	f.SetNode(node("n1", map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "x"}))
+	n := f.Snapshot().Get("n1")
+	if n.WindowOpen || n.Windows == nil || n.Windows.Permitted {
+		t.Fatalf("invalid window permitted: %+v", n.Windows)
+	}
+}
+
+func TestHandlersAcceptTypedUnstructuredAndTombstones(t *testing.T) {
+	f, _, _ := newForecast(t, true)
+	h := f.Handlers()
+	nm := &lullv1alpha1.NodeMaintenance{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "lull.dev/v1alpha1", Kind: "NodeMaintenance"},
+		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "hardware"},
+		Status:     lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDraining},
+	}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Maintenances.OnAdd(&unstructured.Unstructured{Object: raw}, false)
+	if n := f.Snapshot().Get("n1"); !n.Certain {
+		t.Fatalf("unstructured NodeMaintenance not applied: %+v", n)
+	}
+	h.Maintenances.OnDelete(cache.DeletedFinalStateUnknown{Key: "n1", Obj: nm})
+	if n := f.Snapshot().Get("n1"); n != nil {
+		t.Fatalf("tombstone not applied: %+v", n)
+	}
+	// Wrong types are dropped, not a panic.
+	h.Nodes.OnAdd(nm, false)
+	h.Leases.OnUpdate(nil, "not an object")
+	h.Windows.OnDelete(42)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
