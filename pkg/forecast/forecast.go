@@ -96,6 +96,7 @@ type Forecast struct {
 	stopped bool
 	// windowsSynced is set once the MaintenanceWindows have been listed.
 	windowsSynced bool
+	synced        atomic.Bool
 
 	snap      atomic.Pointer[Snapshot]
 	listeners []func([]Change)
@@ -237,11 +238,12 @@ func (f *Forecast) DeleteWindow(name string) {
 	f.update(f.requestedLocked())
 }
 
-// SetWindowsSynced tells the forecast that every MaintenanceWindow has been
-// delivered (the informer has synced); until then a requested node counts
-// as open for maintenance.
-func (f *Forecast) SetWindowsSynced() {
+// SetSynced tells the forecast that its informers have delivered every
+// existing object. Until then Synced is false, and a requested node counts
+// as open for maintenance (the MaintenanceWindows are not known yet).
+func (f *Forecast) SetSynced() {
 	f.mu.Lock()
+	f.synced.Store(true)
 	if f.windowsSynced {
 		f.mu.Unlock()
 		return
@@ -249,6 +251,9 @@ func (f *Forecast) SetWindowsSynced() {
 	f.windowsSynced = true
 	f.update(f.requestedLocked())
 }
+
+// Synced reports whether SetSynced has been called.
+func (f *Forecast) Synced() bool { return f.synced.Load() }
 
 // requestedLocked lists nodes whose forecast depends on windows.
 func (f *Forecast) requestedLocked() []string {

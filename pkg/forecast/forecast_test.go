@@ -76,7 +76,7 @@ func newForecast(t *testing.T, noWindowPermits bool) (*Forecast, *testingclock.F
 	f := New(Options{NoWindowPermits: noWindowPermits, Clock: clk})
 	rec := &recorder{}
 	f.OnChange(rec.record)
-	f.SetWindowsSynced()
+	f.SetSynced()
 	t.Cleanup(f.Stop)
 	return f, clk, rec
 }
@@ -109,11 +109,11 @@ func TestCompute(t *testing.T) {
 			reason: `leased for disruption by "tool" for reboot`, validUntil: t0.Add(time.Minute)},
 		"lease expired by observation": {now: t0.Add(time.Minute), in: Input{Lease: lease}, wantNil: true},
 		"label, window closed": {now: t0, in: Input{Labels: lbl, Windows: []NamedWindow{w}},
-			disruption: t0.Add(2 * time.Hour), reason: "waiting for 2026-11-21T12:00:00Z", validUntil: t0.Add(2 * time.Hour)},
+			disruption: t0.Add(2 * time.Hour), reason: "from 2026-11-21T12:00:00Z", validUntil: t0.Add(2 * time.Hour)},
 		"label, window open": {now: t0.Add(150 * time.Minute), in: Input{Labels: lbl, Windows: []NamedWindow{w}},
-			open: true, disruption: t0.Add(150 * time.Minute), reason: "window is open", validUntil: t0.Add(4 * time.Hour)},
+			open: true, disruption: t0.Add(150 * time.Minute), reason: "and its window is open", validUntil: t0.Add(4 * time.Hour)},
 		"label, no window, permissive default": {now: t0, in: Input{Labels: lbl, NoWindowOK: true},
-			open: true, disruption: t0, reason: "window is open"},
+			open: true, disruption: t0, reason: "and its window is open"},
 		"label, no window, restrictive default": {now: t0, in: Input{Labels: lbl},
 			reason: "no window opens within the horizon"},
 		"label, windows not read yet": {now: t0, in: Input{Labels: lbl, WindowsUnknown: true},
@@ -121,12 +121,12 @@ func TestCompute(t *testing.T) {
 		"object draining": {now: t0, in: Input{NM: nm(lullv1alpha1.PhaseDraining, nil, false), Windows: []NamedWindow{w}},
 			certain: true, disruption: t0, reason: "under maintenance n1 (class hardware, phase Draining)"},
 		"deadline before window": {now: t0, in: Input{NM: nm(lullv1alpha1.PhaseWaitingForWindow, ptr.To(t0.Add(time.Hour)), false), Windows: []NamedWindow{w}},
-			disruption: t0.Add(time.Hour), reason: "waiting for 2026-11-21T11:00:00Z", validUntil: t0.Add(time.Hour)},
+			disruption: t0.Add(time.Hour), reason: "from 2026-11-21T11:00:00Z", validUntil: t0.Add(time.Hour)},
 		"deadline passed": {now: t0.Add(time.Hour), in: Input{NM: nm(lullv1alpha1.PhaseWaitingForWindow, ptr.To(t0), false), Windows: []NamedWindow{w}},
-			open: true, disruption: t0.Add(time.Hour), reason: "deadline has passed", validUntil: t0.Add(2 * time.Hour)},
+			open: true, disruption: t0.Add(time.Hour), reason: "and its deadline has passed", validUntil: t0.Add(2 * time.Hour)},
 		"completed object, label gone": {now: t0, in: Input{NM: nm(lullv1alpha1.PhaseCompleted, nil, false)}, wantNil: true},
 		"completed object, new label": {now: t0, in: Input{Labels: lbl, NM: nm(lullv1alpha1.PhaseCompleted, nil, false), NoWindowOK: true},
-			open: true, disruption: t0, reason: "kernel-update requested"},
+			open: true, disruption: t0, reason: "(class kernel-update) and its window is open"},
 		"marked complete, label lingers": {now: t0, in: Input{Labels: lbl, NM: nm(lullv1alpha1.PhaseDrained, nil, true)}, wantNil: true},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -258,7 +258,7 @@ func TestWindowsUnknownUntilSynced(t *testing.T) {
 	if n := f.Snapshot().Get("n1"); !n.WindowOpen {
 		t.Fatalf("before sync a requested node must count as open: %+v", n)
 	}
-	f.SetWindowsSynced()
+	f.SetSynced()
 	if n := f.Snapshot().Get("n1"); n.WindowOpen {
 		t.Fatalf("after sync the restrictive default applies: %+v", n)
 	}

@@ -149,11 +149,22 @@ func (f *Forecast) Run(ctx context.Context, src Sources) error {
 		<-ctx.Done()
 		f.Stop()
 	}()
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), synced...) {
-		return fmt.Errorf("forecast: caches did not sync (are the lull CRDs installed and may we list leases in %q?)", f.opts.LeaseNamespace)
+	// Wait as long as it takes (until ctx ends), with a hint now and then:
+	// a missing CRD or RBAC rule shows here.
+	logger := klog.FromContext(ctx)
+	for {
+		syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ok := cache.WaitForCacheSync(syncCtx.Done(), synced...)
+		cancel()
+		if ok {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("forecast: stopped before the caches synced: %w", ctx.Err())
+		}
+		logger.Info("Forecast caches have not synced yet; are the lull CRDs installed, and may we list leases?",
+			"leaseNamespace", f.opts.LeaseNamespace)
 	}
-	f.SetWindowsSynced()
+	f.SetSynced()
 	return nil
 }

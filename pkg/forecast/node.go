@@ -152,7 +152,7 @@ func Compute(now time.Time, in Input) *Node {
 	m := n.Maintenance
 	if in.WindowsUnknown {
 		n.WindowOpen, n.Disruption = true, now
-		n.Reason = fmt.Sprintf("maintenance of class %s requested; MaintenanceWindows not read yet", m.Class)
+		n.Reason = fmt.Sprintf("node awaits maintenance (class %s) and its MaintenanceWindows are not read yet", m.Class)
 		return n
 	}
 	w := evaluate(in.Windows, in.NoWindowOK, now)
@@ -162,14 +162,14 @@ func Compute(now time.Time, in Input) *Node {
 	if !m.Deadline.IsZero() && !pastDeadline {
 		n.bound(m.Deadline)
 	}
-	what := fmt.Sprintf("maintenance of class %s requested", m.Class)
+	what := fmt.Sprintf("node awaits maintenance (class %s)", m.Class)
 	switch {
 	case pastDeadline:
 		n.WindowOpen, n.Disruption = true, now
-		n.Reason = what + ", its deadline has passed"
+		n.Reason = what + " and its deadline has passed"
 	case w.Permitted:
 		n.WindowOpen, n.Disruption = true, now
-		n.Reason = what + ", its window is open"
+		n.Reason = what + " and its window is open"
 	default:
 		start, ok := w.Next.Start, w.HasNext
 		if !m.Deadline.IsZero() && (!ok || m.Deadline.Before(start)) {
@@ -177,9 +177,9 @@ func Compute(now time.Time, in Input) *Node {
 		}
 		if ok {
 			n.Disruption = start
-			n.Reason = what + ", waiting for " + start.UTC().Format(time.RFC3339)
+			n.Reason = what + " from " + start.UTC().Format(time.RFC3339)
 		} else {
-			n.Reason = what + ", no window opens within the horizon"
+			n.Reason = what + " but no window opens within the horizon"
 		}
 	}
 	return n

@@ -139,10 +139,26 @@ type rejections struct {
 	mu     sync.Mutex
 	byNode map[string]map[string]*v1.Pod // node -> pod key -> pod
 	byPod  map[string][]string           // pod key -> nodes
+	// waiting are pods turned away before the forecast synced.
+	waiting map[string]*v1.Pod
 }
 
 func newRejections() *rejections {
-	return &rejections{byNode: map[string]map[string]*v1.Pod{}, byPod: map[string][]string{}}
+	return &rejections{byNode: map[string]map[string]*v1.Pod{}, byPod: map[string][]string{}, waiting: map[string]*v1.Pod{}}
+}
+
+func (r *rejections) addWaiting(pod *v1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting[podKey(pod)] = pod
+}
+
+func (r *rejections) takeWaiting() map[string]*v1.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.waiting
+	r.waiting = map[string]*v1.Pod{}
+	return out
 }
 
 func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }

@@ -49,6 +49,10 @@ var _ fwk.ScoreExtensions = &NodeDisruption{}
 var _ fwk.EnqueueExtensions = &NodeDisruption{}
 var _ fwk.SignPlugin = &NodeDisruption{}
 
+// Forecast returns the forecast the plugin schedules by (for tests and
+// diagnostics).
+func (pl *NodeDisruption) Forecast() *forecast.Forecast { return pl.forecast }
+
 // Name returns the plugin's name.
 func (pl *NodeDisruption) Name() string { return Name }
 
@@ -86,8 +90,10 @@ func NewWithClock(c clock.WithTickerAndDelayedExecution) func(context.Context, r
 		go func() {
 			if err := f.Run(ctx, forecast.Sources{Client: h.ClientSet(), Dynamic: dyn,
 				Nodes: h.SharedInformerFactory().Core().V1().Nodes().Informer()}); err != nil {
-				klog.FromContext(ctx).Error(err, "NodeDisruption forecast did not start; labelled nodes stay filtered")
+				klog.FromContext(ctx).Error(err, "NodeDisruption forecast did not start")
+				return
 			}
+			pl.activateWaiting()
 		}()
 		return pl, nil
 	}
@@ -137,6 +143,12 @@ func getPreFilterState(cs fwk.CycleState) (*preFilterState, error) {
 func (pl *NodeDisruption) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if pl.tolerates(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if !pl.forecast.Synced() {
+		// Until every lease and maintenance has been read, any node may be
+		// leased: place nothing. The pod is activated once synced.
+		pl.rejected.addWaiting(pod)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "lull-scheduler has not yet read the node leases and maintenance requests")
 	}
 	cs.Write(preFilterStateKey, &preFilterState{snap: pl.forecast.Snapshot()})
 	return nil, nil
@@ -195,6 +207,14 @@ func (pl *NodeDisruption) PostFilter(_ context.Context, _ fwk.CycleState, pod *v
 		pl.rejected.add(pod, ours)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// activateWaiting requeues the pods PreFilter turned away before the
+// forecast synced.
+func (pl *NodeDisruption) activateWaiting() {
+	if pods := pl.rejected.takeWaiting(); len(pods) > 0 {
+		pl.handle.Activate(klog.Background().WithName(Name), pods)
+	}
 }
 
 // preScoreState holds what Score needs per pod.

@@ -68,7 +68,7 @@ func newFixture(t *testing.T, args config.NodeDisruptionArgs, nodes ...*v1.Node)
 	f := forecast.New(forecast.Options{LeaseNamespace: args.LeaseNamespace, MaintenanceLabel: args.MaintenanceLabel,
 		NoWindowPermits: args.NodesWithoutWindow == config.NoWindowPermissive, Clock: clk})
 	t.Cleanup(f.Stop)
-	f.SetWindowsSynced()
+	f.SetSynced()
 	h := &fakeHandle{snapshot: cache.NewSnapshot(nil, nodes), active: map[string]*v1.Pod{}}
 	for _, n := range nodes {
 		f.SetNode(n)
@@ -159,11 +159,11 @@ func TestFilter(t *testing.T) {
 	}{
 		"plain node":                         {node: plain, wantCode: fwk.Success},
 		"leased":                             {node: leased, wantCode: fwk.UnschedulableAndUnresolvable, wantReason: `node is leased for disruption by "fw-updater" for reboot`},
-		"requested, window open":             {node: openW, wantCode: fwk.UnschedulableAndUnresolvable, wantReason: "maintenance of class kernel-update requested, its window is open"},
+		"requested, window open":             {node: openW, wantCode: fwk.UnschedulableAndUnresolvable, wantReason: "node awaits maintenance (class kernel-update) and its window is open"},
 		"requested, window closed":           {node: closedW, wantCode: fwk.Success},
-		"requested, window closed, filtered": {filterClosed: true, node: closedW, wantCode: fwk.UnschedulableAndUnresolvable, wantReason: "waiting for 2026-11-21T12:00:00Z"},
+		"requested, window closed, filtered": {filterClosed: true, node: closedW, wantCode: fwk.UnschedulableAndUnresolvable, wantReason: "from 2026-11-21T12:00:00Z"},
 		"draining":                           {node: draining, wantCode: fwk.UnschedulableAndUnresolvable, wantReason: "under maintenance draining (class hardware, phase Draining)"},
-		"unseen node registering labelled":   {node: mkNode("fresh", map[string]string{maint: "hardware"}), wantCode: fwk.UnschedulableAndUnresolvable, wantReason: "hardware requested"},
+		"unseen node registering labelled":   {node: mkNode("fresh", map[string]string{maint: "hardware"}), wantCode: fwk.UnschedulableAndUnresolvable, wantReason: "(class hardware) and its window is open"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := defaultArgs()
@@ -440,5 +440,27 @@ func TestNewRejectsBadArgs(t *testing.T) {
 	bad.Horizon.Duration = 0
 	if _, err := New(context.Background(), &bad, nil); err == nil || !strings.Contains(err.Error(), "horizon") {
 		t.Errorf("want a validation error, got %v", err)
+	}
+}
+
+// Until the forecast has synced, any node may be leased: PreFilter turns
+// pods away and activates them once synced.
+func TestPreFilterWaitsForSync(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	f := forecast.New(forecast.Options{Clock: clk})
+	defer f.Stop()
+	h := &fakeHandle{snapshot: cache.NewSnapshot(nil, nil), active: map[string]*v1.Pod{}}
+	pl := newPlugin(defaultArgs(), h, f, clk)
+	_, st := pl.PreFilter(context.Background(), framework.NewCycleState(), mkPod("early"), nil)
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "not yet read") {
+		t.Fatalf("before sync: %v", st)
+	}
+	f.SetSynced()
+	pl.activateWaiting()
+	if _, ok := h.active["default/early"]; !ok {
+		t.Fatalf("early pod not activated: %v", h.active)
+	}
+	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), mkPod("late"), nil); !st.IsSuccess() {
+		t.Fatalf("after sync: %v", st)
 	}
 }
