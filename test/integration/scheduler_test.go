@@ -41,9 +41,9 @@ const schedulerName = "lull-scheduler"
 // schedEnv is lull-scheduler running in-process against the shared API
 // server, configured from the shipped manifests/scheduler/config.yaml.
 type schedEnv struct {
-	t     *testing.T
-	ctx   context.Context
-	cs    kubernetes.Interface
+	t      *testing.T
+	ctx    context.Context
+	cs     kubernetes.Interface
 	clock  *clocktesting.FakeClock
 	ns     string
 	plugin *nodedisruption.NodeDisruption
