@@ -3,7 +3,7 @@
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/crds" >/dev/null
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" create namespace lull-system --dry-run=client -o yaml |
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f - >/dev/null
-wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev
+wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev
 if [[ -x "$BIN/lull-drainer" ]]; then
   KUBECONFIG="$KUBECONFIG_ADMIN" start_proc lull-drainer "$BIN/lull-drainer" \
     --metrics-bind-address="127.0.0.1:${DRAINER_METRICS_PORT}" \

@@ -62,7 +62,7 @@ type fixture struct {
 	h     *fakeHandle
 }
 
-func newFixture(t *testing.T, args config.NodeDisruptionArgs, nodes ...*v1.Node) *fixture {
+func newFixture(t testing.TB, args config.NodeDisruptionArgs, nodes ...*v1.Node) *fixture {
 	t.Helper()
 	clk := testingclock.NewFakeClock(t0)
 	f := forecast.New(forecast.Options{LeaseNamespace: args.LeaseNamespace, MaintenanceLabel: args.MaintenanceLabel,
