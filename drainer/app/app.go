@@ -3,19 +3,32 @@
 package app
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/drainer/maintenance"
 	windowctrl "lull.dev/lull/drainer/window"
+	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/lease"
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/pkg/version"
 	engine "lull.dev/lull/pkg/window"
@@ -28,6 +41,9 @@ type Options struct {
 	MetricsAddr             string
 	ProbeAddr               string
 	Horizon                 time.Duration
+	LeaseNamespace          string
+	NodesWithoutWindow      string
+	Maintenance             maintenance.Options
 }
 
 // Run parses args, runs the manager until a signal and returns the exit code.
@@ -39,9 +55,23 @@ func Run(args []string) int {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.DurationVar(&o.Horizon, "window-horizon", engine.DefaultHorizon, "how far ahead to search for the next maintenance window")
+	fs.StringVar(&o.LeaseNamespace, "lease-namespace", lease.DefaultNamespace, "namespace of the node disruption leases")
+	fs.StringVar(&o.NodesWithoutWindow, "nodes-without-window", "Permissive", "Permissive or Restrictive: may maintenance of a node no MaintenanceWindow selects start at any time? (keep equal to lull-scheduler's nodesWithoutWindow)")
+	fs.StringVar(&o.Maintenance.Identity, "identity", "lull-drainer", "holder identity lull uses on node leases")
+	fs.DurationVar(&o.Maintenance.LeaseDuration, "lease-duration", time.Minute, "duration of the node leases lull holds (renewed every third of it)")
+	fs.DurationVar(&o.Maintenance.DrainTimeout, "drain-timeout", time.Hour, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")
+	fs.DurationVar(&o.Maintenance.RetryDelay, "eviction-retry-delay", 2*time.Second, "first delay between eviction rounds; doubles while blocked")
+	fs.DurationVar(&o.Maintenance.MaxRetryDelay, "eviction-max-retry-delay", 30*time.Second, "longest delay between eviction rounds")
+	fs.BoolVar(&o.Maintenance.AllowForce, "allow-force", false, "permit the Force escalation (deleting pods past their PodDisruptionBudget); needs pods/delete RBAC")
+	fs.IntVar(&o.Maintenance.DefaultMaxUnavailable, "default-max-unavailable", 1, "nodes without a MaintenanceWindow disrupted at once")
+	fs.BoolVar(&o.Maintenance.DeleteEmptyDirData, "delete-emptydir-data", true, "evict pods with emptyDir volumes (their data is lost)")
 	klog.InitFlags(fs)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.NodesWithoutWindow != "Permissive" && o.NodesWithoutWindow != "Restrictive" {
+		fmt.Fprintf(os.Stderr, "--nodes-without-window must be Permissive or Restrictive, not %q\n", o.NodesWithoutWindow)
 		return 2
 	}
 	if *showVersion {
@@ -65,6 +95,11 @@ func Run(args []string) int {
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// Hand over quickly when the leader stops cleanly.
 		LeaderElectionReleaseOnCancel: true,
+		// Only the lease namespace's Leases: every kubelet renews its own
+		// heartbeat Lease every 10 s, and none of those concern us.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.LeaseNamespace: {}}},
+		}},
 	})
 	if err != nil {
 		logger.Error(err, "Creating manager")
@@ -79,13 +114,75 @@ func Run(args []string) int {
 		logger.Error(err, "Setting up the MaintenanceWindow controller")
 		return 1
 	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := SetupMaintenance(ctx, mgr, clk, o, crmetrics.Registry); err != nil {
+		logger.Error(err, "Setting up the NodeMaintenance controller")
+		return 1
+	}
 	_ = mgr.AddHealthzCheck("ping", healthz.Ping)
 	_ = mgr.AddReadyzCheck("ping", healthz.Ping)
 	logger.Info("Starting", "version", version.Version, "leaderElect", o.LeaderElect)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		logger.Error(err, "Manager stopped")
 		return 1
 	}
 	_ = os.Stdout.Sync()
 	return 0
+}
+
+// SetupMaintenance wires the shared forecast to the manager's informers and
+// registers the NodeMaintenance controller. Tests call it with a fake clock.
+func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTickerAndDelayedExecution, o Options, reg prometheus.Registerer) error {
+	f := forecast.New(forecast.Options{
+		LeaseNamespace:  o.LeaseNamespace,
+		NoWindowPermits: o.NodesWithoutWindow != "Restrictive",
+		WindowOptions:   engine.Options{Horizon: o.Horizon},
+		Clock:           clk,
+	})
+	h := f.Handlers()
+	for obj, hd := range map[client.Object]toolscache.ResourceEventHandler{
+		&corev1.Node{}: h.Nodes, &coordinationv1.Lease{}: h.Leases,
+		&lullv1alpha1.NodeMaintenance{}: h.Maintenances, &lullv1alpha1.MaintenanceWindow{}: h.Windows,
+	} {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(hd); err != nil {
+			return err
+		}
+	}
+	// The forecast counts as synced once the cache has delivered every
+	// object; the controller acts on nothing before that.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			f.SetSynced()
+		}
+		<-ctx.Done()
+		f.Stop()
+		return nil
+	})); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	metrics := maintenance.NewMetrics(mgr.GetClient())
+	if reg != nil {
+		if err := metrics.Register(reg); err != nil {
+			return err
+		}
+	}
+	return (&maintenance.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Kube:      kube,
+		Leases:    lease.New(kube, lease.Options{Namespace: o.LeaseNamespace, Clock: clk}),
+		Forecast:  f,
+		Clock:     clk,
+		Recorder:  mgr.GetEventRecorder("lull-drainer"),
+		Metrics:   metrics,
+		Options:   o.Maintenance,
+	}).SetupWithManager(mgr)
 }

@@ -61,7 +61,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Node counts follow node labels: any node appearing, going or
 		// changing labels may change which windows select it.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allWindows),
-			builder.WithPredicates(predicate.LabelChangedPredicate{}))
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		// Counts of nodes in maintenance and waiting follow the requests.
+		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.allWindows))
 	if r.Wake != nil {
 		b = b.WatchesRawSource(source.Channel(r.Wake, handler.EnqueueRequestsFromMapFunc(r.allWindows)))
 	}
@@ -100,8 +102,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	status := mw.Status.DeepCopy()
 	status.ObservedGeneration = mw.Generation
-	selected, selErr := r.countSelected(ctx, &mw)
-	status.SelectedNodes = selected
+	counts, selErr := r.countSelected(ctx, &mw)
+	status.SelectedNodes, status.NodesInMaintenance, status.NodesWaiting = counts.selected, counts.inMaintenance, counts.waiting
+	r.Metrics.SetWaiting(mw.Name, counts.waiting)
 	setStatus(status, mw.Generation, w, res, now, selErr)
 
 	if !equality.Semantic.DeepEqual(&mw.Status, status) {
@@ -121,20 +124,45 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: res.Until.Sub(now) + time.Millisecond}, nil
 }
 
-func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow) (int32, error) {
+type nodeCounts struct{ selected, inMaintenance, waiting int32 }
+
+// countSelected counts the window's nodes, and among them those lull is
+// disrupting and those whose maintenance request waits.
+func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow) (nodeCounts, error) {
+	var c nodeCounts
 	sel := labels.Everything()
 	if mw.Spec.NodeSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(mw.Spec.NodeSelector)
 		if err != nil {
-			return 0, fmt.Errorf("spec.nodeSelector: %w", err)
+			return c, fmt.Errorf("spec.nodeSelector: %w", err)
 		}
 		sel = s
 	}
 	var nodes corev1.NodeList
 	if err := r.Client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return 0, fmt.Errorf("listing nodes: %w", err)
+		return c, fmt.Errorf("listing nodes: %w", err)
 	}
-	return int32(len(nodes.Items)), nil
+	c.selected = int32(len(nodes.Items))
+	var nms lullv1alpha1.NodeMaintenanceList
+	if err := r.Client.List(ctx, &nms); err != nil {
+		return c, fmt.Errorf("listing NodeMaintenances: %w", err)
+	}
+	selected := make(map[string]bool, len(nodes.Items))
+	for _, n := range nodes.Items {
+		selected[n.Name] = true
+	}
+	for _, nm := range nms.Items {
+		if !selected[nm.Spec.NodeName] {
+			continue
+		}
+		switch p := nm.Status.Phase; {
+		case p.Disrupting():
+			c.inMaintenance++
+		case !p.Finished() && p != lullv1alpha1.PhaseUncordoning:
+			c.waiting++
+		}
+	}
+	return c, nil
 }
 
 // setStatus fills status from an evaluation at now.

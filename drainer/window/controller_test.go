@@ -70,8 +70,17 @@ lull_window_permitted_remaining_seconds{window="never"} 0
 lull_window_permitted_remaining_seconds{window="nightly"} 5400
 `
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "lull_window_permitted_remaining_seconds"))
+	c.SetWaiting("nightly", 2)
+	want = `
+# HELP lull_window_nodes_waiting Nodes selected by the window whose maintenance request waits (for the window, the budget or the lease).
+# TYPE lull_window_nodes_waiting gauge
+lull_window_nodes_waiting{window="broken"} 0
+lull_window_nodes_waiting{window="never"} 0
+lull_window_nodes_waiting{window="nightly"} 2
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "lull_window_nodes_waiting"))
 	c.Forget("broken")
-	require.Equal(t, 4, testutil.CollectAndCount(c))
+	require.Equal(t, 6, testutil.CollectAndCount(c)) // 3 metrics x 2 windows
 }
 
 type errString string

@@ -16,19 +16,23 @@ var (
 	permittedRemainingDesc = prometheus.NewDesc("lull_window_permitted_remaining_seconds",
 		"Seconds left in the current permitted period; 0 when restricted, -1 when permitted indefinitely.",
 		[]string{"window"}, nil)
+	nodesWaitingDesc = prometheus.NewDesc("lull_window_nodes_waiting",
+		"Nodes selected by the window whose maintenance request waits (for the window, the budget or the lease).",
+		[]string{"window"}, nil)
 )
 
 // Collector exports the window metrics, evaluated at scrape time so they
 // are exact between reconciles.
 type Collector struct {
 	Clock clock.PassiveClock
-	mu    sync.Mutex
-	ws    map[string]*engine.Window
+	mu      sync.Mutex
+	ws      map[string]*engine.Window
+	waiting map[string]int32
 }
 
 // NewCollector returns a Collector using clk.
 func NewCollector(clk clock.PassiveClock) *Collector {
-	return &Collector{Clock: clk, ws: map[string]*engine.Window{}}
+	return &Collector{Clock: clk, ws: map[string]*engine.Window{}, waiting: map[string]int32{}}
 }
 
 // Set records the compiled window for name.
@@ -41,6 +45,16 @@ func (c *Collector) Set(name string, w *engine.Window) {
 	c.ws[name] = w
 }
 
+// SetWaiting records how many of the window's nodes have a waiting request.
+func (c *Collector) SetWaiting(name string, n int32) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiting[name] = n
+}
+
 // Forget drops a deleted window.
 func (c *Collector) Forget(name string) {
 	if c == nil {
@@ -49,12 +63,14 @@ func (c *Collector) Forget(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.ws, name)
+	delete(c.waiting, name)
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- secondsUntilPermittedDesc
 	ch <- permittedRemainingDesc
+	ch <- nodesWaitingDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -70,5 +86,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			remaining = -1
 		}
 		ch <- prometheus.MustNewConstMetric(permittedRemainingDesc, prometheus.GaugeValue, remaining, name)
+		ch <- prometheus.MustNewConstMetric(nodesWaitingDesc, prometheus.GaugeValue, float64(c.waiting[name]), name)
 	}
 }

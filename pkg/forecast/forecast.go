@@ -219,7 +219,11 @@ func (f *Forecast) DeleteMaintenance(nm *lullv1alpha1.NodeMaintenance) {
 // compiled as restrictive (fail closed).
 func (f *Forecast) SetWindow(mw *lullv1alpha1.MaintenanceWindow) {
 	cw := compiledWindow{name: mw.Name}
-	sel, err := metav1.LabelSelectorAsSelector(mw.Spec.NodeSelector)
+	// No nodeSelector selects every node (as in the window's status).
+	sel, err := labels.Everything(), error(nil)
+	if mw.Spec.NodeSelector != nil {
+		sel, err = metav1.LabelSelectorAsSelector(mw.Spec.NodeSelector)
+	}
 	switch {
 	case err != nil:
 		cw.selector, cw.window = labels.Everything(), window.Invalid(err)

@@ -119,7 +119,7 @@ func TestCompute(t *testing.T) {
 		"label, windows not read yet": {now: t0, in: Input{Labels: lbl, WindowsUnknown: true},
 			open: true, disruption: t0, reason: "not read yet"},
 		"object draining": {now: t0, in: Input{NM: nm(lullv1alpha1.PhaseDraining, nil, false), Windows: []NamedWindow{w}},
-			certain: true, disruption: t0, reason: "under maintenance n1 (class hardware, phase Draining)"},
+			certain: true, disruption: t0, reason: "under maintenance n1 (class hardware, phase Draining)", validUntil: t0.Add(2 * time.Hour)},
 		"deadline before window": {now: t0, in: Input{NM: nm(lullv1alpha1.PhaseWaitingForWindow, ptr.To(t0.Add(time.Hour)), false), Windows: []NamedWindow{w}},
 			disruption: t0.Add(time.Hour), reason: "from 2026-11-21T11:00:00Z", validUntil: t0.Add(time.Hour)},
 		"deadline passed": {now: t0.Add(time.Hour), in: Input{NM: nm(lullv1alpha1.PhaseWaitingForWindow, ptr.To(t0), false), Windows: []NamedWindow{w}},

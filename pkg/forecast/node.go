@@ -70,9 +70,12 @@ type Node struct {
 	// Certain is true when the node is being disrupted now (leased, or
 	// cordoned/draining/drained by a maintenance); false for a forecast.
 	Certain bool
-	// WindowOpen is true when a requested maintenance may start now (its
-	// windows permit, or its deadline has passed).
+	// WindowOpen is true when a requested maintenance may start (or, once
+	// started, continue) now: its windows permit, or its deadline passed.
 	WindowOpen bool
+	// PastDeadline is true once the request's deadline has passed: windows
+	// no longer gate it.
+	PastDeadline bool
 	// Reason explains the forecast in one line for people.
 	Reason string
 
@@ -145,30 +148,39 @@ func Compute(now time.Time, in Input) *Node {
 		n.Certain, n.Disruption = true, now
 		n.Reason = fmt.Sprintf("node is under maintenance %s (class %s, phase %s)", n.Maintenance.Name, n.Maintenance.Class, n.Maintenance.Phase)
 	}
-	if n.Maintenance == nil || n.Certain {
+	m := n.Maintenance
+	if m == nil {
 		return n
 	}
-
-	m := n.Maintenance
+	// Windows are evaluated for a disrupting node too: the drainer needs
+	// them to act when a window closes mid-drain.
+	what := fmt.Sprintf("node awaits maintenance (class %s)", m.Class)
+	pastDeadline := !m.Deadline.IsZero() && !now.Before(m.Deadline)
+	if !m.Deadline.IsZero() && !pastDeadline {
+		n.bound(m.Deadline)
+	}
+	n.PastDeadline = pastDeadline
 	if in.WindowsUnknown {
-		n.WindowOpen, n.Disruption = true, now
-		n.Reason = fmt.Sprintf("node awaits maintenance (class %s) and its MaintenanceWindows are not read yet", m.Class)
+		n.WindowOpen = true
+		if !n.Certain {
+			n.Disruption = now
+			n.Reason = what + " and its MaintenanceWindows are not read yet"
+		}
 		return n
 	}
 	w := evaluate(in.Windows, in.NoWindowOK, now)
 	n.Windows = w
 	n.bound(w.Until)
-	pastDeadline := !m.Deadline.IsZero() && !now.Before(m.Deadline)
-	if !m.Deadline.IsZero() && !pastDeadline {
-		n.bound(m.Deadline)
+	n.WindowOpen = pastDeadline || w.Permitted
+	if n.Certain {
+		return n
 	}
-	what := fmt.Sprintf("node awaits maintenance (class %s)", m.Class)
 	switch {
 	case pastDeadline:
-		n.WindowOpen, n.Disruption = true, now
+		n.Disruption = now
 		n.Reason = what + " and its deadline has passed"
 	case w.Permitted:
-		n.WindowOpen, n.Disruption = true, now
+		n.Disruption = now
 		n.Reason = what + " and its window is open"
 	default:
 		start, ok := w.Next.Start, w.HasNext

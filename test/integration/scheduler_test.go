@@ -138,13 +138,28 @@ func deleteAllNodes(t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	// Without a namespace controller, pods of earlier tests would stay
+	// bound to node names a later test reuses.
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		_ = cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	}
 	leases, err := cs.CoordinationV1().Leases(lease.DefaultNamespace).List(ctx, metav1.ListOptions{})
-	if err == nil {
-		for _, l := range leases.Items {
-			_ = cs.CoordinationV1().Leases(lease.DefaultNamespace).Delete(ctx, l.Name, metav1.DeleteOptions{})
-		}
+	require.NoError(t, err)
+	for _, l := range leases.Items {
+		_ = cs.CoordinationV1().Leases(lease.DefaultNamespace).Delete(ctx, l.Name, metav1.DeleteOptions{})
 	}
 	require.NoError(t, cp.Client.DeleteAllOf(ctx, &lullv1alpha1.MaintenanceWindow{}))
+	// No controller may be left to run finalizers: drop them first.
+	var nms lullv1alpha1.NodeMaintenanceList
+	require.NoError(t, cp.Client.List(ctx, &nms))
+	for i := range nms.Items {
+		if len(nms.Items[i].Finalizers) > 0 {
+			nms.Items[i].Finalizers = nil
+			_ = cp.Client.Update(ctx, &nms.Items[i])
+		}
+	}
 	require.NoError(t, cp.Client.DeleteAllOf(ctx, &lullv1alpha1.NodeMaintenance{}))
 }
 

@@ -1,0 +1,356 @@
+// Package maintenance is lull-drainer's NodeMaintenance controller. It turns
+// maintenance labels into NodeMaintenance requests and carries each request
+// through its life: wait for the node's windows, the windows' budget and the
+// node's disruption lease; cordon; drain through the eviction API; hold the
+// node drained until the operator completes the request; uncordon (only
+// what lull cordoned) and release the lease. Every decision is derived from
+// API state, so a controller killed at any instant resumes correctly.
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/lease"
+)
+
+const (
+	// Finalizer keeps a NodeMaintenance until lull has undone its cordon
+	// and released the lease.
+	Finalizer = "lull.dev/maintenance"
+	// AnnotationRequestedBy marks a request made by labelling the node;
+	// removing the label completes it.
+	AnnotationRequestedBy = "lull.dev/requested-by"
+	requestedByLabel      = "label"
+
+	// Condition types.
+	ConditionWindowPermits = "WindowPermits"
+	ConditionBudget        = "BudgetAvailable"
+	ConditionLeaseHeld     = "LeaseHeld"
+	ConditionCordoned      = "Cordoned"
+	ConditionDrained       = "Drained"
+	ConditionBlocked       = "Blocked"
+)
+
+// Options configure the controller.
+type Options struct {
+	// Identity is the lease holder name.
+	Identity string
+	// LeaseDuration of the node disruption lease lull holds.
+	LeaseDuration time.Duration
+	// DrainTimeout is how long a blocked drain waits before its
+	// escalation applies (per request: spec.drain.timeout).
+	DrainTimeout time.Duration
+	// RetryDelay is the first delay between eviction rounds; it doubles
+	// while the drain is blocked, up to MaxRetryDelay.
+	RetryDelay, MaxRetryDelay time.Duration
+	// AllowForce permits the Force escalation (deleting pods past their
+	// PodDisruptionBudget). Off unless explicitly configured.
+	AllowForce bool
+	// DefaultMaxUnavailable bounds nodes no window selects.
+	DefaultMaxUnavailable int
+	// DeleteEmptyDirData lets drains evict pods with emptyDir volumes.
+	DeleteEmptyDirData bool
+}
+
+func (o *Options) defaults() {
+	if o.Identity == "" {
+		o.Identity = "lull-drainer"
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = time.Minute
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = time.Hour
+	}
+	if o.RetryDelay == 0 {
+		o.RetryDelay = 2 * time.Second
+	}
+	if o.MaxRetryDelay == 0 {
+		o.MaxRetryDelay = 30 * time.Second
+	}
+	if o.DefaultMaxUnavailable == 0 {
+		o.DefaultMaxUnavailable = 1
+	}
+}
+
+// Reconciler carries NodeMaintenance requests out.
+type Reconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads the API server directly; the budget is counted
+	// with it, never from a cache that may lag behind our own writes.
+	APIReader client.Reader
+	// Kube lists and evicts pods.
+	Kube     kubernetes.Interface
+	Leases   *lease.Client
+	Forecast *forecast.Forecast
+	Clock    clock.Clock
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+	Options  Options
+	// Wake delivers forecast changes (window transitions, deadlines).
+	Wake chan event.GenericEvent
+}
+
+// SetupWithManager registers the controller. Reconciles run one at a time:
+// the budget check and the claim that follows it must not interleave.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	r.Options.defaults()
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Wake == nil {
+		r.Wake = make(chan event.GenericEvent, 1024)
+	}
+	r.Forecast.OnChange(func(changes []forecast.Change) {
+		for _, c := range changes {
+			select {
+			case r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: c.Node}}}:
+			default: // a full queue: the periodic requeue catches up
+			}
+		}
+	})
+	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+	})
+	return ctrl.ControllerManagedBy(mgr).
+		Named("nodemaintenance").
+		For(&lullv1alpha1.NodeMaintenance{}).
+		// Labels request and complete maintenance; unschedulable shows cordons.
+		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged())).
+		// A lease released or taken in the lease namespace.
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest)).
+		// A maintenance changing phase may free budget for the others.
+		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequests),
+			ctrl.WithPredicates(phaseChanged())).
+		// PodDisruptionBudgets gaining room unblock drains.
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests)).
+		WatchesRawSource(source.Channel(r.Wake, byName)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(r)
+}
+
+func nodeChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return o.Labels[lullv1alpha1.MaintenanceLabel] != n.Labels[lullv1alpha1.MaintenanceLabel] ||
+				hasLabel(o) != hasLabel(n) || o.Spec.Unschedulable != n.Spec.Unschedulable
+		},
+	}
+}
+
+func hasLabel(n *corev1.Node) bool {
+	_, ok := n.Labels[lullv1alpha1.MaintenanceLabel]
+	return ok
+}
+
+func phaseChanged() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*lullv1alpha1.NodeMaintenance)
+			n, ok2 := e.ObjectNew.(*lullv1alpha1.NodeMaintenance)
+			return !ok1 || !ok2 || o.Status.Phase != n.Status.Phase
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+func (r *Reconciler) leaseToRequest(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != r.Leases.Namespace() {
+		return nil
+	}
+	node, ok := lease.NodeOf(o.GetName())
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: node}}}
+}
+
+// waitingRequests enqueues every request still waiting to start.
+func (r *Reconciler) waitingRequests(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool {
+		return p == "" || p == lullv1alpha1.PhasePending || p == lullv1alpha1.PhaseWaitingForBudget ||
+			p == lullv1alpha1.PhaseWaitingForWindow || p == lullv1alpha1.PhaseWaitingForLease
+	})
+}
+
+func (r *Reconciler) drainingRequests(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool { return p == lullv1alpha1.PhaseDraining })
+}
+
+func (r *Reconciler) requestsIn(ctx context.Context, match func(lullv1alpha1.MaintenancePhase) bool) []reconcile.Request {
+	var list lullv1alpha1.NodeMaintenanceList
+	if err := r.Client.List(ctx, &list); err != nil {
+		klog.FromContext(ctx).Error(err, "Listing NodeMaintenances")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, nm := range list.Items {
+		if match(nm.Status.Phase) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: nm.Name}})
+		}
+	}
+	return out
+}
+
+// Reconcile handles one node's request; the key is the node's name.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// Someone wrote the object since we read it: start over from the
+		// newer state.
+		return reconcile.Result{Requeue: true}, nil
+	}
+	return res, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := klog.FromContext(ctx).WithValues("node", req.Name)
+	ctx = klog.NewContext(ctx, logger)
+
+	var node corev1.Node
+	nodeErr := r.Client.Get(ctx, req.NamespacedName, &node)
+	if nodeErr != nil && !apierrors.IsNotFound(nodeErr) {
+		return reconcile.Result{}, fmt.Errorf("getting node %s: %w", req.Name, nodeErr)
+	}
+	nodeExists := nodeErr == nil
+	labelClass, labelled := "", false
+	if nodeExists {
+		labelClass, labelled = node.Labels[lullv1alpha1.MaintenanceLabel]
+	}
+
+	nm := &lullv1alpha1.NodeMaintenance{}
+	if err := r.Client.Get(ctx, req.NamespacedName, nm); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("getting NodeMaintenance %s: %w", req.Name, err)
+		}
+		if labelled && node.DeletionTimestamp == nil {
+			return reconcile.Result{}, r.createFromLabel(ctx, &node, labelClass)
+		}
+		return reconcile.Result{}, nil
+	}
+
+	if nm.DeletionTimestamp != nil {
+		return r.finalize(ctx, nm, nodeIf(nodeExists, &node))
+	}
+	if nm.Status.Phase.Finished() {
+		if controllerutil.ContainsFinalizer(nm, Finalizer) {
+			// Finished: nothing left to undo.
+			controllerutil.RemoveFinalizer(nm, Finalizer)
+			return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, nm))
+		}
+		if labelled && nm.Annotations[AnnotationRequestedBy] == requestedByLabel {
+			// The node was labelled again: a new request replaces the
+			// record of the old one.
+			logger.V(2).Info("Label set again; replacing the completed request")
+			return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}))
+		}
+		return reconcile.Result{}, nil
+	}
+	if !controllerutil.ContainsFinalizer(nm, Finalizer) {
+		controllerutil.AddFinalizer(nm, Finalizer)
+		if err := r.Client.Update(ctx, nm); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	if !nodeExists {
+		return r.nodeGone(ctx, nm)
+	}
+	if nm.Annotations[AnnotationRequestedBy] == requestedByLabel && !labelled && !nm.Spec.Complete {
+		logger.V(2).Info("Maintenance label removed; completing the request")
+		nm.Spec.Complete = true
+		if err := r.Client.Update(ctx, nm); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	if nm.Spec.Complete || nm.Status.Phase == lullv1alpha1.PhaseUncordoning {
+		return r.complete(ctx, nm, &node)
+	}
+
+	if !r.Forecast.Synced() {
+		// Never act on a partial view of windows, leases and requests.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	st := r.newStep(ctx, nm, &node)
+	switch nm.Status.Phase {
+	case lullv1alpha1.PhaseCordoning:
+		return st.cordon()
+	case lullv1alpha1.PhaseDraining:
+		return st.drain()
+	case lullv1alpha1.PhaseDrained:
+		return st.hold()
+	default:
+		return st.gate()
+	}
+}
+
+func nodeIf(ok bool, n *corev1.Node) *corev1.Node {
+	if ok {
+		return n
+	}
+	return nil
+}
+
+// createFromLabel turns a maintenance label into a NodeMaintenance.
+func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node, class string) error {
+	nm := &lullv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        node.Name,
+			Annotations: map[string]string{AnnotationRequestedBy: requestedByLabel},
+			Finalizers:  []string{Finalizer},
+		},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{
+			NodeName: node.Name,
+			Class:    class,
+			Reason:   fmt.Sprintf("requested by the node label %s=%s", lullv1alpha1.MaintenanceLabel, class),
+		},
+	}
+	if err := r.Client.Create(ctx, nm); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if apierrors.IsInvalid(err) {
+			// An invalid class in the label: say so on the node; nothing
+			// else can be done until someone fixes the label.
+			r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "InvalidMaintenanceLabel", "Request",
+				"label %s=%q does not make a valid NodeMaintenance: %v", lullv1alpha1.MaintenanceLabel, class, err)
+			return nil
+		}
+		return fmt.Errorf("creating NodeMaintenance for node %s: %w", node.Name, err)
+	}
+	klog.FromContext(ctx).Info("Maintenance requested by label", "class", class)
+	return nil
+}

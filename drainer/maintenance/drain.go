@@ -1,0 +1,423 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/kubectl/pkg/drain"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+// maxPendingNames bounds the pod names kept in status.
+const maxPendingNames = 50
+
+// drainHelper configures kubectl's drain library explicitly for one round:
+// it only selects the pods to evict (DaemonSet pods and mirror pods are
+// skipped; emptyDir data may go if configured); lull issues the evictions
+// itself, one per pod and round, with the pod's UID as precondition, so a
+// reconcile never blocks waiting for pods to go.
+func (r *Reconciler) drainHelper(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (*drain.Helper, error) {
+	h := &drain.Helper{
+		Ctx:                             ctx,
+		Client:                          r.Kube,
+		Force:                           false, // never evict pods no controller will recreate
+		GracePeriodSeconds:              -1,    // each pod's own grace period
+		IgnoreAllDaemonSets:             true,
+		DeleteEmptyDirData:              r.Options.DeleteEmptyDirData,
+		Timeout:                         r.Options.DrainTimeout,
+		EvictErrorRetryDelay:            r.Options.RetryDelay, // unused by lull's own rounds; never 0
+		SkipWaitForDeleteTimeoutSeconds: 0,
+		Out:                             io.Discard,
+		ErrOut:                          io.Discard,
+	}
+	if d := nm.Spec.Drain; d != nil {
+		if d.GracePeriodSeconds != nil {
+			h.GracePeriodSeconds = int(*d.GracePeriodSeconds)
+		}
+		if d.PodSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(d.PodSelector)
+			if err != nil {
+				return nil, fmt.Errorf("spec.drain.podSelector: %w", err)
+			}
+			h.PodSelector = sel.String()
+		}
+	}
+	return h, nil
+}
+
+// drain runs one eviction round: re-list the node's pods, evict those not
+// yet going, record progress and blockers, and requeue after the retry
+// delay (growing while blocked). A closed window acts per windowEnd.
+func (s *step) drain() (reconcile.Result, error) {
+	if res, lost, err := s.renew(); lost || err != nil {
+		return res, err
+	}
+	s.noteWindows()
+	if s.fc != nil && !s.fc.WindowOpen {
+		switch windowEnd(s.windows()) {
+		case lullv1alpha1.WindowEndAbort:
+			return s.abort(lullv1alpha1.PhaseWaitingForWindow, "the window closed during the drain (windowEnd: Abort); uncordoned what lull cordoned and released the lease")
+		case lullv1alpha1.WindowEndPause:
+			msg := "paused: the window closed during the drain (windowEnd: Pause); the node stays cordoned and leased"
+			var res reconcile.Result
+			if w := s.fc.Windows; w != nil && w.HasNext {
+				msg += "; resumes at " + w.Next.Start.UTC().Format(time.RFC3339)
+				res.RequeueAfter = w.Next.Start.Sub(s.now)
+			}
+			if rd := s.r.Options.LeaseDuration / 3; res.RequeueAfter == 0 || res.RequeueAfter > rd {
+				res.RequeueAfter = rd // keep renewing the lease while paused
+			}
+			if s.status.WaitingFor != msg {
+				s.event(corev1.EventTypeNormal, "Paused", msg)
+			}
+			s.status.WaitingFor = msg
+			s.cond(ConditionWindowPermits, false, "WindowClosed", msg)
+			return s.save(lullv1alpha1.PhaseDraining, res)
+		}
+	}
+
+	h, err := s.r.drainHelper(s.ctx, s.nm)
+	if err != nil {
+		return s.fail(err.Error())
+	}
+	list, errs := h.GetPodsForDeletion(s.node.Name)
+	if list == nil {
+		return reconcile.Result{}, fmt.Errorf("listing pods on node %s: %v", s.node.Name, errs)
+	}
+	pods := list.Pods()
+	if s.status.Pods == nil {
+		s.status.Pods = &lullv1alpha1.PodCounts{}
+	}
+	if n := int32(len(pods)); s.status.Pods.Total < n+s.status.Pods.Evicted {
+		s.status.Pods.Total = n + s.status.Pods.Evicted
+	}
+	if len(errs) > 0 {
+		// Pods the drain library refuses (not managed by a controller,
+		// local storage): they block like a PDB and are reported.
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		s.status.LastError = strings.Join(msgs, "; ")
+	}
+
+	blocked := map[string]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			continue // already going
+		}
+		switch err := s.r.evict(s.ctx, p, h.GracePeriodSeconds); {
+		case err == nil:
+			s.status.Pods.Evicted++
+			s.r.Metrics.Evictions.WithLabelValues("evicted").Inc()
+		case apierrors.IsTooManyRequests(err):
+			blocked[p.Namespace+"/"+p.Name] = p
+			s.r.Metrics.Evictions.WithLabelValues("blocked").Inc()
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Gone, or replaced by a new pod of the same name (next round).
+			s.r.Metrics.Evictions.WithLabelValues("gone").Inc()
+		default:
+			s.r.Metrics.Evictions.WithLabelValues("error").Inc()
+			s.status.LastError = fmt.Sprintf("evicting %s/%s: %v", p.Namespace, p.Name, err)
+		}
+	}
+
+	var pending []string
+	for _, p := range pods {
+		pending = append(pending, p.Namespace+"/"+p.Name)
+	}
+	s.status.Pods.Pending = int32(len(pending))
+	if len(pending) > maxPendingNames {
+		pending = pending[:maxPendingNames]
+	}
+	s.status.Pods.PendingPods = pending
+
+	if len(pods) == 0 && len(errs) == 0 {
+		return s.drained()
+	}
+	if err := s.blockers(blocked); err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(s.status.Blockers) > 0 || len(errs) > 0 {
+		if res, done, err := s.escalate(blocked); done || err != nil {
+			return res, err
+		}
+	} else {
+		s.cond(ConditionBlocked, false, "Progressing", "evictions are progressing")
+	}
+	s.cond(ConditionDrained, false, "Draining", fmt.Sprintf("%d pod(s) still on the node", s.status.Pods.Pending))
+	s.status.WaitingFor = fmt.Sprintf("draining: %d of %d pod(s) left", s.status.Pods.Pending, s.status.Pods.Total)
+	return s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay()})
+}
+
+// evict issues one eviction for the pod, with its UID as precondition so a
+// replacement pod with the same name is never evicted by mistake.
+func (r *Reconciler) evict(ctx context.Context, p *corev1.Pod, grace int) error {
+	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}
+	if grace >= 0 {
+		opts.GracePeriodSeconds = ptr.To(int64(grace))
+	}
+	return r.Kube.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		DeleteOptions: opts,
+	})
+}
+
+// retryDelay grows while the drain is blocked, from RetryDelay to
+// MaxRetryDelay.
+func (s *step) retryDelay() time.Duration {
+	d := s.r.Options.RetryDelay
+	if len(s.status.Blockers) == 0 {
+		return d
+	}
+	since := s.now.Sub(s.status.Blockers[0].Since.Time)
+	for d < s.r.Options.MaxRetryDelay && since > d {
+		d *= 2
+	}
+	if d > s.r.Options.MaxRetryDelay {
+		d = s.r.Options.MaxRetryDelay
+	}
+	return d
+}
+
+// blockers records the PodDisruptionBudgets that refused evictions, with
+// their pods, keeping the time each was first seen.
+func (s *step) blockers(blocked map[string]*corev1.Pod) error {
+	prev := map[string]metav1.Time{}
+	for _, b := range s.status.Blockers {
+		prev[b.PodDisruptionBudget] = b.Since
+	}
+	byPDB := map[string][]string{}
+	for key, p := range blocked {
+		var pdbs policyv1.PodDisruptionBudgetList
+		if err := s.r.Client.List(s.ctx, &pdbs, client.InNamespace(p.Namespace)); err != nil {
+			return fmt.Errorf("listing PodDisruptionBudgets in %s: %w", p.Namespace, err)
+		}
+		found := false
+		for _, pdb := range pdbs.Items {
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			id := pdb.Namespace + "/" + pdb.Name
+			byPDB[id] = append(byPDB[id], key)
+			found = true
+		}
+		if !found {
+			byPDB["(unknown)"] = append(byPDB["(unknown)"], key)
+		}
+	}
+	var out []lullv1alpha1.Blocker
+	for _, id := range sortedKeys(byPDB) {
+		since, ok := prev[id]
+		if !ok {
+			since = metav1.Time{Time: s.now}
+			s.event(corev1.EventTypeWarning, "DrainBlocked",
+				fmt.Sprintf("PodDisruptionBudget %s allows no disruption of %s", id, strings.Join(byPDB[id], ", ")))
+		}
+		out = append(out, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id], Since: since})
+	}
+	s.status.Blockers = out
+	return nil
+}
+
+// escalate applies the request's escalation once a blocked drain has
+// waited longer than its timeout.
+func (s *step) escalate(blocked map[string]*corev1.Pod) (reconcile.Result, bool, error) {
+	msg := "drain blocked"
+	if len(s.status.Blockers) > 0 {
+		var parts []string
+		for _, b := range s.status.Blockers {
+			parts = append(parts, fmt.Sprintf("%s (pods %s)", b.PodDisruptionBudget, strings.Join(b.Pods, ", ")))
+		}
+		msg = "drain blocked by PodDisruptionBudget " + strings.Join(parts, "; ")
+	} else if s.status.LastError != "" {
+		msg = "drain blocked: " + s.status.LastError
+	}
+	s.cond(ConditionBlocked, true, "EvictionRefused", msg)
+	if len(s.status.Blockers) == 0 {
+		return reconcile.Result{}, false, nil
+	}
+	timeout, esc := s.r.Options.DrainTimeout, lullv1alpha1.EscalationWait
+	if d := s.nm.Spec.Drain; d != nil {
+		if d.Timeout != nil {
+			timeout = d.Timeout.Duration
+		}
+		if d.Escalation != "" {
+			esc = d.Escalation
+		}
+	}
+	since := s.status.Blockers[0].Since.Time
+	if s.now.Sub(since) < timeout || esc == lullv1alpha1.EscalationWait {
+		return reconcile.Result{}, false, nil
+	}
+	switch esc {
+	case lullv1alpha1.EscalationAbort:
+		why := fmt.Sprintf("%s for %s (timeout %s, escalation Abort)", msg, s.now.Sub(since).Round(time.Second), timeout)
+		res, err := s.abort(lullv1alpha1.PhaseFailed, why)
+		return res, true, err
+	case lullv1alpha1.EscalationForce:
+		if !s.r.Options.AllowForce {
+			s.status.LastError = "escalation Force requested, but lull-drainer runs without --allow-force; still waiting"
+			return reconcile.Result{}, false, nil
+		}
+		for key, p := range blocked {
+			err := s.r.Kube.CoreV1().Pods(p.Namespace).Delete(s.ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				s.status.LastError = fmt.Sprintf("force-deleting %s: %v", key, err)
+				continue
+			}
+			s.r.Metrics.Evictions.WithLabelValues("forced").Inc()
+			s.event(corev1.EventTypeWarning, "ForceDeleted", fmt.Sprintf("deleted %s past its PodDisruptionBudget (escalation Force)", key))
+		}
+	}
+	return reconcile.Result{}, false, nil
+}
+
+// drained records a node with no evictable pod left.
+func (s *step) drained() (reconcile.Result, error) {
+	s.status.DrainedAt = &metav1.Time{Time: s.now}
+	s.status.Blockers = nil
+	s.status.LastError = ""
+	if s.status.StartedAt != nil {
+		s.r.Metrics.DrainDuration.Observe(s.now.Sub(s.status.StartedAt.Time).Seconds())
+	}
+	s.cond(ConditionBlocked, false, "Drained", "nothing left to evict")
+	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
+	s.event(corev1.EventTypeNormal, "Drained", "node drained; ready for maintenance")
+	return s.hold()
+}
+
+// fail ends a request that cannot be carried out as written.
+func (s *step) fail(why string) (reconcile.Result, error) {
+	return s.abort(lullv1alpha1.PhaseFailed, why)
+}
+
+// windowEnd is the most cautious windowEnd among the governing windows:
+// Abort over Pause over Continue. Nodes no window selects never pause.
+func windowEnd(ws []*lullv1alpha1.MaintenanceWindow) lullv1alpha1.WindowEndPolicy {
+	out := lullv1alpha1.WindowEndContinue
+	rank := map[lullv1alpha1.WindowEndPolicy]int{lullv1alpha1.WindowEndContinue: 0, lullv1alpha1.WindowEndPause: 1, lullv1alpha1.WindowEndAbort: 2}
+	for _, w := range ws {
+		p := w.Spec.WindowEnd
+		if p == "" {
+			p = lullv1alpha1.WindowEndPause
+		}
+		if rank[p] > rank[out] {
+			out = p
+		}
+	}
+	return out
+}
+
+// budgetFree reports whether starting this request keeps every governing
+// window within its maxUnavailable. Requests in progress are counted from
+// a live list (the API server, not the cache): reconciles run one at a
+// time, so this count and the claim that follows cannot interleave.
+func (r *Reconciler) budgetFree(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node, ws []*lullv1alpha1.MaintenanceWindow) (string, bool, error) {
+	var all lullv1alpha1.NodeMaintenanceList
+	if err := r.APIReader.List(ctx, &all); err != nil {
+		return "", false, fmt.Errorf("listing NodeMaintenances: %w", err)
+	}
+	var active []*lullv1alpha1.NodeMaintenance
+	for i := range all.Items {
+		o := &all.Items[i]
+		if o.Name != nm.Name && (o.Status.Phase.Disrupting() || (o.Status.Phase == lullv1alpha1.PhaseWaitingForLease && o.Status.CordonedByLull)) {
+			active = append(active, o)
+		}
+	}
+	nodeLabels := func(name string) (labels.Set, bool) {
+		var n corev1.Node
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+			return nil, false
+		}
+		return labels.Set(n.Labels), true
+	}
+	if len(ws) == 0 {
+		// Nodes no window selects share the default budget.
+		var inUse []string
+		for _, o := range active {
+			if l, ok := nodeLabels(o.Spec.NodeName); ok && r.selectedByNoWindow(ctx, l) {
+				inUse = append(inUse, o.Spec.NodeName)
+			}
+		}
+		if len(inUse) >= r.Options.DefaultMaxUnavailable {
+			return fmt.Sprintf("the default budget for nodes without a window allows %d at once; in use by %s",
+				r.Options.DefaultMaxUnavailable, strings.Join(inUse, ", ")), false, nil
+		}
+		return "", true, nil
+	}
+	for _, w := range ws {
+		sel := labels.Everything()
+		if w.Spec.NodeSelector != nil {
+			s, err := metav1.LabelSelectorAsSelector(w.Spec.NodeSelector)
+			if err != nil {
+				return fmt.Sprintf("window %s has an invalid nodeSelector", w.Name), false, nil
+			}
+			sel = s
+		}
+		var selected corev1.NodeList
+		if err := r.Client.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return "", false, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
+		}
+		max, err := maxUnavailable(w, len(selected.Items))
+		if err != nil {
+			return fmt.Sprintf("window %s: %v", w.Name, err), false, nil
+		}
+		var inUse []string
+		for _, o := range active {
+			if l, ok := nodeLabels(o.Spec.NodeName); ok && sel.Matches(l) {
+				inUse = append(inUse, o.Spec.NodeName)
+			}
+		}
+		if len(inUse) >= max {
+			return fmt.Sprintf("window %s allows %d node(s) disrupted at once; in use by %s", w.Name, max, strings.Join(inUse, ", ")), false, nil
+		}
+	}
+	return "", true, nil
+}
+
+func (r *Reconciler) selectedByNoWindow(ctx context.Context, l labels.Set) bool {
+	var ws lullv1alpha1.MaintenanceWindowList
+	if err := r.Client.List(ctx, &ws); err != nil {
+		return false
+	}
+	for _, w := range ws.Items {
+		sel, err := metav1.LabelSelectorAsSelector(w.Spec.NodeSelector)
+		if w.Spec.NodeSelector == nil || (err == nil && sel.Matches(l)) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxUnavailable resolves a window's budget against its node count; a
+// percentage rounds down but never below one node.
+func maxUnavailable(w *lullv1alpha1.MaintenanceWindow, nodes int) (int, error) {
+	v := intstr.FromInt32(1)
+	if w.Spec.MaxUnavailable != nil {
+		v = *w.Spec.MaxUnavailable
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, nodes, false)
+	if err != nil {
+		return 0, fmt.Errorf("maxUnavailable %s: %w", v.String(), err)
+	}
+	if n < 1 && v.Type == intstr.String {
+		n = 1
+	}
+	return n, nil
+}

@@ -1,0 +1,409 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/lease"
+)
+
+// step is one reconcile of an active request: the request, its node, the
+// forecast for the node, and the status being built.
+type step struct {
+	r      *Reconciler
+	ctx    context.Context
+	logger klog.Logger
+	nm     *lullv1alpha1.NodeMaintenance
+	node   *corev1.Node
+	now    time.Time
+	fc     *forecast.Node
+	status *lullv1alpha1.NodeMaintenanceStatus
+}
+
+func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) *step {
+	fc := r.Forecast.Compute(node.Name, node.Labels)
+	return &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), fc: fc,
+		status: nm.Status.DeepCopy()}
+}
+
+// windows returns the MaintenanceWindows governing the node (nil: none
+// selects it, the default applies).
+func (s *step) windows() []*lullv1alpha1.MaintenanceWindow {
+	if s.fc == nil || s.fc.Windows == nil {
+		return nil
+	}
+	var out []*lullv1alpha1.MaintenanceWindow
+	for _, name := range s.fc.Windows.Names {
+		var mw lullv1alpha1.MaintenanceWindow
+		if err := s.r.Client.Get(s.ctx, types.NamespacedName{Name: name}, &mw); err == nil {
+			out = append(out, &mw)
+		}
+	}
+	return out
+}
+
+// gate decides whether the request may start: window, then budget, then
+// lease. Each wait says what it waits for.
+func (s *step) gate() (reconcile.Result, error) {
+	s.noteWindows()
+	if res, waiting := s.waitForWindow(); waiting {
+		// A lease we still hold from before a restart is not needed yet.
+		s.releaseIfHeld()
+		return s.save(lullv1alpha1.PhaseWaitingForWindow, res)
+	}
+	if msg, ok, err := s.r.budgetFree(s.ctx, s.nm, s.node, s.windows()); err != nil {
+		return reconcile.Result{}, err
+	} else if !ok {
+		s.releaseIfHeld()
+		s.cond(ConditionBudget, false, "BudgetInUse", msg)
+		s.status.WaitingFor = msg
+		return s.save(lullv1alpha1.PhaseWaitingForBudget, reconcile.Result{RequeueAfter: 30 * time.Second})
+	}
+	s.cond(ConditionBudget, true, "BudgetAvailable", "the window's disruption budget has room")
+
+	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.Class)
+	info, err := s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
+	if held, ok := lease.IsHeld(err); ok {
+		msg := held.Error()
+		if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
+			s.event(corev1.EventTypeNormal, "WaitingForLease", msg)
+		}
+		s.status.LeaseHolder = held.Holder
+		s.status.WaitingFor = msg
+		s.cond(ConditionLeaseHeld, false, "HeldByOther", msg)
+		// The holder's renewals wake us through the lease watch; its
+		// expiry is judged by observation, so look again after one duration.
+		retry := held.Duration
+		if retry <= 0 || retry > time.Minute {
+			retry = time.Minute
+		}
+		return s.save(lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: retry})
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("acquiring the lease of node %s: %w", s.node.Name, err)
+	}
+	s.r.Metrics.renewed(s.node.Name, s.now)
+	s.status.LeaseHolder = info.Holder
+	s.cond(ConditionLeaseHeld, true, "Acquired", fmt.Sprintf("lease held by %s", info.Holder))
+	// Record whether the node was cordoned before we touch it; this is
+	// written before the cordon, so a crash in between cannot lose it.
+	if s.status.WasUnschedulable == nil {
+		s.status.WasUnschedulable = ptr.To(s.node.Spec.Unschedulable)
+	}
+	if s.status.StartedAt == nil {
+		s.status.StartedAt = &metav1.Time{Time: s.now}
+	}
+	s.status.WaitingFor = ""
+	s.event(corev1.EventTypeNormal, "Started", "lease acquired; cordoning")
+	if _, err := s.save(lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
+		return reconcile.Result{}, err
+	}
+	return s.cordon()
+}
+
+// noteWindows records the governing windows and their next start.
+func (s *step) noteWindows() {
+	s.status.Windows, s.status.NextWindowStart = nil, nil
+	if s.fc == nil || s.fc.Windows == nil {
+		return
+	}
+	s.status.Windows = s.fc.Windows.Names
+	if s.fc.Windows.HasNext {
+		s.status.NextWindowStart = &metav1.Time{Time: s.fc.Windows.Next.Start.UTC().Truncate(time.Second)}
+	}
+}
+
+// waitForWindow reports whether the windows (or minTimeRemaining) keep
+// the request from starting now, and when to look again.
+func (s *step) waitForWindow() (reconcile.Result, bool) {
+	fc := s.fc
+	if fc == nil {
+		return reconcile.Result{RequeueAfter: time.Second}, true
+	}
+	if !fc.WindowOpen {
+		msg := "no window opens within the search horizon"
+		var res reconcile.Result
+		if fc.Windows != nil {
+			msg = fc.Windows.Message
+			if fc.Windows.HasNext {
+				msg = fmt.Sprintf("window(s) %s closed; next opens at %s", strings.Join(fc.Windows.Names, ","), fc.Windows.Next.Start.UTC().Format(time.RFC3339))
+				res.RequeueAfter = fc.Windows.Next.Start.Sub(s.now)
+			}
+		}
+		if fc.Maintenance != nil && !fc.Maintenance.Deadline.IsZero() {
+			msg += fmt.Sprintf(" (deadline %s)", fc.Maintenance.Deadline.UTC().Format(time.RFC3339))
+		}
+		s.status.WaitingFor = msg
+		s.cond(ConditionWindowPermits, false, "WindowClosed", msg)
+		return res, true
+	}
+	if !fc.PastDeadline && fc.Windows != nil && fc.Windows.Permitted {
+		left := fc.Windows.Until.Sub(s.now)
+		for _, mw := range s.windows() {
+			if min := mw.Spec.MinTimeRemaining; min != nil && left < min.Duration {
+				msg := fmt.Sprintf("only %s left in window %s; minTimeRemaining is %s", left.Round(time.Second), mw.Name, min.Duration)
+				s.status.WaitingFor = msg
+				s.cond(ConditionWindowPermits, false, "TooLittleTimeLeft", msg)
+				return reconcile.Result{RequeueAfter: left + time.Second}, true
+			}
+		}
+	}
+	reason, msg := "WindowOpen", "the node's windows permit changes to start"
+	if fc.PastDeadline {
+		reason, msg = "DeadlinePassed", "the request's deadline has passed; windows no longer gate it"
+	}
+	s.cond(ConditionWindowPermits, true, reason, msg)
+	return reconcile.Result{}, false
+}
+
+// cordon marks the node unschedulable (unless it already is) and moves on
+// to draining.
+func (s *step) cordon() (reconcile.Result, error) {
+	if res, lost, err := s.renew(); lost || err != nil {
+		return res, err
+	}
+	if !s.node.Spec.Unschedulable {
+		patch := []byte(`{"spec":{"unschedulable":true}}`)
+		if err := s.r.Client.Patch(s.ctx, s.node, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("cordoning node %s: %w", s.node.Name, err)
+		}
+		s.event(corev1.EventTypeNormal, "Cordoned", "node cordoned by lull")
+	}
+	s.status.CordonedByLull = !ptr.Deref(s.status.WasUnschedulable, false)
+	msg := "node cordoned by lull"
+	if !s.status.CordonedByLull {
+		msg = "node was already cordoned by someone else; lull will leave that cordon in place"
+	}
+	s.cond(ConditionCordoned, true, "Cordoned", msg)
+	if _, err := s.save(lullv1alpha1.PhaseDraining, reconcile.Result{}); err != nil {
+		return reconcile.Result{}, err
+	}
+	return s.drain()
+}
+
+// hold keeps a drained node's lease until the operator completes the
+// request.
+func (s *step) hold() (reconcile.Result, error) {
+	if res, lost, err := s.renew(); lost || err != nil {
+		return res, err
+	}
+	s.status.WaitingFor = "drained: do the maintenance, then remove the label lull.dev/maintenance (or set spec.complete)"
+	return s.save(lullv1alpha1.PhaseDrained, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
+}
+
+// renew keeps the lease while the node is disrupted. A lost lease stops
+// everything at once: the request waits for the lease again (the cordon
+// stays, and is still ours to undo).
+func (s *step) renew() (reconcile.Result, bool, error) {
+	if !s.r.Metrics.renewDue(s.node.Name, s.now, s.r.Options.LeaseDuration/3) {
+		return reconcile.Result{}, false, nil
+	}
+	_, err := s.r.Leases.Renew(s.ctx, s.node.Name, s.r.Options.Identity)
+	if err == nil {
+		s.r.Metrics.renewed(s.node.Name, s.now)
+		return reconcile.Result{}, false, nil
+	}
+	s.r.Metrics.LeaseRenewFailures.Inc()
+	if errors.Is(err, lease.ErrNotHolder) || apierrors.IsNotFound(err) {
+		holder := ""
+		if info, gerr := s.r.Leases.Get(s.ctx, s.node.Name); gerr == nil {
+			holder = info.Holder
+		}
+		msg := fmt.Sprintf("lost the node's lease (now held by %q); evictions stopped", holder)
+		s.logger.Info("Lost the lease", "holder", holder)
+		s.event(corev1.EventTypeWarning, "LeaseLost", msg)
+		s.status.LastError = msg
+		s.status.LeaseHolder = holder
+		s.status.WaitingFor = msg
+		s.cond(ConditionLeaseHeld, false, "Lost", msg)
+		res, err := s.save(lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: 10 * time.Second})
+		return res, true, err
+	}
+	return reconcile.Result{}, false, fmt.Errorf("renewing the lease of node %s: %w", s.node.Name, err)
+}
+
+// releaseIfHeld gives up a lease lull holds for a request that is not
+// (or no longer) disrupting the node.
+func (s *step) releaseIfHeld() {
+	if err := s.r.Leases.Release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
+		s.logger.V(2).Info("Released a lease not needed while waiting")
+		s.status.LeaseHolder = ""
+	}
+	s.r.Metrics.forget(s.node.Name)
+}
+
+// abort undoes what lull did (its own cordon, its lease) and returns the
+// request to phase next.
+func (s *step) abort(next lullv1alpha1.MaintenancePhase, why string) (reconcile.Result, error) {
+	if err := s.r.uncordonIfOurs(s.ctx, s.node, s.status); err != nil {
+		return reconcile.Result{}, err
+	}
+	s.releaseIfHeld()
+	s.status.WasUnschedulable, s.status.CordonedByLull, s.status.StartedAt = nil, false, nil
+	s.status.Blockers = nil
+	s.cond(ConditionCordoned, false, "Aborted", why)
+	s.cond(ConditionLeaseHeld, false, "Released", why)
+	s.event(corev1.EventTypeWarning, "Aborted", why)
+	s.status.WaitingFor = why
+	return s.save(next, reconcile.Result{RequeueAfter: time.Second})
+}
+
+// uncordonIfOurs removes the cordon only when lull put it there.
+func (r *Reconciler) uncordonIfOurs(ctx context.Context, node *corev1.Node, st *lullv1alpha1.NodeMaintenanceStatus) error {
+	if node == nil || !st.CordonedByLull || ptr.Deref(st.WasUnschedulable, false) {
+		return nil
+	}
+	if node.Spec.Unschedulable {
+		patch := []byte(`{"spec":{"unschedulable":false}}`)
+		if err := r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("uncordoning node %s: %w", node.Name, err)
+		}
+	}
+	st.CordonedByLull = false
+	return nil
+}
+
+// complete ends a request the operator marked done: uncordon (if ours),
+// release the lease, remove the label, and record completion.
+func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
+	s := &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
+	if nm.Status.Phase != lullv1alpha1.PhaseUncordoning {
+		if _, err := s.save(lullv1alpha1.PhaseUncordoning, reconcile.Result{}); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if err := r.uncordonIfOurs(ctx, node, s.status); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.Leases.Release(ctx, node.Name, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", node.Name, err)
+	}
+	r.Metrics.forget(node.Name)
+	if hasLabel(node) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+		if err := r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("removing the maintenance label from node %s: %w", node.Name, err)
+		}
+	}
+	return s.finish("Completed", "maintenance completed; node returned to service")
+}
+
+// nodeGone ends a request whose node was deleted: nothing to uncordon,
+// and the lease goes (also garbage-collected with the node).
+func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (reconcile.Result, error) {
+	s := &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
+	if err := r.Leases.Release(ctx, nm.Spec.NodeName, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("releasing the lease of deleted node %s: %w", nm.Spec.NodeName, err)
+	}
+	r.Metrics.forget(nm.Spec.NodeName)
+	s.status.CordonedByLull = false
+	return s.finish("NodeDeleted", "the node was deleted; request ended")
+}
+
+// finalize handles a deleted NodeMaintenance: complete it, then let it go.
+func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(nm, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	if !nm.Status.Phase.Finished() {
+		var err error
+		if node == nil {
+			_, err = r.nodeGone(ctx, nm)
+		} else {
+			_, err = r.complete(ctx, nm, node)
+		}
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	controllerutil.RemoveFinalizer(nm, Finalizer)
+	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, nm))
+}
+
+// finish records a finished request and drops the finalizer.
+func (s *step) finish(reason, msg string) (reconcile.Result, error) {
+	s.status.CompletedAt = &metav1.Time{Time: s.now}
+	s.status.WaitingFor = ""
+	s.status.LeaseHolder = ""
+	s.status.Blockers = nil
+	s.cond(ConditionLeaseHeld, false, "Released", msg)
+	s.cond(ConditionCordoned, false, reason, msg)
+	s.event(corev1.EventTypeNormal, reason, msg)
+	if _, err := s.save(lullv1alpha1.PhaseCompleted, reconcile.Result{}); err != nil {
+		return reconcile.Result{}, err
+	}
+	if s.nm.DeletionTimestamp == nil && controllerutil.ContainsFinalizer(s.nm, Finalizer) {
+		controllerutil.RemoveFinalizer(s.nm, Finalizer)
+		if err := s.r.Client.Update(s.ctx, s.nm); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// cond sets a condition on the status being built.
+func (s *step) cond(t string, ok bool, reason, msg string) {
+	st := metav1.ConditionFalse
+	if ok {
+		st = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: s.nm.Generation})
+}
+
+func (s *step) event(eventType, reason, msg string) {
+	if s.r.Recorder != nil {
+		s.r.Recorder.Eventf(s.nm, nil, eventType, reason, "Maintenance", "%s", msg)
+	}
+}
+
+// save writes the status with the given phase when it changed; the phase
+// change is the commit point of each step.
+func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
+	s.status.Phase = phase
+	s.status.ObservedGeneration = s.nm.Generation
+	if phase != lullv1alpha1.PhaseDraining && phase != lullv1alpha1.PhaseDrained {
+		s.status.Pods = s.status.Pods.DeepCopy()
+	}
+	if equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
+		return res, nil
+	}
+	old := s.nm.Status.Phase
+	s.nm.Status = *s.status
+	if err := s.r.Client.Status().Update(s.ctx, s.nm); err != nil {
+		// A conflict too stops the chain of steps; Reconcile requeues.
+		return reconcile.Result{}, fmt.Errorf("updating the status of NodeMaintenance %s: %w", s.nm.Name, err)
+	}
+	s.status = s.nm.Status.DeepCopy()
+	if old != phase {
+		s.logger.Info("Phase changed", "from", old, "to", phase, "waitingFor", s.status.WaitingFor)
+	}
+	return res, nil
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
