@@ -24,7 +24,7 @@ var (
 // Collector exports the window metrics, evaluated at scrape time so they
 // are exact between reconciles.
 type Collector struct {
-	Clock clock.PassiveClock
+	Clock   clock.PassiveClock
 	mu      sync.Mutex
 	ws      map[string]*engine.Window
 	waiting map[string]int32

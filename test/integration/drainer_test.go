@@ -531,12 +531,18 @@ func TestNodeMaintenanceAdmission(t *testing.T) {
 		mutate func(*lullv1alpha1.NodeMaintenance)
 		want   string
 	}{
-		"name differs from node":  {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.NodeName = "other" }, "a NodeMaintenance is named after its node"},
-		"class with capitals":     {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "Kernel Update" }, "spec.class"},
-		"empty class":             {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "" }, "spec.class"},
-		"negative grace period":   {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Drain = &lullv1alpha1.DrainOptions{GracePeriodSeconds: ptr.To[int64](-1)} }, "gracePeriodSeconds"},
-		"zero drain timeout":      {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Drain = &lullv1alpha1.DrainOptions{Timeout: &metav1.Duration{}} }, "drain timeout must be positive"},
-		"unknown escalation":      {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Drain = &lullv1alpha1.DrainOptions{Escalation: "Panic"} }, `Unsupported value: "Panic"`},
+		"name differs from node": {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.NodeName = "other" }, "a NodeMaintenance is named after its node"},
+		"class with capitals":    {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "Kernel Update" }, "spec.class"},
+		"empty class":            {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "" }, "spec.class"},
+		"negative grace period": {func(nm *lullv1alpha1.NodeMaintenance) {
+			nm.Spec.Drain = &lullv1alpha1.DrainOptions{GracePeriodSeconds: ptr.To[int64](-1)}
+		}, "gracePeriodSeconds"},
+		"zero drain timeout": {func(nm *lullv1alpha1.NodeMaintenance) {
+			nm.Spec.Drain = &lullv1alpha1.DrainOptions{Timeout: &metav1.Duration{}}
+		}, "drain timeout must be positive"},
+		"unknown escalation": {func(nm *lullv1alpha1.NodeMaintenance) {
+			nm.Spec.Drain = &lullv1alpha1.DrainOptions{Escalation: "Panic"}
+		}, `Unsupported value: "Panic"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			nm := valid()
