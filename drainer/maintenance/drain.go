@@ -115,13 +115,23 @@ func (s *step) drain() (reconcile.Result, error) {
 	}
 
 	blocked := map[string]*corev1.Pod{}
+	pdbs := pdbIndex{r: s.r, ctx: s.ctx, byNS: map[string][]policyv1.PodDisruptionBudget{}}
+	progress := false
 	for i := range pods {
 		p := &pods[i]
 		if p.DeletionTimestamp != nil {
+			progress = true
 			continue // already going
+		}
+		if pdbs.exhausted(p) {
+			// A budget that allows no disruption now would refuse this
+			// eviction: skip the request; its status change wakes us.
+			blocked[p.Namespace+"/"+p.Name] = p
+			continue
 		}
 		switch err := s.r.evict(s.ctx, p, h.GracePeriodSeconds); {
 		case err == nil:
+			progress = true
 			s.status.Pods.Evicted++
 			s.r.Metrics.Evictions.WithLabelValues("evicted").Inc()
 		case apierrors.IsTooManyRequests(err):
@@ -161,7 +171,37 @@ func (s *step) drain() (reconcile.Result, error) {
 	}
 	s.cond(ConditionDrained, false, "Draining", fmt.Sprintf("%d pod(s) still on the node", s.status.Pods.Pending))
 	s.status.WaitingFor = fmt.Sprintf("draining: %d of %d pod(s) left", s.status.Pods.Pending, s.status.Pods.Total)
-	return s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay()})
+	return s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay(progress)})
+}
+
+// pdbIndex answers, from the cache, whether a pod is covered by a
+// PodDisruptionBudget that currently allows no disruption.
+type pdbIndex struct {
+	r    *Reconciler
+	ctx  context.Context
+	byNS map[string][]policyv1.PodDisruptionBudget
+}
+
+func (x *pdbIndex) exhausted(p *corev1.Pod) bool {
+	list, ok := x.byNS[p.Namespace]
+	if !ok {
+		var pdbs policyv1.PodDisruptionBudgetList
+		if err := x.r.Client.List(x.ctx, &pdbs, client.InNamespace(p.Namespace)); err != nil {
+			return false // let the eviction API decide
+		}
+		list = pdbs.Items
+		x.byNS[p.Namespace] = list
+	}
+	for _, pdb := range list {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		if pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.DisruptionsAllowed <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // evict issues one eviction for the pod, with its UID as precondition so a
@@ -177,11 +217,13 @@ func (r *Reconciler) evict(ctx context.Context, p *corev1.Pod, grace int) error 
 	})
 }
 
-// retryDelay grows while the drain is blocked, from RetryDelay to
-// MaxRetryDelay.
-func (s *step) retryDelay() time.Duration {
+// retryDelay is RetryDelay while the drain makes progress and grows while
+// it is blocked, up to MaxRetryDelay. A blocking budget gaining room wakes
+// the controller at once (it watches PodDisruptionBudgets), so the longer
+// delay costs no time.
+func (s *step) retryDelay(progress bool) time.Duration {
 	d := s.r.Options.RetryDelay
-	if len(s.status.Blockers) == 0 {
+	if progress || len(s.status.Blockers) == 0 {
 		return d
 	}
 	since := s.now.Sub(s.status.Blockers[0].Since.Time)

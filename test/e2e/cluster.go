@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -25,7 +26,9 @@ type Cluster struct {
 	Kubeconfig string
 	Config     *rest.Config
 	Clientset  kubernetes.Interface
-	env        []string
+	// DrainerMetricsPort is lull-drainer's metrics port on 127.0.0.1.
+	DrainerMetricsPort int
+	env                []string
 }
 
 // UpCluster runs hack/local-up.sh in its own directory and port range so it
@@ -41,6 +44,9 @@ func UpCluster(nodes int) (*Cluster, error) {
 		base = "27000"
 	}
 	c.env = append(os.Environ(), "LULL_CLUSTER_DIR="+dir, "LULL_PORT_BASE="+base)
+	if b, err := strconv.Atoi(base); err == nil {
+		c.DrainerMetricsPort = b + 80 // hack/lib/cluster.sh: DRAINER_METRICS_PORT
+	}
 	// The tests run lull's own binaries as built from this tree.
 	build := exec.Command("go", "build", "-o", framework.BinDir()+"/", "./cmd/...")
 	build.Dir = framework.RepoRoot()
