@@ -101,8 +101,8 @@ func (s *step) drain() (reconcile.Result, error) {
 	if s.status.Pods == nil {
 		s.status.Pods = &lullv1alpha1.PodCounts{}
 	}
-	if n := int32(len(pods)); s.status.Pods.Total < n+s.status.Pods.Evicted {
-		s.status.Pods.Total = n + s.status.Pods.Evicted
+	if s.status.Pods.Total == 0 {
+		s.status.Pods.Total = int32(len(pods)) // the first round sees them all
 	}
 	if len(errs) > 0 {
 		// Pods the drain library refuses (not managed by a controller,
@@ -116,11 +116,12 @@ func (s *step) drain() (reconcile.Result, error) {
 
 	blocked := map[string]*corev1.Pod{}
 	pdbs := pdbIndex{r: s.r, ctx: s.ctx, byNS: map[string][]policyv1.PodDisruptionBudget{}}
-	progress := false
+	progress, gone := false, 0
 	for i := range pods {
 		p := &pods[i]
 		if p.DeletionTimestamp != nil {
 			progress = true
+			gone++
 			continue // already going
 		}
 		if pdbs.exhausted(p) {
@@ -132,13 +133,14 @@ func (s *step) drain() (reconcile.Result, error) {
 		switch err := s.r.evict(s.ctx, p, h.GracePeriodSeconds); {
 		case err == nil:
 			progress = true
-			s.status.Pods.Evicted++
+			gone++
 			s.r.Metrics.Evictions.WithLabelValues("evicted").Inc()
 		case apierrors.IsTooManyRequests(err):
 			blocked[p.Namespace+"/"+p.Name] = p
 			s.r.Metrics.Evictions.WithLabelValues("blocked").Inc()
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			// Gone, or replaced by a new pod of the same name (next round).
+			gone++
 			s.r.Metrics.Evictions.WithLabelValues("gone").Inc()
 		default:
 			s.r.Metrics.Evictions.WithLabelValues("error").Inc()
@@ -146,17 +148,25 @@ func (s *step) drain() (reconcile.Result, error) {
 		}
 	}
 
+	// Counts derive from what the API server shows this round, so a lost
+	// status write or a restart cannot skew them.
 	var pending []string
 	for _, p := range pods {
 		pending = append(pending, p.Namespace+"/"+p.Name)
 	}
-	s.status.Pods.Pending = int32(len(pending))
+	left := int32(len(pods) - gone)
+	if left > s.status.Pods.Total {
+		s.status.Pods.Total = left
+	}
+	s.status.Pods.Evicted = s.status.Pods.Total - left
+	s.status.Pods.Pending = left
 	if len(pending) > maxPendingNames {
 		pending = pending[:maxPendingNames]
 	}
 	s.status.Pods.PendingPods = pending
 
 	if len(pods) == 0 && len(errs) == 0 {
+		s.status.Pods.Evicted, s.status.Pods.Pending = s.status.Pods.Total, 0
 		return s.drained()
 	}
 	if err := s.blockers(blocked); err != nil {

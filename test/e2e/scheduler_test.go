@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/lease"
 )
 
 // TestLullSchedulerAvoidsDisruptedNodes runs the real lull-scheduler binary
@@ -41,7 +42,7 @@ func TestLullSchedulerAvoidsDisruptedNodes(t *testing.T) {
 	// A third-party actor leases one node; an operator labels another.
 	out, code := lullctl(t, "lease", "acquire", leased, "--holder", "fw-updater", "--operation", "reboot", "--duration", "10m")
 	require.Equal(t, 0, code, out)
-	t.Cleanup(func() { lullctl(t, "lease", "release", leased, "--holder", "fw-updater") })
+	t.Cleanup(func() { _ = lease.New(cs, lease.Options{}).Release(context.Background(), leased, "fw-updater") })
 	labelNode(ctx, t, maint, ptr.To("kernel-update"))
 	t.Cleanup(func() { labelNode(context.Background(), t, maint, nil) })
 
