@@ -141,7 +141,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	})
 	return ctrl.ControllerManagedBy(mgr).
 		Named("nodemaintenance").
-		For(&lullv1alpha1.NodeMaintenance{}).
+		// Our own status writes must not trigger another round: only spec,
+		// creation and deletion (which bumps the generation) do.
+		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Labels request and complete maintenance; unschedulable shows cordons.
 		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged())).
 		// A lease released or taken in the lease namespace.
@@ -150,7 +152,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequests),
 			ctrl.WithPredicates(phaseChanged())).
 		// PodDisruptionBudgets gaining room unblock drains.
-		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests)).
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests),
+			ctrl.WithPredicates(budgetGrew())).
 		WatchesRawSource(source.Channel(r.Wake, byName)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
@@ -173,6 +176,21 @@ func nodeChanged() predicate.Funcs {
 func hasLabel(n *corev1.Node) bool {
 	_, ok := n.Labels[lullv1alpha1.MaintenanceLabel]
 	return ok
+}
+
+// budgetGrew passes PodDisruptionBudget updates that allow more
+// disruptions than before.
+func budgetGrew() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*policyv1.PodDisruptionBudget)
+			n, ok2 := e.ObjectNew.(*policyv1.PodDisruptionBudget)
+			return !ok1 || !ok2 || n.Status.DisruptionsAllowed > o.Status.DisruptionsAllowed
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 func phaseChanged() predicate.Funcs {

@@ -134,6 +134,7 @@ func (s *step) drain() (reconcile.Result, error) {
 		case err == nil:
 			progress = true
 			gone++
+			pdbs.consume(p)
 			s.r.Metrics.Evictions.WithLabelValues("evicted").Inc()
 		case apierrors.IsTooManyRequests(err):
 			blocked[p.Namespace+"/"+p.Name] = p
@@ -192,26 +193,41 @@ type pdbIndex struct {
 	byNS map[string][]policyv1.PodDisruptionBudget
 }
 
-func (x *pdbIndex) exhausted(p *corev1.Pod) bool {
+func (x *pdbIndex) matching(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
 	list, ok := x.byNS[p.Namespace]
 	if !ok {
 		var pdbs policyv1.PodDisruptionBudgetList
 		if err := x.r.Client.List(x.ctx, &pdbs, client.InNamespace(p.Namespace)); err != nil {
-			return false // let the eviction API decide
+			return nil // let the eviction API decide
 		}
-		list = pdbs.Items
+		list = pdbs.Items // copies: consume may count them down
 		x.byNS[p.Namespace] = list
 	}
-	for _, pdb := range list {
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
-			continue
+	var out []*policyv1.PodDisruptionBudget
+	for i := range list {
+		sel, err := metav1.LabelSelectorAsSelector(list[i].Spec.Selector)
+		if err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, &list[i])
 		}
+	}
+	return out
+}
+
+func (x *pdbIndex) exhausted(p *corev1.Pod) bool {
+	for _, pdb := range x.matching(p) {
 		if pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.DisruptionsAllowed <= 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// consume counts an eviction against the pod's budgets for the rest of
+// the round, so a budget allowing one disruption gets one request.
+func (x *pdbIndex) consume(p *corev1.Pod) {
+	for _, pdb := range x.matching(p) {
+		pdb.Status.DisruptionsAllowed--
+	}
 }
 
 // evict issues one eviction for the pod, with its UID as precondition so a
@@ -278,8 +294,12 @@ func (s *step) blockers(blocked map[string]*corev1.Pod) error {
 		since, ok := prev[id]
 		if !ok {
 			since = metav1.Time{Time: s.now}
-			s.event(corev1.EventTypeWarning, "DrainBlocked",
-				fmt.Sprintf("PodDisruptionBudget %s allows no disruption of %s", id, strings.Join(byPDB[id], ", ")))
+			// One event per budget and node per 10 minutes: a budget that
+			// lets pods go one by one blocks and unblocks every round.
+			if s.r.Metrics.eventDue(s.node.Name+"|"+id, s.now, 10*time.Minute) {
+				s.event(corev1.EventTypeWarning, "DrainBlocked",
+					fmt.Sprintf("PodDisruptionBudget %s allows no disruption of %s", id, strings.Join(byPDB[id], ", ")))
+			}
 		}
 		out = append(out, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id], Since: since})
 	}

@@ -28,6 +28,7 @@ type Metrics struct {
 
 	mu        sync.Mutex
 	lastRenew map[string]time.Time
+	lastEvent map[string]time.Time
 }
 
 // NewMetrics returns the metrics; register them with Register.
@@ -48,6 +49,7 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Help: "Failed renewals of node disruption leases lull holds (lost or unreachable).",
 		}),
 		lastRenew: map[string]time.Time{},
+		lastEvent: map[string]time.Time{},
 	}
 }
 
@@ -110,6 +112,17 @@ func (m *Metrics) renewed(node string, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lastRenew[node] = now
+}
+
+// eventDue rate-limits a repeated event by key.
+func (m *Metrics) eventDue(key string, now time.Time, every time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if last, ok := m.lastEvent[key]; ok && now.Sub(last) < every {
+		return false
+	}
+	m.lastEvent[key] = now
+	return true
 }
 
 func (m *Metrics) forget(node string) {

@@ -55,7 +55,9 @@ func BenchmarkDrainNode(b *testing.B) {
 	fmt.Printf("  ratio lull/kubectl: wall %.2f, requests %.2f\n", lWall.Seconds()/kWall.Seconds(), float64(lReq)/float64(kReq))
 }
 
-// fillNode creates 100 free pods and 10 PDB-guarded pods preferring node.
+// fillNode puts 100 free pods and 10 PDB-guarded pods on node: the pods
+// are created bound to it, then ReplicaSets adopt them, so evicted pods are
+// recreated (elsewhere) as in a real cluster.
 func fillNode(b *testing.B, ns, node string) int {
 	ctx := context.Background()
 	cs := cluster.Clientset
@@ -64,16 +66,20 @@ func fillNode(b *testing.B, ns, node string) int {
 	}
 	for app, n := range map[string]int32{"free": 100, "guarded": 10} {
 		labels := map[string]string{"app": app}
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
-			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(n), Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-						Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-							Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}},
-					Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}}}}},
+		spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}}}
+		for i := int32(0); i < n; i++ {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", app, i), Namespace: ns, Labels: labels}, Spec: *spec.DeepCopy()}
+			p.Spec.NodeName = node
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if _, err := cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		rs := &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(n), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
+		}
+		if _, err := cs.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -100,8 +106,14 @@ func fillNode(b *testing.B, ns, node string) int {
 				}
 			}
 		}
+		adopted := 0
+		for _, p := range pods.Items {
+			if metav1.GetControllerOf(&p) != nil {
+				adopted++
+			}
+		}
 		pdb, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "guarded", metav1.GetOptions{})
-		return running == 110 && err == nil && pdb.Status.DisruptionsAllowed == 1, nil
+		return running == 110 && adopted == 110 && err == nil && pdb.Status.DisruptionsAllowed == 1, nil
 	}); err != nil {
 		b.Fatalf("pods not running: %v", err)
 	}
@@ -114,7 +126,8 @@ func cleanupNode(ns, node string) {
 	_, _ = cluster.Kubectl(ctx, time.Minute, "uncordon", node)
 }
 
-var requestLine = regexp.MustCompile(`(?m)"?(GET|POST|PUT|PATCH|DELETE)"? "?https://`)
+// requestLine matches client-go's -v=6 log of one API response.
+var requestLine = regexp.MustCompile(`"Response" verb="[A-Z]+"`)
 
 func drainWithKubectl(b *testing.B, node string) (time.Duration, int, int) {
 	pods := fillNode(b, "bench-kubectl", node)
@@ -132,7 +145,7 @@ func drainWithKubectl(b *testing.B, node string) (time.Duration, int, int) {
 	sc := bufio.NewScanner(&out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), "round_trippers") && requestLine.MatchString(sc.Text()) {
+		if requestLine.MatchString(sc.Text()) {
 			n++
 		}
 	}
@@ -147,7 +160,7 @@ func drainWithLull(b *testing.B, node string) (time.Duration, int, int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	before := drainerRequests(b)
+	before, beforeBy := drainerRequests(b)
 	start := time.Now()
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"bench"}}}`, lullv1alpha1.MaintenanceLabel)
 	if _, err := cluster.Clientset.CoreV1().Nodes().Patch(ctx, node, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -160,22 +173,29 @@ func drainWithLull(b *testing.B, node string) (time.Duration, int, int) {
 		b.Fatalf("lull never drained %s: %+v", node, nm.Status)
 	}
 	wall := time.Since(start)
-	requests := drainerRequests(b) - before
+	after, afterBy := drainerRequests(b)
+	requests := after - before
+	for m, n := range afterBy {
+		if d := n - beforeBy[m]; d > 0 {
+			b.Logf("lull-drainer requests %s: %d", m, d)
+		}
+	}
 	unpatch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
 	_, _ = cluster.Clientset.CoreV1().Nodes().Patch(ctx, node, "application/merge-patch+json", []byte(unpatch), metav1.PatchOptions{})
 	return wall, requests, pods
 }
 
 // drainerRequests sums rest_client_requests_total from lull-drainer's
-// metrics endpoint.
-func drainerRequests(b *testing.B) int {
+// metrics endpoint, in total and per method.
+func drainerRequests(b *testing.B) (int, map[string]int) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", cluster.DrainerMetricsPort))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	total := 0.0
+	total, by := 0, map[string]int{}
+	method := regexp.MustCompile(`method="([A-Z]+)"`)
 	for _, line := range strings.Split(string(body), "\n") {
 		if !strings.HasPrefix(line, "rest_client_requests_total{") {
 			continue
@@ -183,10 +203,13 @@ func drainerRequests(b *testing.B) int {
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
 		if err == nil {
-			total += v
+			total += int(v)
+			if m := method.FindStringSubmatch(line); m != nil {
+				by[m[1]] += int(v)
+			}
 		}
 	}
-	return int(total)
+	return total, by
 }
 
 func tail(s string) string {

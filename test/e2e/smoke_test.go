@@ -12,12 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 var cluster *Cluster
 
 func TestMain(m *testing.M) {
+	ctrllog.SetLogger(klog.Background())
 	c, err := UpCluster(5)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
