@@ -66,7 +66,9 @@ func newDrainEnv(t *testing.T) *drainEnv {
 	return e
 }
 
-func (e *drainEnv) start(mutate func(*app.Options)) {
+// start runs the controllers; the returned function stops them (as a
+// crash would: nothing is cleaned up).
+func (e *drainEnv) start(mutate func(*app.Options)) context.CancelFunc {
 	e.t.Helper()
 	o := app.Options{LeaseNamespace: lease.DefaultNamespace, NodesWithoutWindow: "Permissive",
 		Maintenance: maintenance.Options{LeaseDuration: time.Minute, DrainTimeout: time.Hour, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second, DeleteEmptyDirData: true}}
@@ -82,7 +84,9 @@ func (e *drainEnv) start(mutate func(*app.Options)) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	e.t.Cleanup(cancel) // stop the controller before the namespace goes
 	require.NoError(e.t, app.SetupMaintenance(ctx, mgr, e.clock, o, nil))
-	go func() { _ = mgr.Start(ctx) }()
+	done := make(chan struct{})
+	go func() { _ = mgr.Start(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }
 
 // node creates a schedulable node without the API server's not-ready taint.
@@ -559,4 +563,66 @@ func TestNodeMaintenanceAdmission(t *testing.T) {
 	err := cp.Client.Update(ctx, nm)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "nodeName is immutable")
+}
+
+// The controller is stopped mid-drain and a new one takes over: the blocked
+// drain continues, the waiting request is not let through (the budget is
+// counted from the API server), the cordon and the lease stay owned.
+func TestDrainerResumesAfterRestart(t *testing.T) {
+	e := newDrainEnv(t)
+	e.window("pool-b", func(w *lullv1alpha1.MaintenanceWindow) {
+		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}
+		w.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	})
+	e.node("b1", map[string]string{"pool": "b"})
+	e.node("b2", map[string]string{"pool": "b"})
+	e.pods("b1", "db", 2)
+	e.pods("b2", "web", 1)
+	e.pdb("db", "db", 0)
+	stop := e.start(nil)
+	e.label("b1", ptr.To("kernel-update"))
+	e.waitNM("b1", "blocked", func(nm *lullv1alpha1.NodeMaintenance) bool { return len(nm.Status.Blockers) > 0 })
+	e.label("b2", ptr.To("kernel-update"))
+	e.waitNM("b2", "WaitingForBudget", phaseIs(lullv1alpha1.PhaseWaitingForBudget))
+	stop()
+
+	// A watcher records every phase change: both disrupting at once is a
+	// budget overrun.
+	wc, err := client.NewWithWatch(cp.Config, client.Options{Scheme: framework.Scheme()})
+	require.NoError(t, err)
+	w, err := wc.Watch(e.ctx, &lullv1alpha1.NodeMaintenanceList{})
+	require.NoError(t, err)
+	defer w.Stop()
+	var mu sync.Mutex
+	overrun, phases := false, map[string]lullv1alpha1.MaintenancePhase{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if nm, ok := ev.Object.(*lullv1alpha1.NodeMaintenance); ok {
+				mu.Lock()
+				phases[nm.Name] = nm.Status.Phase
+				overrun = overrun || (phases["b1"].Disrupting() && phases["b2"].Disrupting())
+				mu.Unlock()
+			}
+		}
+	}()
+
+	e.start(nil)
+	nm := e.waitNM("b1", "still blocked", func(nm *lullv1alpha1.NodeMaintenance) bool { return len(nm.Status.Blockers) > 0 })
+	require.Equal(t, lullv1alpha1.PhaseDraining, nm.Status.Phase)
+	require.True(t, nm.Status.CordonedByLull)
+	require.True(t, e.nodeObj("b1").Spec.Unschedulable)
+	require.Equal(t, "lull-drainer", e.leaseHolder("b1"))
+
+	require.Equal(t, lullv1alpha1.PhaseWaitingForBudget, e.waitNM("b2", "a phase", func(*lullv1alpha1.NodeMaintenance) bool { return true }).Status.Phase)
+	pdb, err := e.cs.PolicyV1().PodDisruptionBudgets(e.ns).Get(e.ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	e.setPDB(pdb, 2)
+	e.waitNM("b1", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
+	e.label("b1", nil)
+	e.waitNM("b1", "Completed", phaseIs(lullv1alpha1.PhaseCompleted))
+	require.False(t, e.nodeObj("b1").Spec.Unschedulable)
+	e.waitNM("b2", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
+	mu.Lock()
+	defer mu.Unlock()
+	require.False(t, overrun, "b1 and b2 disrupted at once after the restart")
 }
