@@ -196,6 +196,37 @@ func (e *drainEnv) waitNM(node, what string, cond func(*lullv1alpha1.NodeMainten
 	return last
 }
 
+// deletions starts a watcher of the test namespace's pods and returns a
+// function listing the pods deleted (or marked for deletion) so far.
+func (e *drainEnv) deletions() func() []string {
+	e.t.Helper()
+	w, err := e.cs.CoreV1().Pods(e.ns).Watch(e.ctx, metav1.ListOptions{})
+	require.NoError(e.t, err)
+	e.t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var out []string
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || (ev.Type != watch.Deleted && p.DeletionTimestamp == nil) {
+				continue
+			}
+			mu.Lock()
+			if !seen[p.Name] {
+				seen[p.Name] = true
+				out = append(out, p.Name)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), out...)
+	}
+}
+
 func phaseIs(p lullv1alpha1.MaintenancePhase) func(*lullv1alpha1.NodeMaintenance) bool {
 	return func(nm *lullv1alpha1.NodeMaintenance) bool { return nm.Status.Phase == p }
 }
@@ -261,6 +292,7 @@ func TestDrainerWaitsForWindow(t *testing.T) {
 	})
 	e.node("n1", map[string]string{"pool": "a"})
 	e.pods("n1", "web", 2)
+	deleted := e.deletions()
 	e.start(nil)
 	e.label("n1", ptr.To("kernel-update"))
 	nm := e.waitNM("n1", "WaitingForWindow", phaseIs(lullv1alpha1.PhaseWaitingForWindow))
@@ -268,6 +300,7 @@ func TestDrainerWaitsForWindow(t *testing.T) {
 	require.Equal(t, []string{"noon"}, nm.Status.Windows)
 	require.False(t, e.nodeObj("n1").Spec.Unschedulable)
 	require.Equal(t, 2, e.podsOn("n1"), "nothing evicted outside the window")
+	require.Empty(t, deleted(), "the watcher saw evictions outside the window")
 	require.Empty(t, e.leaseHolder("n1"))
 
 	e.clock.Step(2 * time.Hour) // 12:00 UTC = 13:00 in Berlin
@@ -382,6 +415,7 @@ func TestDrainerShowsPDBBlockers(t *testing.T) {
 	e.pods("n1", "db", 2)
 	e.pods("n1", "web", 1)
 	e.pdb("db", "db", 0)
+	deleted := e.deletions()
 	e.start(nil)
 	e.label("n1", ptr.To("kernel-update"))
 	nm := e.waitNM("n1", "a blocker", func(nm *lullv1alpha1.NodeMaintenance) bool { return len(nm.Status.Blockers) > 0 })
@@ -396,6 +430,9 @@ func TestDrainerShowsPDBBlockers(t *testing.T) {
 		}
 	}
 	require.True(t, blocked, "Blocked condition set: %+v", nm.Status.Conditions)
+	for _, name := range deleted() {
+		require.NotContains(t, name, "db-", "a pod protected by an exhausted budget was deleted")
+	}
 	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		evs, err := e.cs.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
