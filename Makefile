@@ -8,7 +8,7 @@ BIN := _output/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \
-        bench bench-scheduler bench-drain run cluster-up cluster-down clean
+        bench bench-scheduler bench-drain run demo cluster-up cluster-down clean
 
 all: build
 
@@ -71,6 +71,10 @@ bench-scheduler:
 
 ## run: local cluster with simulated nodes (NODES=10)
 run: cluster-up
+
+## demo: walk the guided tour against the cluster from `make run`
+demo:
+	hack/demo.sh
 
 cluster-up: binaries build
 	hack/local-up.sh --nodes $${NODES:-10}

@@ -124,3 +124,4 @@ lull local cluster is up: ${NODES} simulated nodes (kwok), API server https://12
 Logs:      ${LOGS}/<component>.log
 Stop it:   make cluster-down      (stops exactly the processes started here, removes ${DIR})
 MSG
+if [[ -f "$DIR/tour.txt" ]]; then cat "$DIR/tour.txt"; fi

@@ -38,6 +38,9 @@ import (
 type Options struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
 	MetricsAddr             string
 	ProbeAddr               string
 	Horizon                 time.Duration
@@ -52,6 +55,9 @@ func Run(args []string) int {
 	var o Options
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader among replicas; only the leader acts")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "lull-system", "namespace of the leader election lease")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a stopped leader's lease blocks the others")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leading")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between leader-election attempts")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.DurationVar(&o.Horizon, "window-horizon", engine.DefaultHorizon, "how far ahead to search for the next maintenance window")
@@ -93,6 +99,9 @@ func Run(args []string) int {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "lull-drainer",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		LeaseDuration:           &o.LeaseDuration,
+		RenewDeadline:           &o.RenewDeadline,
+		RetryPeriod:             &o.RetryPeriod,
 		// Hand over quickly when the leader stops cleanly.
 		LeaderElectionReleaseOnCancel: true,
 		// Only the lease namespace's Leases: every kubelet renews its own

@@ -43,7 +43,8 @@ func UpCluster(nodes int) (*Cluster, error) {
 	if base == "" {
 		base = "27000"
 	}
-	c.env = append(os.Environ(), "LULL_CLUSTER_DIR="+dir, "LULL_PORT_BASE="+base)
+	// No sample windows: the tests create the windows they need.
+	c.env = append(os.Environ(), "LULL_CLUSTER_DIR="+dir, "LULL_PORT_BASE="+base, "LULL_SAMPLES=0")
 	if b, err := strconv.Atoi(base); err == nil {
 		c.DrainerMetricsPort = b + 80 // hack/lib/cluster.sh: DRAINER_METRICS_PORT
 	}
