@@ -247,7 +247,9 @@ func TestSystemTwoActors(t *testing.T) {
 	node := e.pickNodes("e2e-actors", 1)[0]
 	out, code := lullctl(t, "lease", "acquire", node, "--holder", "fw-updater", "--operation", "reboot", "--reason", "firmware 2.1", "--duration", "10m")
 	require.Equal(t, 0, code, out)
-	t.Cleanup(func() { _ = lease.New(cluster.Clientset, lease.Options{}).Release(context.Background(), node, "fw-updater") })
+	t.Cleanup(func() {
+		_ = lease.New(cluster.Clientset, lease.Options{}).Release(context.Background(), node, "fw-updater")
+	})
 	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
 	nm := e.waitNM(node, "WaitingForLease", time.Minute, inPhase(lullv1alpha1.PhaseWaitingForLease))
 	t.Logf("waiting: %s", nm.Status.WaitingFor)
@@ -269,7 +271,9 @@ func TestSystemPDBBlocksThenUnblocks(t *testing.T) {
 	dep.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "e2e-pdb"}
 	_, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.AppsV1().Deployments("default").Delete(context.Background(), "guarded", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "guarded", metav1.DeleteOptions{})
+	})
 	waitAppRunning(ctx, t, "guarded", 3)
 	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: "default"},
@@ -421,14 +425,18 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	dep := optedInDeployment("crash", 9)
 	_, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.AppsV1().Deployments("default").Delete(context.Background(), "crash", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "crash", metav1.DeleteOptions{})
+	})
 	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "crash", Namespace: "default"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "crash"}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), "crash", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), "crash", metav1.DeleteOptions{})
+	})
 	waitAppRunning(ctx, t, "crash", 9)
 
 	budget := e.watchBudget(nodes...)
