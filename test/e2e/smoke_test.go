@@ -70,6 +70,7 @@ func TestSmokeDeploymentSurvivesDrain(t *testing.T) {
 
 	out, err := cluster.Kubectl(ctx, 2*time.Minute, "drain", victim, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=90s")
 	require.NoError(t, err, "kubectl drain: %s", out)
+	t.Cleanup(func() { _, _ = cluster.Kubectl(context.Background(), time.Minute, "uncordon", victim) })
 
 	after := waitRunning(ctx, t, 20, victim)
 	t.Logf("pods per node after drain: %v", after)
