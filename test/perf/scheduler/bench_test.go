@@ -134,6 +134,15 @@ func disruptNodes(tCtx ktesting.TContext, _ *scheduler.Scheduler, w *perf.Worklo
 		n := &nodes.Items[i]
 		switch i % 5 {
 		case 0:
+			if strings.Contains(tCtx.TB().Name(), "/DefaultTainted_") {
+				// The fair baseline: the default profile excludes the same
+				// nodes through a taint.
+				patch := `{"spec":{"taints":[{"key":"bench/leased","effect":"NoSchedule"}]}}`
+				if _, err := cs.CoreV1().Nodes().Patch(tCtx, n.Name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+					return err
+				}
+				continue
+			}
 			if _, err := lc.Acquire(tCtx, n.Name, "bench-actor", "reboot", "benchmark", time.Hour); err != nil {
 				return err
 			}

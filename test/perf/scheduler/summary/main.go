@@ -120,6 +120,9 @@ func main() {
 			continue
 		}
 		fmt.Printf("%-15s default %7.1f %v  lull %7.1f %v  ratio lull/default %.3f\n", w, mean(d), rounded(d), mean(l), rounded(l), mean(l)/mean(d))
+		if dt := throughput[w]["DefaultTainted"]; mean(dt) > 0 {
+			fmt.Printf("%-15s default with the same nodes tainted %7.1f %v  ratio lull/that %.3f (the plugin's own cost)\n", w, mean(dt), rounded(dt), mean(l)/mean(dt))
+		}
 	}
 	sort.Strings(pluginRows)
 	fmt.Println("\nNodeDisruption plugin execution time (sampled cycles; Filter and Score are per node)")
