@@ -116,6 +116,8 @@ type Reconciler struct {
 	Options  Options
 	// Wake delivers forecast changes (window transitions, deadlines).
 	Wake chan event.GenericEvent
+
+	memo memo
 }
 
 // SetupWithManager registers the controller. Reconciles run one at a time:

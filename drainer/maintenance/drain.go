@@ -91,7 +91,7 @@ func (s *step) drain() (reconcile.Result, error) {
 
 	h, err := s.r.drainHelper(s.ctx, s.nm)
 	if err != nil {
-		return s.fail(err.Error())
+		return s.abort(lullv1alpha1.PhaseFailed, err.Error())
 	}
 	list, errs := h.GetPodsForDeletion(s.node.Name)
 	if list == nil {
@@ -170,9 +170,7 @@ func (s *step) drain() (reconcile.Result, error) {
 		s.status.Pods.Evicted, s.status.Pods.Pending = s.status.Pods.Total, 0
 		return s.drained()
 	}
-	if err := s.blockers(blocked); err != nil {
-		return reconcile.Result{}, err
-	}
+	s.blockers(blocked, &pdbs)
 	if len(s.status.Blockers) > 0 || len(errs) > 0 {
 		if res, done, err := s.escalate(blocked); done || err != nil {
 			return res, err
@@ -263,24 +261,17 @@ func (s *step) retryDelay(progress bool) time.Duration {
 }
 
 // blockers records the PodDisruptionBudgets that refused evictions, with
-// their pods, keeping the time each was first seen.
-func (s *step) blockers(blocked map[string]*corev1.Pod) error {
+// their pods, keeping the time each was first seen. The budgets come from
+// the round's index: no second listing.
+func (s *step) blockers(blocked map[string]*corev1.Pod, pdbs *pdbIndex) {
 	prev := map[string]metav1.Time{}
 	for _, b := range s.status.Blockers {
 		prev[b.PodDisruptionBudget] = b.Since
 	}
 	byPDB := map[string][]string{}
 	for key, p := range blocked {
-		var pdbs policyv1.PodDisruptionBudgetList
-		if err := s.r.Client.List(s.ctx, &pdbs, client.InNamespace(p.Namespace)); err != nil {
-			return fmt.Errorf("listing PodDisruptionBudgets in %s: %w", p.Namespace, err)
-		}
 		found := false
-		for _, pdb := range pdbs.Items {
-			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-			if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
-				continue
-			}
+		for _, pdb := range pdbs.matching(p) {
 			id := pdb.Namespace + "/" + pdb.Name
 			byPDB[id] = append(byPDB[id], key)
 			found = true
@@ -296,7 +287,7 @@ func (s *step) blockers(blocked map[string]*corev1.Pod) error {
 			since = metav1.Time{Time: s.now}
 			// One event per budget and node per 10 minutes: a budget that
 			// lets pods go one by one blocks and unblocks every round.
-			if s.r.Metrics.eventDue(s.node.Name+"|"+id, s.now, 10*time.Minute) {
+			if s.r.memo.eventDue(s.node.Name+"|"+id, s.now, 10*time.Minute) {
 				s.event(corev1.EventTypeWarning, "DrainBlocked",
 					fmt.Sprintf("PodDisruptionBudget %s allows no disruption of %s", id, strings.Join(byPDB[id], ", ")))
 			}
@@ -304,7 +295,6 @@ func (s *step) blockers(blocked map[string]*corev1.Pod) error {
 		out = append(out, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id], Since: since})
 	}
 	s.status.Blockers = out
-	return nil
 }
 
 // escalate applies the request's escalation once a blocked drain has
@@ -374,11 +364,6 @@ func (s *step) drained() (reconcile.Result, error) {
 	return s.hold()
 }
 
-// fail ends a request that cannot be carried out as written.
-func (s *step) fail(why string) (reconcile.Result, error) {
-	return s.abort(lullv1alpha1.PhaseFailed, why)
-}
-
 // windowEnd is the most cautious windowEnd among the governing windows:
 // Abort over Pause over Continue. Nodes no window selects never pause.
 func windowEnd(ws []*lullv1alpha1.MaintenanceWindow) lullv1alpha1.WindowEndPolicy {
@@ -421,9 +406,17 @@ func (r *Reconciler) budgetFree(ctx context.Context, nm *lullv1alpha1.NodeMainte
 	}
 	if len(ws) == 0 {
 		// Nodes no window selects share the default budget.
+		var all lullv1alpha1.MaintenanceWindowList
+		if err := r.Client.List(ctx, &all); err != nil {
+			return "", false, fmt.Errorf("listing MaintenanceWindows: %w", err)
+		}
+		selectors := make([]labels.Selector, 0, len(all.Items))
+		for _, w := range all.Items {
+			selectors = append(selectors, windowSelector(&w))
+		}
 		var inUse []string
 		for _, o := range active {
-			if l, ok := nodeLabels(o.Spec.NodeName); ok && r.selectedByNoWindow(ctx, l) {
+			if l, ok := nodeLabels(o.Spec.NodeName); ok && !anyMatches(selectors, l) {
 				inUse = append(inUse, o.Spec.NodeName)
 			}
 		}
@@ -434,14 +427,7 @@ func (r *Reconciler) budgetFree(ctx context.Context, nm *lullv1alpha1.NodeMainte
 		return "", true, nil
 	}
 	for _, w := range ws {
-		sel := labels.Everything()
-		if w.Spec.NodeSelector != nil {
-			s, err := metav1.LabelSelectorAsSelector(w.Spec.NodeSelector)
-			if err != nil {
-				return fmt.Sprintf("window %s has an invalid nodeSelector", w.Name), false, nil
-			}
-			sel = s
-		}
+		sel := windowSelector(w)
 		var selected corev1.NodeList
 		if err := r.Client.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return "", false, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
@@ -463,18 +449,27 @@ func (r *Reconciler) budgetFree(ctx context.Context, nm *lullv1alpha1.NodeMainte
 	return "", true, nil
 }
 
-func (r *Reconciler) selectedByNoWindow(ctx context.Context, l labels.Set) bool {
-	var ws lullv1alpha1.MaintenanceWindowList
-	if err := r.Client.List(ctx, &ws); err != nil {
-		return false
+// windowSelector is the set of nodes a window selects: all of them when it
+// has no nodeSelector; an invalid selector selects every node, so it
+// counts against the budget rather than escaping it (fail closed).
+func windowSelector(w *lullv1alpha1.MaintenanceWindow) labels.Selector {
+	if w.Spec.NodeSelector == nil {
+		return labels.Everything()
 	}
-	for _, w := range ws.Items {
-		sel, err := metav1.LabelSelectorAsSelector(w.Spec.NodeSelector)
-		if w.Spec.NodeSelector == nil || (err == nil && sel.Matches(l)) {
-			return false
+	sel, err := metav1.LabelSelectorAsSelector(w.Spec.NodeSelector)
+	if err != nil {
+		return labels.Everything()
+	}
+	return sel
+}
+
+func anyMatches(sels []labels.Selector, l labels.Set) bool {
+	for _, s := range sels {
+		if s.Matches(l) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // maxUnavailable resolves a window's budget against its node count; a

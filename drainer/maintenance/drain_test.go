@@ -58,7 +58,7 @@ func TestMaxUnavailable(t *testing.T) {
 }
 
 func TestRenewBookkeeping(t *testing.T) {
-	m := NewMetrics(nil)
+	var m memo
 	now := t0()
 	assert.True(t, m.renewDue("n", now, 20e9), "never renewed")
 	m.renewed("n", now)

@@ -2,7 +2,6 @@ package maintenance
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,10 +24,6 @@ type Metrics struct {
 	DrainDuration      prometheus.Histogram
 	Evictions          *prometheus.CounterVec
 	LeaseRenewFailures prometheus.Counter
-
-	mu        sync.Mutex
-	lastRenew map[string]time.Time
-	lastEvent map[string]time.Time
 }
 
 // NewMetrics returns the metrics; register them with Register.
@@ -48,8 +43,6 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Name: "lull_lease_renew_failures_total",
 			Help: "Failed renewals of node disruption leases lull holds (lost or unreachable).",
 		}),
-		lastRenew: map[string]time.Time{},
-		lastEvent: map[string]time.Time{},
 	}
 }
 
@@ -97,36 +90,4 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for p, n := range perPhase {
 		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(n), string(p))
 	}
-}
-
-// renewDue reports whether the node's lease should be renewed now. The
-// record is in memory only: after a restart every lease is renewed at once.
-func (m *Metrics) renewDue(node string, now time.Time, every time.Duration) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	last, ok := m.lastRenew[node]
-	return !ok || now.Sub(last) >= every
-}
-
-func (m *Metrics) renewed(node string, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lastRenew[node] = now
-}
-
-// eventDue rate-limits a repeated event by key.
-func (m *Metrics) eventDue(key string, now time.Time, every time.Duration) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if last, ok := m.lastEvent[key]; ok && now.Sub(last) < every {
-		return false
-	}
-	m.lastEvent[key] = now
-	return true
-}
-
-func (m *Metrics) forget(node string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.lastRenew, node)
 }

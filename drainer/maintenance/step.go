@@ -36,6 +36,9 @@ type step struct {
 	now    time.Time
 	fc     *forecast.Node
 	status *lullv1alpha1.NodeMaintenanceStatus
+	// ws caches the governing windows for this reconcile (read once).
+	ws       []*lullv1alpha1.MaintenanceWindow
+	wsLoaded bool
 }
 
 func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) *step {
@@ -47,17 +50,20 @@ func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenan
 // windows returns the MaintenanceWindows governing the node (nil: none
 // selects it, the default applies).
 func (s *step) windows() []*lullv1alpha1.MaintenanceWindow {
+	if s.wsLoaded {
+		return s.ws
+	}
+	s.wsLoaded = true
 	if s.fc == nil || s.fc.Windows == nil {
 		return nil
 	}
-	var out []*lullv1alpha1.MaintenanceWindow
 	for _, name := range s.fc.Windows.Names {
 		var mw lullv1alpha1.MaintenanceWindow
 		if err := s.r.Client.Get(s.ctx, types.NamespacedName{Name: name}, &mw); err == nil {
-			out = append(out, &mw)
+			s.ws = append(s.ws, &mw)
 		}
 	}
-	return out
+	return s.ws
 }
 
 // gate decides whether the request may start: window, then budget, then
@@ -100,7 +106,7 @@ func (s *step) gate() (reconcile.Result, error) {
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("acquiring the lease of node %s: %w", s.node.Name, err)
 	}
-	s.r.Metrics.renewed(s.node.Name, s.now)
+	s.r.memo.renewed(s.node.Name, s.now)
 	s.status.LeaseHolder = info.Holder
 	s.cond(ConditionLeaseHeld, true, "Acquired", fmt.Sprintf("lease held by %s", info.Holder))
 	// Record whether the node was cordoned before we touch it; this is
@@ -213,12 +219,12 @@ func (s *step) hold() (reconcile.Result, error) {
 // everything at once: the request waits for the lease again (the cordon
 // stays, and is still ours to undo).
 func (s *step) renew() (reconcile.Result, bool, error) {
-	if !s.r.Metrics.renewDue(s.node.Name, s.now, s.r.Options.LeaseDuration/3) {
+	if !s.r.memo.renewDue(s.node.Name, s.now, s.r.Options.LeaseDuration/3) {
 		return reconcile.Result{}, false, nil
 	}
 	_, err := s.r.Leases.Renew(s.ctx, s.node.Name, s.r.Options.Identity)
 	if err == nil {
-		s.r.Metrics.renewed(s.node.Name, s.now)
+		s.r.memo.renewed(s.node.Name, s.now)
 		return reconcile.Result{}, false, nil
 	}
 	s.r.Metrics.LeaseRenewFailures.Inc()
@@ -247,7 +253,7 @@ func (s *step) releaseIfHeld() {
 		s.logger.V(2).Info("Released a lease not needed while waiting")
 		s.status.LeaseHolder = ""
 	}
-	s.r.Metrics.forget(s.node.Name)
+	s.r.memo.forget(s.node.Name)
 }
 
 // abort undoes what lull did (its own cordon, its lease) and returns the
@@ -296,7 +302,7 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	if err := r.Leases.Release(ctx, node.Name, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", node.Name, err)
 	}
-	r.Metrics.forget(node.Name)
+	r.memo.forget(node.Name)
 	if hasLabel(node) {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
 		if err := r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
@@ -313,7 +319,7 @@ func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	if err := r.Leases.Release(ctx, nm.Spec.NodeName, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of deleted node %s: %w", nm.Spec.NodeName, err)
 	}
-	r.Metrics.forget(nm.Spec.NodeName)
+	r.memo.forget(nm.Spec.NodeName)
 	s.status.CordonedByLull = false
 	return s.finish("NodeDeleted", "the node was deleted; request ended")
 }
@@ -379,9 +385,6 @@ func (s *step) event(eventType, reason, msg string) {
 func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
 	s.status.Phase = phase
 	s.status.ObservedGeneration = s.nm.Generation
-	if phase != lullv1alpha1.PhaseDraining && phase != lullv1alpha1.PhaseDrained {
-		s.status.Pods = s.status.Pods.DeepCopy()
-	}
 	if equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
 		return res, nil
 	}

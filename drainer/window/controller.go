@@ -62,8 +62,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// changing labels may change which windows select it.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allWindows),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		// Counts of nodes in maintenance and waiting follow the requests.
-		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.allWindows))
+		// Counts of nodes in maintenance and waiting follow the requests'
+		// phases (not every progress write of a drain).
+		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.allWindows),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				o, ok1 := e.ObjectOld.(*lullv1alpha1.NodeMaintenance)
+				n, ok2 := e.ObjectNew.(*lullv1alpha1.NodeMaintenance)
+				return !ok1 || !ok2 || o.Status.Phase != n.Status.Phase
+			}}))
 	if r.Wake != nil {
 		b = b.WatchesRawSource(source.Channel(r.Wake, handler.EnqueueRequestsFromMapFunc(r.allWindows)))
 	}

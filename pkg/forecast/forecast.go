@@ -275,25 +275,35 @@ func (f *Forecast) requestedLocked() []string {
 func (f *Forecast) update(names []string) {
 	now := f.clock.Now()
 	var changes []Change
-	next := maps.Clone(f.nodes)
-	for _, name := range names {
-		old := f.nodes[name]
-		n := f.computeLocked(name, now)
-		if !differs(old, n) {
-			if n != nil && old != nil {
-				next[name] = n // refresh validity and times
-			}
-			continue
+	// Copy on write: readers hold the old map; an update that changes
+	// nothing publishes nothing.
+	var next map[string]*Node
+	write := func(name string, n *Node) {
+		if next == nil {
+			next = maps.Clone(f.nodes)
 		}
 		if n == nil {
 			delete(next, name)
 		} else {
 			next[name] = n
 		}
+	}
+	for _, name := range names {
+		old := f.nodes[name]
+		n := f.computeLocked(name, now)
+		if !differs(old, n) {
+			if n != nil && old != nil && !n.validUntil.Equal(old.validUntil) {
+				write(name, n) // same forecast, new validity
+			}
+			continue
+		}
+		write(name, n)
 		changes = append(changes, Change{Node: name, Old: old, New: n})
 	}
-	f.nodes = next
-	f.snap.Store(&Snapshot{f: f, nodes: next, at: now})
+	if next != nil {
+		f.nodes = next
+		f.snap.Store(&Snapshot{f: f, nodes: next, at: now})
+	}
 	f.armLocked(now)
 	listeners := f.listeners
 	f.mu.Unlock()
