@@ -33,21 +33,7 @@ func TestDrainerMaintenanceByLabel(t *testing.T) {
 	c, err := client.New(cluster.Config, client.Options{Scheme: lullscheme.New()})
 	require.NoError(t, err)
 
-	dep := optedInDeployment("drainme", 10)
-	_, err = cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "drainme", metav1.DeleteOptions{})
-	})
-	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "drainme", Namespace: "default"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "drainme"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), "drainme", metav1.DeleteOptions{})
-	})
+	guardedApp(t, "drainme", 10, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	byNode := waitAppRunning(ctx, t, "drainme", 10)
 	victim, most := "", 0
 	for n, k := range byNode {

@@ -422,21 +422,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 		},
 	})
 	// Guarded pods spread over the nodes, so drains are paced by the PDB.
-	dep := optedInDeployment("crash", 9)
-	_, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "crash", metav1.DeleteOptions{})
-	})
-	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "crash", Namespace: "default"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "crash"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), "crash", metav1.DeleteOptions{})
-	})
+	guardedApp(t, "crash", 9, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	waitAppRunning(ctx, t, "crash", 9)
 
 	budget := e.watchBudget(nodes...)
@@ -568,6 +554,26 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	}
 	e.patchNode(frozen, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
 	e.waitNM(frozen, "Completed", time.Minute, inPhase(lullv1alpha1.PhaseCompleted))
+}
+
+// guardedApp creates an opted-in Deployment and a PodDisruptionBudget for
+// its pods (spec's selector is filled in), both removed after the test.
+func guardedApp(t *testing.T, name string, replicas int32, spec policyv1.PodDisruptionBudgetSpec) {
+	t.Helper()
+	ctx, cs := t.Context(), cluster.Clientset
+	_, err := cs.AppsV1().Deployments("default").Create(ctx, optedInDeployment(name, replicas), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
+	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: spec,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cs.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 func allCompleted(e *sysEnv, nodes []string) bool {
