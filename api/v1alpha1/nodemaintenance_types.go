@@ -20,7 +20,7 @@ const (
 
 // MaintenancePhase is where a maintenance request is in its life. It is for
 // people; machines read the conditions.
-// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;Cordoning;Draining;Drained;Uncordoning;Completed;Failed
+// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;Cordoning;Cordoned;Draining;Drained;Uncordoning;Completed;Failed
 type MaintenancePhase string
 
 const (
@@ -29,6 +29,9 @@ const (
 	PhaseWaitingForBudget MaintenancePhase = "WaitingForBudget"
 	PhaseWaitingForLease  MaintenancePhase = "WaitingForLease"
 	PhaseCordoning        MaintenancePhase = "Cordoning"
+	// PhaseCordoned: the node is cordoned and held for a class whose
+	// policy action is Cordon (nothing is evicted).
+	PhaseCordoned MaintenancePhase = "Cordoned"
 	PhaseDraining         MaintenancePhase = "Draining"
 	PhaseDrained          MaintenancePhase = "Drained"
 	PhaseUncordoning      MaintenancePhase = "Uncordoning"
@@ -39,7 +42,7 @@ const (
 // Disrupting reports whether a node in this phase is being, or has been,
 // disrupted by lull: cordoned, draining or drained.
 func (p MaintenancePhase) Disrupting() bool {
-	return p == PhaseCordoning || p == PhaseDraining || p == PhaseDrained
+	return p == PhaseCordoning || p == PhaseCordoned || p == PhaseDraining || p == PhaseDrained
 }
 
 // Finished reports whether the request has ended.
@@ -114,9 +117,9 @@ type DrainOptions struct {
 	// +kubebuilder:validation:Minimum=0
 	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
 
-	// Escalation when the drain is still blocked after Timeout.
+	// Escalation when the drain is still blocked after Timeout. Unset:
+	// the deciding DisruptionPolicy rule's escalation, else Wait.
 	// +optional
-	// +kubebuilder:default=Wait
 	Escalation Escalation `json:"escalation,omitempty"`
 }
 
@@ -143,11 +146,44 @@ type Blocker struct {
 	Since metav1.Time `json:"since"`
 }
 
+// Decision is what the DisruptionPolicies decided for a request. It is
+// taken again on every reconcile until the request starts (so a policy
+// change affects requests not yet started) and kept from then on.
+type Decision struct {
+	// Action the request's class needs.
+	Action DisruptionAction `json:"action"`
+	// Policy whose rule decided; empty for the built-in default.
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// Rule that decided (DefaultRuleName for the built-in default).
+	Rule string `json:"rule"`
+	// Timeout and Escalation from the rule, when it sets them.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// +optional
+	Escalation Escalation `json:"escalation,omitempty"`
+}
+
+// RuleRef names the rule as "policy/rule" (or "(default)").
+func (d *Decision) RuleRef() string {
+	if d == nil {
+		return ""
+	}
+	if d.Policy == "" {
+		return d.Rule
+	}
+	return d.Policy + "/" + d.Rule
+}
+
 // NodeMaintenanceStatus is the record of a request.
 type NodeMaintenanceStatus struct {
 	// Phase for people; Conditions for machines.
 	// +optional
 	Phase MaintenancePhase `json:"phase,omitempty"`
+	// Decision is the action the DisruptionPolicies chose and the rule
+	// that chose it.
+	// +optional
+	Decision *Decision `json:"decision,omitempty"`
 	// WaitingFor says, in one line, what the request waits for.
 	// +optional
 	WaitingFor string `json:"waitingFor,omitempty"`
@@ -202,6 +238,7 @@ type NodeMaintenanceStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=nm,categories=lull
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.status.decision.action`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Next-Window",type=string,JSONPath=`.status.nextWindowStart`
 // +kubebuilder:printcolumn:name="Evicted",type=integer,JSONPath=`.status.pods.evicted`

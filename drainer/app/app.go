@@ -26,6 +26,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
+	policyctl "lull.dev/lull/drainer/policy"
 	windowctrl "lull.dev/lull/drainer/window"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/lease"
@@ -182,6 +183,9 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		if err := metrics.Register(reg); err != nil {
 			return err
 		}
+	}
+	if err := (&policyctl.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
 	}
 	return (&maintenance.Reconciler{
 		Client:    mgr.GetClient(),

@@ -156,6 +156,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// PodDisruptionBudgets gaining room unblock drains.
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests),
 			ctrl.WithPredicates(budgetGrew())).
+		// A policy change decides again for requests not yet started.
+		Watches(&lullv1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequests),
+			ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Wake, byName)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
@@ -330,8 +333,8 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return st.cordon()
 	case lullv1alpha1.PhaseDraining:
 		return st.drain()
-	case lullv1alpha1.PhaseDrained:
-		return st.hold()
+	case lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned:
+		return st.hold(nm.Status.Phase)
 	default:
 		return st.gate()
 	}

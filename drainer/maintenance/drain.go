@@ -314,7 +314,17 @@ func (s *step) escalate(blocked map[string]*corev1.Pod) (reconcile.Result, bool,
 	if len(s.status.Blockers) == 0 {
 		return reconcile.Result{}, false, nil
 	}
+	// The request's own settings win over its policy rule's, which win
+	// over the drainer's flags.
 	timeout, esc := s.r.Options.DrainTimeout, lullv1alpha1.EscalationWait
+	if d := s.status.Decision; d != nil {
+		if d.Timeout != nil {
+			timeout = d.Timeout.Duration
+		}
+		if d.Escalation != "" {
+			esc = d.Escalation
+		}
+	}
 	if d := s.nm.Spec.Drain; d != nil {
 		if d.Timeout != nil {
 			timeout = d.Timeout.Duration
@@ -361,7 +371,7 @@ func (s *step) drained() (reconcile.Result, error) {
 	s.cond(ConditionBlocked, false, "Drained", "nothing left to evict")
 	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
 	s.event(corev1.EventTypeNormal, "Drained", "node drained; ready for maintenance")
-	return s.hold()
+	return s.hold(lullv1alpha1.PhaseDrained)
 }
 
 // windowEnd is the most cautious windowEnd among the governing windows:

@@ -23,6 +23,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/policy"
 )
 
 // step is one reconcile of an active request: the request, its node, the
@@ -69,6 +70,21 @@ func (s *step) windows() []*lullv1alpha1.MaintenanceWindow {
 // gate decides whether the request may start: window, then budget, then
 // lease. Each wait says what it waits for.
 func (s *step) gate() (reconcile.Result, error) {
+	// Until the request starts, the policies decide again on every
+	// reconcile: a policy change affects requests not yet started.
+	if s.status.StartedAt == nil {
+		d, err := s.r.Decide(s.ctx, s.nm.Spec.Class)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if s.status.Decision == nil || !equality.Semantic.DeepEqual(*s.status.Decision, d) {
+			s.event(corev1.EventTypeNormal, "PolicyDecided", policy.Describe(s.nm.Spec.Class, d))
+			s.status.Decision = &d
+		}
+		if d.Action == lullv1alpha1.ActionNone {
+			return s.noDisruption()
+		}
+	}
 	s.noteWindows()
 	if res, waiting := s.waitForWindow(); waiting {
 		// A lease we still hold from before a restart is not needed yet.
@@ -199,20 +215,59 @@ func (s *step) cordon() (reconcile.Result, error) {
 		msg = "node was already cordoned by someone else; lull will leave that cordon in place"
 	}
 	s.cond(ConditionCordoned, true, "Cordoned", msg)
+	if s.action() == lullv1alpha1.ActionCordon {
+		s.cond(ConditionDrained, false, "NotNeeded", "the policy action is Cordon: nothing is evicted")
+		return s.hold(lullv1alpha1.PhaseCordoned)
+	}
 	if _, err := s.save(lullv1alpha1.PhaseDraining, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
 	return s.drain()
 }
 
-// hold keeps a drained node's lease until the operator completes the
-// request.
-func (s *step) hold() (reconcile.Result, error) {
+// hold keeps a drained (or, for action Cordon, cordoned) node's lease
+// until the operator completes the request.
+func (s *step) hold(phase lullv1alpha1.MaintenancePhase) (reconcile.Result, error) {
 	if res, lost, err := s.renew(); lost || err != nil {
 		return res, err
 	}
-	s.status.WaitingFor = "drained: do the maintenance, then remove the label lull.dev/maintenance (or set spec.complete)"
-	return s.save(lullv1alpha1.PhaseDrained, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
+	what := "drained"
+	if phase == lullv1alpha1.PhaseCordoned {
+		what = "cordoned (policy action Cordon)"
+	}
+	s.status.WaitingFor = what + ": do the maintenance, then remove the label lull.dev/maintenance (or set spec.complete)"
+	return s.save(phase, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
+}
+
+// action is the decided action; requests from before policies existed
+// (no decision recorded) drain.
+func (s *step) action() lullv1alpha1.DisruptionAction {
+	if d := s.status.Decision; d != nil {
+		return d.Action
+	}
+	return lullv1alpha1.ActionDrain
+}
+
+// noDisruption ends a request whose class needs nothing disruptive: no
+// lease, window or budget; the label goes and the request is recorded as
+// completed.
+func (s *step) noDisruption() (reconcile.Result, error) {
+	if hasLabel(s.node) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+		if err := s.r.Client.Patch(s.ctx, s.node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("removing the maintenance label from node %s: %w", s.node.Name, err)
+		}
+	}
+	return s.finish("NoDisruptionNeeded", policy.Describe(s.nm.Spec.Class, *s.status.Decision)+": completed at once, without lease, window or budget")
+}
+
+// Decide asks the DisruptionPolicies (from the cache) what class needs.
+func (r *Reconciler) Decide(ctx context.Context, class string) (lullv1alpha1.Decision, error) {
+	var list lullv1alpha1.DisruptionPolicyList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return lullv1alpha1.Decision{}, fmt.Errorf("listing DisruptionPolicies: %w", err)
+	}
+	return policy.Merge(list.Items).Decide(class), nil
 }
 
 // renew keeps the lease while the node is disrupted. A lost lease stops

@@ -5,7 +5,9 @@
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/crds" >/dev/null
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" create namespace lull-system --dry-run=client -o yaml |
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f - >/dev/null
-wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev
+wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev crd/disruptionpolicies.lull.dev
+# The shipped default DisruptionPolicy (ssh-keys -> None, kernel-update -> Drain, ...).
+"$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/policy" >/dev/null
 if [[ -x "$BIN/lull-drainer" ]]; then
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/drainer/rbac.yaml" >/dev/null
   client_cert lull-drainer "system:serviceaccount:lull-system:lull-drainer" "system:serviceaccounts"

@@ -1,0 +1,159 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DisruptionAction is what a maintenance class needs done to its node.
+// +kubebuilder:validation:Enum=None;Cordon;Drain
+type DisruptionAction string
+
+const (
+	// ActionNone: the change disrupts nothing (no lease, window or budget
+	// is needed); the request completes at once and is recorded.
+	ActionNone DisruptionAction = "None"
+	// ActionCordon: cordon the node (gated like any material change:
+	// window, budget, lease), evict nothing.
+	ActionCordon DisruptionAction = "Cordon"
+	// ActionDrain: cordon and drain the node. The default for a class no
+	// rule matches.
+	ActionDrain DisruptionAction = "Drain"
+)
+
+// DefaultRuleName names the built-in fallback in statuses: a class no
+// DisruptionPolicy rule matches is drained.
+const DefaultRuleName = "(default)"
+
+// DisruptionRule maps maintenance classes to an action.
+// +kubebuilder:validation:XValidation:rule="has(self.class) != has(self.classPattern)",message="set exactly one of class (an exact class) or classPattern (a glob such as kernel-*)"
+// +kubebuilder:validation:XValidation:rule="!has(self.drain) || self.action == 'Drain'",message="drain settings apply only to rules whose action is Drain"
+type DisruptionRule struct {
+	// Name identifies the rule; requests record which rule decided them.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Class matches exactly one maintenance class.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
+	Class string `json:"class,omitempty"`
+
+	// ClassPattern matches classes by glob: `*` matches any run of
+	// characters, `?` any one character ("kernel-*", "*").
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[-a-z0-9._*?]+$`
+	ClassPattern string `json:"classPattern,omitempty"`
+
+	// Action the matched classes need.
+	Action DisruptionAction `json:"action"`
+
+	// Drain settings for requests this rule decides, unless the request
+	// sets its own (spec.drain). Only for action Drain.
+	// +optional
+	Drain *RuleDrain `json:"drain,omitempty"`
+}
+
+// RuleDrain are a rule's drain settings.
+type RuleDrain struct {
+	// Timeout after which a drain that is still blocked escalates.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="drain timeout must be positive"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Escalation when the drain is still blocked after Timeout.
+	// +optional
+	Escalation Escalation `json:"escalation,omitempty"`
+}
+
+// DisruptionPolicySpec is an ordered list of rules.
+type DisruptionPolicySpec struct {
+	// Priority orders policies: rules of a higher-priority policy are
+	// tried first; equal priorities are ordered by name. The shipped
+	// default policy has priority -100, so any policy at the default 0
+	// overrides it.
+	// +optional
+	// +kubebuilder:validation:Minimum=-1000
+	// +kubebuilder:validation:Maximum=1000
+	Priority int32 `json:"priority,omitempty"`
+
+	// Rules are tried in order; the first whose class or pattern matches
+	// decides.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=name
+	Rules []DisruptionRule `json:"rules"`
+}
+
+// EffectiveRule is one rule of the merged, cluster-wide order.
+type EffectiveRule struct {
+	// Policy the rule comes from; empty for the built-in default.
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// Rule name (DefaultRuleName for the built-in default).
+	Rule string `json:"rule"`
+	// Match is the class, or the pattern, the rule matches.
+	Match  string           `json:"match"`
+	Action DisruptionAction `json:"action"`
+	// ShadowedBy names an earlier rule that matches every class this one
+	// does, so this one never decides anything.
+	// +optional
+	ShadowedBy string `json:"shadowedBy,omitempty"`
+}
+
+// DisruptionPolicyStatus shows how the cluster's policies combine.
+type DisruptionPolicyStatus struct {
+	// ObservedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Order is this policy's place among all policies (1 is tried first).
+	// +optional
+	Order int32 `json:"order,omitempty"`
+	// Summary of this policy's rules, "match=Action" in order.
+	// +optional
+	Summary string `json:"summary,omitempty"`
+	// EffectiveRules are the rules of every DisruptionPolicy merged in the
+	// order they are tried, ending with the built-in default (Drain). The
+	// drainer and `kubectl lull plan` decide with exactly this list.
+	// +optional
+	// +listType=atomic
+	EffectiveRules []EffectiveRule `json:"effectiveRules,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DisruptionPolicy maps maintenance classes to what they need done to a
+// node: None, Cordon or Drain. A class no rule matches is drained.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=dp,categories=lull
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
+// +kubebuilder:printcolumn:name="Order",type=integer,JSONPath=`.status.order`
+// +kubebuilder:printcolumn:name="Rules",type=string,JSONPath=`.status.summary`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DisruptionPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   DisruptionPolicySpec   `json:"spec"`
+	Status DisruptionPolicyStatus `json:"status,omitempty"`
+}
+
+// DisruptionPolicyList is a list of DisruptionPolicy.
+// +kubebuilder:object:root=true
+type DisruptionPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DisruptionPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DisruptionPolicy{}, &DisruptionPolicyList{})
+}

@@ -1,0 +1,159 @@
+// Package policy merges DisruptionPolicies into one ordered rule list and
+// decides what a maintenance class needs done to a node. The drainer, the
+// policy status controller and `kubectl lull plan` all decide with it.
+package policy
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+// Rule is a rule in the merged order, with the policy it comes from.
+type Rule struct {
+	Policy string
+	lullv1alpha1.DisruptionRule
+}
+
+// Match is what the rule matches: its class or its pattern.
+func (r *Rule) Match() string {
+	if r.ClassPattern != "" {
+		return r.ClassPattern
+	}
+	return r.Class
+}
+
+// Ref names the rule as "policy/rule".
+func (r *Rule) Ref() string { return r.Policy + "/" + r.Name }
+
+// Matches reports whether the rule decides class.
+func (r *Rule) Matches(class string) bool {
+	if r.ClassPattern == "" {
+		return r.Class == class
+	}
+	ok, err := path.Match(r.ClassPattern, class)
+	return err == nil && ok
+}
+
+// Set is the cluster's rules in the order they are tried.
+type Set struct {
+	rules []Rule
+	// order is each policy's place (1-based).
+	order map[string]int
+}
+
+// Merge orders the policies (higher priority first, then by name) and
+// concatenates their rules. Policies being deleted are left out.
+func Merge(policies []lullv1alpha1.DisruptionPolicy) *Set {
+	ps := make([]*lullv1alpha1.DisruptionPolicy, 0, len(policies))
+	for i := range policies {
+		if policies[i].DeletionTimestamp == nil {
+			ps = append(ps, &policies[i])
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].Spec.Priority != ps[j].Spec.Priority {
+			return ps[i].Spec.Priority > ps[j].Spec.Priority
+		}
+		return ps[i].Name < ps[j].Name
+	})
+	s := &Set{order: map[string]int{}}
+	for i, p := range ps {
+		s.order[p.Name] = i + 1
+		for _, r := range p.Spec.Rules {
+			s.rules = append(s.rules, Rule{Policy: p.Name, DisruptionRule: r})
+		}
+	}
+	return s
+}
+
+// Rules returns the merged rules in order (without the default).
+func (s *Set) Rules() []Rule { return s.rules }
+
+// Order is the policy's place among all policies (1 first); 0 if unknown.
+func (s *Set) Order(policy string) int { return s.order[policy] }
+
+// Decide returns the action for class and the rule that chose it: the
+// first matching rule, else the built-in default, Drain.
+func (s *Set) Decide(class string) lullv1alpha1.Decision {
+	for i := range s.rules {
+		r := &s.rules[i]
+		if !r.Matches(class) {
+			continue
+		}
+		d := lullv1alpha1.Decision{Action: r.Action, Policy: r.Policy, Rule: r.Name}
+		if r.Drain != nil {
+			if r.Drain.Timeout != nil {
+				t := *r.Drain.Timeout
+				d.Timeout = &t
+			}
+			d.Escalation = r.Drain.Escalation
+		}
+		return d
+	}
+	return lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain, Rule: lullv1alpha1.DefaultRuleName}
+}
+
+// Effective lists the merged rules as statuses show them, each marked when
+// an earlier rule already matches every class it matches, and ends with
+// the built-in default.
+func (s *Set) Effective() []lullv1alpha1.EffectiveRule {
+	out := make([]lullv1alpha1.EffectiveRule, 0, len(s.rules)+1)
+	catchAll := ""
+	for i := range s.rules {
+		r := &s.rules[i]
+		e := lullv1alpha1.EffectiveRule{Policy: r.Policy, Rule: r.Name, Match: r.Match(), Action: r.Action}
+		for j := 0; j < i && e.ShadowedBy == ""; j++ {
+			if covers(&s.rules[j], r) {
+				e.ShadowedBy = s.rules[j].Ref()
+			}
+		}
+		if catchAll == "" && isCatchAll(r.ClassPattern) {
+			catchAll = r.Ref()
+		}
+		out = append(out, e)
+	}
+	out = append(out, lullv1alpha1.EffectiveRule{Rule: lullv1alpha1.DefaultRuleName, Match: "*", Action: lullv1alpha1.ActionDrain, ShadowedBy: catchAll})
+	return out
+}
+
+// covers reports whether rule a matches every class rule b matches.
+func covers(a, b *Rule) bool {
+	if b.ClassPattern == "" {
+		return a.Matches(b.Class)
+	}
+	return isCatchAll(a.ClassPattern) || (a.ClassPattern != "" && a.ClassPattern == b.ClassPattern)
+}
+
+func isCatchAll(pattern string) bool {
+	return pattern != "" && strings.Trim(pattern, "*") == ""
+}
+
+// Summary is a policy's rules in one line, "match=Action" in order.
+func Summary(p *lullv1alpha1.DisruptionPolicy) string {
+	parts := make([]string, 0, len(p.Spec.Rules))
+	for _, r := range p.Spec.Rules {
+		rr := Rule{DisruptionRule: r}
+		parts = append(parts, fmt.Sprintf("%s=%s", rr.Match(), r.Action))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Describe says in one line what a decision means for a request.
+func Describe(class string, d lullv1alpha1.Decision) string {
+	rule := "rule " + d.RuleRef()
+	if d.Policy == "" {
+		rule = "no DisruptionPolicy rule matches; the default"
+	}
+	switch d.Action {
+	case lullv1alpha1.ActionNone:
+		return fmt.Sprintf("class %s needs no disruption (%s)", class, rule)
+	case lullv1alpha1.ActionCordon:
+		return fmt.Sprintf("class %s needs the node cordoned, not drained (%s)", class, rule)
+	default:
+		return fmt.Sprintf("class %s needs the node drained (%s)", class, rule)
+	}
+}
