@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,16 +30,17 @@ const maxPendingNames = 50
 // skipped; emptyDir data may go if configured); lull issues the evictions
 // itself, one per pod and round, with the pod's UID as precondition, so a
 // reconcile never blocks waiting for pods to go.
-func (r *Reconciler) drainHelper(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (*drain.Helper, error) {
+func drainHelper(ctx context.Context, kube kubernetes.Interface, o Options, nm *lullv1alpha1.NodeMaintenance) (*drain.Helper, error) {
+	o.defaults()
 	h := &drain.Helper{
 		Ctx:                             ctx,
-		Client:                          r.Kube,
+		Client:                          kube,
 		Force:                           false, // never evict pods no controller will recreate
 		GracePeriodSeconds:              -1,    // each pod's own grace period
 		IgnoreAllDaemonSets:             true,
-		DeleteEmptyDirData:              r.Options.DeleteEmptyDirData,
-		Timeout:                         r.Options.DrainTimeout,
-		EvictErrorRetryDelay:            r.Options.RetryDelay, // unused by lull's own rounds; never 0
+		DeleteEmptyDirData:              o.DeleteEmptyDirData,
+		Timeout:                         o.DrainTimeout,
+		EvictErrorRetryDelay:            o.RetryDelay, // unused by lull's own rounds; never 0
 		SkipWaitForDeleteTimeoutSeconds: 0,
 		Out:                             io.Discard,
 		ErrOut:                          io.Discard,
@@ -89,7 +91,7 @@ func (s *step) drain() (reconcile.Result, error) {
 		}
 	}
 
-	h, err := s.r.drainHelper(s.ctx, s.nm)
+	h, err := drainHelper(s.ctx, s.r.Kube, s.r.Options, s.nm)
 	if err != nil {
 		return s.abort(lullv1alpha1.PhaseFailed, err.Error())
 	}
@@ -115,7 +117,7 @@ func (s *step) drain() (reconcile.Result, error) {
 	}
 
 	blocked := map[string]*corev1.Pod{}
-	pdbs := pdbIndex{r: s.r, ctx: s.ctx, byNS: map[string][]policyv1.PodDisruptionBudget{}}
+	pdbs := newPDBIndex(s.ctx, s.r.Client)
 	progress, gone := false, 0
 	for i := range pods {
 		p := &pods[i]
@@ -186,16 +188,20 @@ func (s *step) drain() (reconcile.Result, error) {
 // pdbIndex answers, from the cache, whether a pod is covered by a
 // PodDisruptionBudget that currently allows no disruption.
 type pdbIndex struct {
-	r    *Reconciler
+	c    client.Reader
 	ctx  context.Context
 	byNS map[string][]policyv1.PodDisruptionBudget
+}
+
+func newPDBIndex(ctx context.Context, c client.Reader) pdbIndex {
+	return pdbIndex{c: c, ctx: ctx, byNS: map[string][]policyv1.PodDisruptionBudget{}}
 }
 
 func (x *pdbIndex) matching(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
 	list, ok := x.byNS[p.Namespace]
 	if !ok {
 		var pdbs policyv1.PodDisruptionBudgetList
-		if err := x.r.Client.List(x.ctx, &pdbs, client.InNamespace(p.Namespace)); err != nil {
+		if err := x.c.List(x.ctx, &pdbs, client.InNamespace(p.Namespace)); err != nil {
 			return nil // let the eviction API decide
 		}
 		list = pdbs.Items // copies: consume may count them down
@@ -268,18 +274,7 @@ func (s *step) blockers(blocked map[string]*corev1.Pod, pdbs *pdbIndex) {
 	for _, b := range s.status.Blockers {
 		prev[b.PodDisruptionBudget] = b.Since
 	}
-	byPDB := map[string][]string{}
-	for key, p := range blocked {
-		found := false
-		for _, pdb := range pdbs.matching(p) {
-			id := pdb.Namespace + "/" + pdb.Name
-			byPDB[id] = append(byPDB[id], key)
-			found = true
-		}
-		if !found {
-			byPDB["(unknown)"] = append(byPDB["(unknown)"], key)
-		}
-	}
+	byPDB := groupBlocked(blocked, pdbs)
 	var out []lullv1alpha1.Blocker
 	for _, id := range sortedKeys(byPDB) {
 		since, ok := prev[id]
@@ -295,6 +290,90 @@ func (s *step) blockers(blocked map[string]*corev1.Pod, pdbs *pdbIndex) {
 		out = append(out, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id], Since: since})
 	}
 	s.status.Blockers = out
+}
+
+// groupBlocked names, per PodDisruptionBudget (namespace/name), the
+// blocked pods it covers.
+func groupBlocked(blocked map[string]*corev1.Pod, pdbs *pdbIndex) map[string][]string {
+	byPDB := map[string][]string{}
+	for key, p := range blocked {
+		found := false
+		for _, pdb := range pdbs.matching(p) {
+			id := pdb.Namespace + "/" + pdb.Name
+			byPDB[id] = append(byPDB[id], key)
+			found = true
+		}
+		if !found {
+			byPDB["(unknown)"] = append(byPDB["(unknown)"], key)
+		}
+	}
+	for _, pods := range byPDB {
+		sort.Strings(pods)
+	}
+	return byPDB
+}
+
+// DrainPreview is what a drain's first round would do now.
+type DrainPreview struct {
+	// Evict are the pods (namespace/name) the round would evict.
+	Evict []string
+	// Blockers are the PodDisruptionBudgets that would refuse evictions
+	// (Since is zero).
+	Blockers []lullv1alpha1.Blocker
+	// Refused are pods the drain refuses to evict (no controller, local
+	// storage), with why.
+	Refused []string
+	// MaxGracePeriod is the longest termination grace period among the
+	// pods to evict.
+	MaxGracePeriod time.Duration
+}
+
+// PreviewDrain runs the selection and budget accounting of a drain round
+// for nm's node without evicting anything: the same pods, the same
+// PodDisruptionBudget arithmetic, the same blockers the drainer would
+// report. Budgets are read from c.
+func PreviewDrain(ctx context.Context, kube kubernetes.Interface, c client.Reader, o Options, nm *lullv1alpha1.NodeMaintenance) (*DrainPreview, error) {
+	h, err := drainHelper(ctx, kube, o, nm)
+	if err != nil {
+		return nil, err
+	}
+	list, errs := h.GetPodsForDeletion(nm.Spec.NodeName)
+	if list == nil {
+		return nil, fmt.Errorf("listing pods on node %s: %v", nm.Spec.NodeName, errs)
+	}
+	out := &DrainPreview{}
+	for _, e := range errs {
+		out.Refused = append(out.Refused, e.Error())
+	}
+	pdbs := newPDBIndex(ctx, c)
+	blocked := map[string]*corev1.Pod{}
+	pods := list.Pods()
+	for i := range pods {
+		p := &pods[i]
+		key := p.Namespace + "/" + p.Name
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if pdbs.exhausted(p) {
+			blocked[key] = p
+			continue
+		}
+		pdbs.consume(p)
+		out.Evict = append(out.Evict, key)
+		grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, corev1.DefaultTerminationGracePeriodSeconds)) * time.Second
+		if h.GracePeriodSeconds >= 0 {
+			grace = time.Duration(h.GracePeriodSeconds) * time.Second
+		}
+		if grace > out.MaxGracePeriod {
+			out.MaxGracePeriod = grace
+		}
+	}
+	byPDB := groupBlocked(blocked, &pdbs)
+	for _, id := range sortedKeys(byPDB) {
+		out.Blockers = append(out.Blockers, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id]})
+	}
+	sort.Strings(out.Evict)
+	return out, nil
 }
 
 // escalate applies the request's escalation once a blocked drain has
@@ -389,112 +468,4 @@ func windowEnd(ws []*lullv1alpha1.MaintenanceWindow) lullv1alpha1.WindowEndPolic
 		}
 	}
 	return out
-}
-
-// budgetFree reports whether starting this request keeps every governing
-// window within its maxUnavailable. Requests in progress are counted from
-// a live list (the API server, not the cache): reconciles run one at a
-// time, so this count and the claim that follows cannot interleave.
-func (r *Reconciler) budgetFree(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node, ws []*lullv1alpha1.MaintenanceWindow) (string, bool, error) {
-	var all lullv1alpha1.NodeMaintenanceList
-	if err := r.APIReader.List(ctx, &all); err != nil {
-		return "", false, fmt.Errorf("listing NodeMaintenances: %w", err)
-	}
-	var active []*lullv1alpha1.NodeMaintenance
-	for i := range all.Items {
-		o := &all.Items[i]
-		if o.Name != nm.Name && (o.Status.Phase.Disrupting() || (o.Status.Phase == lullv1alpha1.PhaseWaitingForLease && o.Status.CordonedByLull)) {
-			active = append(active, o)
-		}
-	}
-	nodeLabels := func(name string) (labels.Set, bool) {
-		var n corev1.Node
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
-			return nil, false
-		}
-		return labels.Set(n.Labels), true
-	}
-	if len(ws) == 0 {
-		// Nodes no window selects share the default budget.
-		var all lullv1alpha1.MaintenanceWindowList
-		if err := r.Client.List(ctx, &all); err != nil {
-			return "", false, fmt.Errorf("listing MaintenanceWindows: %w", err)
-		}
-		selectors := make([]labels.Selector, 0, len(all.Items))
-		for _, w := range all.Items {
-			selectors = append(selectors, windowSelector(&w))
-		}
-		var inUse []string
-		for _, o := range active {
-			if l, ok := nodeLabels(o.Spec.NodeName); ok && !anyMatches(selectors, l) {
-				inUse = append(inUse, o.Spec.NodeName)
-			}
-		}
-		if len(inUse) >= r.Options.DefaultMaxUnavailable {
-			return fmt.Sprintf("the default budget for nodes without a window allows %d at once; in use by %s",
-				r.Options.DefaultMaxUnavailable, strings.Join(inUse, ", ")), false, nil
-		}
-		return "", true, nil
-	}
-	for _, w := range ws {
-		sel := windowSelector(w)
-		var selected corev1.NodeList
-		if err := r.Client.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-			return "", false, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
-		}
-		max, err := maxUnavailable(w, len(selected.Items))
-		if err != nil {
-			return fmt.Sprintf("window %s: %v", w.Name, err), false, nil
-		}
-		var inUse []string
-		for _, o := range active {
-			if l, ok := nodeLabels(o.Spec.NodeName); ok && sel.Matches(l) {
-				inUse = append(inUse, o.Spec.NodeName)
-			}
-		}
-		if len(inUse) >= max {
-			return fmt.Sprintf("window %s allows %d node(s) disrupted at once; in use by %s", w.Name, max, strings.Join(inUse, ", ")), false, nil
-		}
-	}
-	return "", true, nil
-}
-
-// windowSelector is the set of nodes a window selects: all of them when it
-// has no nodeSelector; an invalid selector selects every node, so it
-// counts against the budget rather than escaping it (fail closed).
-func windowSelector(w *lullv1alpha1.MaintenanceWindow) labels.Selector {
-	if w.Spec.NodeSelector == nil {
-		return labels.Everything()
-	}
-	sel, err := metav1.LabelSelectorAsSelector(w.Spec.NodeSelector)
-	if err != nil {
-		return labels.Everything()
-	}
-	return sel
-}
-
-func anyMatches(sels []labels.Selector, l labels.Set) bool {
-	for _, s := range sels {
-		if s.Matches(l) {
-			return true
-		}
-	}
-	return false
-}
-
-// maxUnavailable resolves a window's budget against its node count; a
-// percentage rounds down but never below one node.
-func maxUnavailable(w *lullv1alpha1.MaintenanceWindow, nodes int) (int, error) {
-	v := intstr.FromInt32(1)
-	if w.Spec.MaxUnavailable != nil {
-		v = *w.Spec.MaxUnavailable
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(&v, nodes, false)
-	if err != nil {
-		return 0, fmt.Errorf("maxUnavailable %s: %w", v.String(), err)
-	}
-	if n < 1 && v.Type == intstr.String {
-		n = 1
-	}
-	return n, nil
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/policy"
@@ -91,9 +92,11 @@ func (s *step) gate() (reconcile.Result, error) {
 		s.releaseIfHeld()
 		return s.save(lullv1alpha1.PhaseWaitingForWindow, res)
 	}
-	if msg, ok, err := s.r.budgetFree(s.ctx, s.nm, s.node, s.windows()); err != nil {
+	if b, err := budget.Check(s.ctx, s.r.APIReader, s.r.Client, budget.Request{Node: s.node.Name, Windows: s.windows(),
+		DefaultMaxUnavailable: s.r.Options.DefaultMaxUnavailable}); err != nil {
 		return reconcile.Result{}, err
-	} else if !ok {
+	} else if !b.Free {
+		msg := b.Message
 		s.releaseIfHeld()
 		s.cond(ConditionBudget, false, "BudgetInUse", msg)
 		s.status.WaitingFor = msg
@@ -156,44 +159,69 @@ func (s *step) noteWindows() {
 // waitForWindow reports whether the windows (or minTimeRemaining) keep
 // the request from starting now, and when to look again.
 func (s *step) waitForWindow() (reconcile.Result, bool) {
-	fc := s.fc
-	if fc == nil {
+	v := CheckWindow(s.fc, s.windows(), s.now)
+	if s.fc == nil {
 		return reconcile.Result{RequeueAfter: time.Second}, true
 	}
+	s.cond(ConditionWindowPermits, !v.Wait, v.Reason, v.Message)
+	if !v.Wait {
+		return reconcile.Result{}, false
+	}
+	s.status.WaitingFor = v.Message
+	return reconcile.Result{RequeueAfter: v.RetryAfter}, true
+}
+
+// WindowVerdict is the window gate's answer for a request now.
+type WindowVerdict struct {
+	// Wait is true while the windows keep the request from starting.
+	Wait bool
+	// Reason and Message as the WindowPermits condition shows them.
+	Reason, Message string
+	// RetryAfter is when the answer changes by itself (0: not known).
+	RetryAfter time.Duration
+	// Opens is when the request may start, if known (next window start
+	// or the deadline, whichever comes first).
+	Opens time.Time
+}
+
+// CheckWindow is the window gate: the node's forecast (windows, deadline)
+// and the governing windows' minTimeRemaining. The drainer gates with it
+// and the preview predicts with it.
+func CheckWindow(fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, now time.Time) WindowVerdict {
+	if fc == nil {
+		return WindowVerdict{Wait: true, Reason: "Unknown", Message: "the node's forecast is not known yet", RetryAfter: time.Second}
+	}
 	if !fc.WindowOpen {
-		msg := "no window opens within the search horizon"
-		var res reconcile.Result
+		v := WindowVerdict{Wait: true, Reason: "WindowClosed", Message: "no window opens within the search horizon"}
 		if fc.Windows != nil {
-			msg = fc.Windows.Message
+			v.Message = fc.Windows.Message
 			if fc.Windows.HasNext {
-				msg = fmt.Sprintf("window(s) %s closed; next opens at %s", strings.Join(fc.Windows.Names, ","), fc.Windows.Next.Start.UTC().Format(time.RFC3339))
-				res.RequeueAfter = fc.Windows.Next.Start.Sub(s.now)
+				v.Message = fmt.Sprintf("window(s) %s closed; next opens at %s", strings.Join(fc.Windows.Names, ","), fc.Windows.Next.Start.UTC().Format(time.RFC3339))
+				v.RetryAfter = fc.Windows.Next.Start.Sub(now)
+				v.Opens = fc.Windows.Next.Start
 			}
 		}
 		if fc.Maintenance != nil && !fc.Maintenance.Deadline.IsZero() {
-			msg += fmt.Sprintf(" (deadline %s)", fc.Maintenance.Deadline.UTC().Format(time.RFC3339))
+			v.Message += fmt.Sprintf(" (deadline %s)", fc.Maintenance.Deadline.UTC().Format(time.RFC3339))
+			if v.Opens.IsZero() || fc.Maintenance.Deadline.Before(v.Opens) {
+				v.Opens = fc.Maintenance.Deadline
+			}
 		}
-		s.status.WaitingFor = msg
-		s.cond(ConditionWindowPermits, false, "WindowClosed", msg)
-		return res, true
+		return v
 	}
 	if !fc.PastDeadline && fc.Windows != nil && fc.Windows.Permitted {
-		left := fc.Windows.Until.Sub(s.now)
-		for _, mw := range s.windows() {
+		left := fc.Windows.Until.Sub(now)
+		for _, mw := range ws {
 			if min := mw.Spec.MinTimeRemaining; min != nil && left < min.Duration {
-				msg := fmt.Sprintf("only %s left in window %s; minTimeRemaining is %s", left.Round(time.Second), mw.Name, min.Duration)
-				s.status.WaitingFor = msg
-				s.cond(ConditionWindowPermits, false, "TooLittleTimeLeft", msg)
-				return reconcile.Result{RequeueAfter: left + time.Second}, true
+				return WindowVerdict{Wait: true, Reason: "TooLittleTimeLeft", RetryAfter: left + time.Second,
+					Message: fmt.Sprintf("only %s left in window %s; minTimeRemaining is %s", left.Round(time.Second), mw.Name, min.Duration)}
 			}
 		}
 	}
-	reason, msg := "WindowOpen", "the node's windows permit changes to start"
 	if fc.PastDeadline {
-		reason, msg = "DeadlinePassed", "the request's deadline has passed; windows no longer gate it"
+		return WindowVerdict{Reason: "DeadlinePassed", Message: "the request's deadline has passed; windows no longer gate it", Opens: now}
 	}
-	s.cond(ConditionWindowPermits, true, reason, msg)
-	return reconcile.Result{}, false
+	return WindowVerdict{Reason: "WindowOpen", Message: "the node's windows permit changes to start", Opens: now}
 }
 
 // cordon marks the node unschedulable (unless it already is) and moves on

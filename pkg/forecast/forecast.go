@@ -432,6 +432,30 @@ func (f *Forecast) Compute(name string, lbls map[string]string) *Node {
 	return n
 }
 
+// ComputeRequest returns the forecast for nm.Spec.NodeName as it would be
+// now if nm were the node's request and lbls its labels: a preview of a
+// request not yet made (or made differently). Nothing is stored.
+func (f *Forecast) ComputeRequest(nm *lullv1alpha1.NodeMaintenance, lbls map[string]string) *Node {
+	name := nm.Spec.NodeName
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	savedL, hadL := f.labels[name]
+	savedNM, hadNM := f.nms[name]
+	f.labels[name], f.nms[name] = lbls, nm
+	n := f.computeLocked(name, f.clock.Now())
+	if hadL {
+		f.labels[name] = savedL
+	} else {
+		delete(f.labels, name)
+	}
+	if hadNM {
+		f.nms[name] = savedNM
+	} else {
+		delete(f.nms, name)
+	}
+	return n
+}
+
 // Snapshot is an immutable view of every node's forecast. Lookups take no
 // lock.
 type Snapshot struct {

@@ -1,0 +1,154 @@
+// Package budget answers whether one more node may be disrupted without
+// exceeding the maxUnavailable of the MaintenanceWindows governing it (or
+// the default budget of nodes no window selects). The drainer gates every
+// request with it and `kubectl lull plan` previews with it.
+package budget
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+// Request is one prospective disruption.
+type Request struct {
+	// Node to disrupt.
+	Node string
+	// Windows governing the node; none: the default budget applies.
+	Windows []*lullv1alpha1.MaintenanceWindow
+	// DefaultMaxUnavailable bounds nodes no window selects.
+	DefaultMaxUnavailable int
+	// Also counts these nodes as disrupted in addition to what the API
+	// shows (a preview planning several nodes at once).
+	Also []string
+}
+
+// Result says whether the budget has room, and if not, who uses it.
+type Result struct {
+	Free bool
+	// Message says which budget is full and who uses it.
+	Message string
+	// InUse are the nodes using the full budget.
+	InUse []string
+}
+
+// Active reports whether a request uses budget: lull has cordoned the node
+// (or is about to), or lost its lease while its cordon is still in place.
+func Active(nm *lullv1alpha1.NodeMaintenance) bool {
+	return nm.Status.Phase.Disrupting() || (nm.Status.Phase == lullv1alpha1.PhaseWaitingForLease && nm.Status.CordonedByLull)
+}
+
+// Check counts the requests in progress from live (read it from the API
+// server, never from a cache that may lag behind the caller's own writes)
+// and the nodes and windows from cached.
+func Check(ctx context.Context, live, cached client.Reader, req Request) (Result, error) {
+	var all lullv1alpha1.NodeMaintenanceList
+	if err := live.List(ctx, &all); err != nil {
+		return Result{}, fmt.Errorf("listing NodeMaintenances: %w", err)
+	}
+	active := append([]string(nil), req.Also...)
+	for i := range all.Items {
+		o := &all.Items[i]
+		if o.Spec.NodeName != req.Node && Active(o) {
+			active = append(active, o.Spec.NodeName)
+		}
+	}
+	nodeLabels := func(name string) (labels.Set, bool) {
+		var n corev1.Node
+		if err := cached.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+			return nil, false
+		}
+		return labels.Set(n.Labels), true
+	}
+	if len(req.Windows) == 0 {
+		// Nodes no window selects share the default budget.
+		var all lullv1alpha1.MaintenanceWindowList
+		if err := cached.List(ctx, &all); err != nil {
+			return Result{}, fmt.Errorf("listing MaintenanceWindows: %w", err)
+		}
+		selectors := make([]labels.Selector, 0, len(all.Items))
+		for _, w := range all.Items {
+			selectors = append(selectors, WindowSelector(&w))
+		}
+		var inUse []string
+		for _, name := range active {
+			if l, ok := nodeLabels(name); ok && !anyMatches(selectors, l) {
+				inUse = append(inUse, name)
+			}
+		}
+		if len(inUse) >= req.DefaultMaxUnavailable {
+			return Result{InUse: inUse, Message: fmt.Sprintf("the default budget for nodes without a window allows %d at once; in use by %s",
+				req.DefaultMaxUnavailable, strings.Join(inUse, ", "))}, nil
+		}
+		return Result{Free: true}, nil
+	}
+	for _, w := range req.Windows {
+		sel := WindowSelector(w)
+		var selected corev1.NodeList
+		if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return Result{}, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
+		}
+		max, err := MaxUnavailable(w, len(selected.Items))
+		if err != nil {
+			return Result{Message: fmt.Sprintf("window %s: %v", w.Name, err)}, nil
+		}
+		var inUse []string
+		for _, name := range active {
+			if l, ok := nodeLabels(name); ok && sel.Matches(l) {
+				inUse = append(inUse, name)
+			}
+		}
+		if len(inUse) >= max {
+			return Result{InUse: inUse, Message: fmt.Sprintf("window %s allows %d node(s) disrupted at once; in use by %s", w.Name, max, strings.Join(inUse, ", "))}, nil
+		}
+	}
+	return Result{Free: true}, nil
+}
+
+// WindowSelector is the set of nodes a window selects: all of them when it
+// has no nodeSelector; an invalid selector selects every node, so it
+// counts against the budget rather than escaping it (fail closed).
+func WindowSelector(w *lullv1alpha1.MaintenanceWindow) labels.Selector {
+	if w.Spec.NodeSelector == nil {
+		return labels.Everything()
+	}
+	sel, err := metav1.LabelSelectorAsSelector(w.Spec.NodeSelector)
+	if err != nil {
+		return labels.Everything()
+	}
+	return sel
+}
+
+func anyMatches(sels []labels.Selector, l labels.Set) bool {
+	for _, s := range sels {
+		if s.Matches(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxUnavailable resolves a window's budget against its node count; a
+// percentage rounds down but never below one node.
+func MaxUnavailable(w *lullv1alpha1.MaintenanceWindow, nodes int) (int, error) {
+	v := intstr.FromInt32(1)
+	if w.Spec.MaxUnavailable != nil {
+		v = *w.Spec.MaxUnavailable
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, nodes, false)
+	if err != nil {
+		return 0, fmt.Errorf("maxUnavailable %s: %w", v.String(), err)
+	}
+	if n < 1 && v.Type == intstr.String {
+		n = 1
+	}
+	return n, nil
+}

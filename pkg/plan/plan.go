@@ -1,0 +1,383 @@
+// Package plan previews what a maintenance request would do, without
+// changing anything: per node, the action and the DisruptionPolicy rule
+// that chose it, when it would start and what decides that (window,
+// budget, another lease holder), the pods a drain would evict, the
+// PodDisruptionBudgets that would block it now, and warnings.
+//
+// It decides with the drainer's own code (pkg/policy, pkg/forecast,
+// pkg/budget, and the drainer's window gate and drain-round preview), from
+// the cluster state it reads, so a preview and the drainer cannot disagree
+// about the same state.
+package plan
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/drainer/maintenance"
+	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/pkg/window"
+)
+
+// Options must match the drainer's configuration for the preview to match
+// what it does.
+type Options struct {
+	// LeaseNamespace of the node disruption leases (--lease-namespace).
+	LeaseNamespace string
+	// NoWindowPermits: nodes no MaintenanceWindow selects may be disrupted
+	// (--nodes-without-window=Permissive, the default).
+	NoWindowPermits bool
+	// Identity of the drainer (its lease holder name).
+	Identity string
+	// DefaultMaxUnavailable bounds nodes no window selects.
+	DefaultMaxUnavailable int
+	// DeleteEmptyDirData: drains may evict pods with emptyDir volumes.
+	DeleteEmptyDirData bool
+	// Horizon of the window search.
+	Horizon time.Duration
+	// Clock gives now.
+	Clock clock.WithTickerAndDelayedExecution
+}
+
+// DefaultOptions are the drainer's defaults.
+func DefaultOptions() Options {
+	return Options{LeaseNamespace: lease.DefaultNamespace, NoWindowPermits: true, Identity: "lull-drainer", DefaultMaxUnavailable: 1}
+}
+
+// Request is a prospective maintenance request.
+type Request struct {
+	// Nodes by name; or Selector (both: the union).
+	Nodes    []string
+	Selector labels.Selector
+	Class    string
+	Deadline *time.Time
+}
+
+// Start says when a node's maintenance would start.
+type Start string
+
+const (
+	// StartImmediately: action None, the request completes at once.
+	StartImmediately Start = "Immediately"
+	// StartNow: every gate is open; the drainer starts at once.
+	StartNow Start = "Now"
+	// StartWindow: at StartAt, when a window opens (or the deadline passes).
+	StartWindow Start = "WindowOpens"
+	// StartNoWindow: no window opens within the search horizon.
+	StartNoWindow Start = "NoWindow"
+	// StartBudget: when another node's maintenance frees the budget.
+	StartBudget Start = "BudgetFrees"
+	// StartHolder: when the lease holder releases the node.
+	StartHolder Start = "HolderReleases"
+	// StartInProgress: the node's request has already started.
+	StartInProgress Start = "InProgress"
+)
+
+// Windows is the combined state of the windows deciding a node.
+type Windows struct {
+	Names     []string   `json:"names,omitempty"`
+	Permitted bool       `json:"permitted"`
+	NextStart *time.Time `json:"nextStart,omitempty"`
+	NextEnd   *time.Time `json:"nextEnd,omitempty"`
+	Message   string     `json:"message"`
+}
+
+// Node is the preview for one node.
+type Node struct {
+	Node   string                        `json:"node"`
+	Action lullv1alpha1.DisruptionAction `json:"action"`
+	// Rule that chose the action, "policy/rule" or "(default)".
+	Rule  string `json:"rule"`
+	Start Start  `json:"start"`
+	// StartAt is when it would start, when known.
+	StartAt *time.Time `json:"startAt,omitempty"`
+	// WaitingFor says what it would wait for, as the request's status would.
+	WaitingFor string   `json:"waitingFor,omitempty"`
+	Windows    *Windows `json:"windows,omitempty"`
+	// LeaseHolder is the node's current lease holder, if any.
+	LeaseHolder string `json:"leaseHolder,omitempty"`
+	// Evict are the pods a drain would evict (namespace/name).
+	Evict []string `json:"evict,omitempty"`
+	// Blockers are the PodDisruptionBudgets that would refuse evictions now.
+	Blockers []lullv1alpha1.Blocker `json:"blockers,omitempty"`
+	// Refused are pods the drain will not evict, with why.
+	Refused []string `json:"refused,omitempty"`
+	// DrainEstimate is a lower bound of the drain's duration (unblocked).
+	DrainEstimate metav1.Duration `json:"drainEstimate,omitempty"`
+	// Existing is the node's active request, if it has one.
+	Existing *lullv1alpha1.NodeMaintenance `json:"-"`
+	// ForeignLease is true when another actor holds the node's lease.
+	ForeignLease bool     `json:"-"`
+	Warnings     []string `json:"warnings,omitempty"`
+}
+
+// Result is a whole preview.
+type Result struct {
+	At    time.Time `json:"at"`
+	Class string    `json:"class"`
+	Nodes []Node    `json:"nodes"`
+}
+
+// roundOverhead is added to the longest grace period for a drain estimate:
+// eviction rounds, status writes and the API server's deletion.
+const roundOverhead = 5 * time.Second
+
+// Preview computes the preview. c reads lull's objects, nodes, leases and
+// PodDisruptionBudgets; kube lists pods (through the drain library).
+func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o Options, req Request) (*Result, error) {
+	d := DefaultOptions()
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = d.LeaseNamespace
+	}
+	if o.Identity == "" {
+		o.Identity = d.Identity
+	}
+	if o.DefaultMaxUnavailable == 0 {
+		o.DefaultMaxUnavailable = d.DefaultMaxUnavailable
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	var (
+		nodes    corev1.NodeList
+		nms      lullv1alpha1.NodeMaintenanceList
+		windows  lullv1alpha1.MaintenanceWindowList
+		policies lullv1alpha1.DisruptionPolicyList
+		leases   coordinationv1.LeaseList
+	)
+	for _, l := range []struct {
+		list client.ObjectList
+		opts []client.ListOption
+	}{{&nodes, nil}, {&nms, nil}, {&windows, nil}, {&policies, nil}, {&leases, []client.ListOption{client.InNamespace(o.LeaseNamespace)}}} {
+		if err := c.List(ctx, l.list, l.opts...); err != nil {
+			return nil, fmt.Errorf("listing %T: %w", l.list, err)
+		}
+	}
+
+	f := forecast.New(forecast.Options{LeaseNamespace: o.LeaseNamespace, NoWindowPermits: o.NoWindowPermits,
+		WindowOptions: window.Options{Horizon: o.Horizon}, Clock: o.Clock})
+	defer f.Stop()
+	for i := range nodes.Items {
+		f.SetNode(&nodes.Items[i])
+	}
+	for i := range leases.Items {
+		f.SetLease(&leases.Items[i])
+	}
+	for i := range nms.Items {
+		f.SetMaintenance(&nms.Items[i])
+	}
+	byName := map[string]*lullv1alpha1.MaintenanceWindow{}
+	for i := range windows.Items {
+		f.SetWindow(&windows.Items[i])
+		byName[windows.Items[i].Name] = &windows.Items[i]
+	}
+	f.SetSynced()
+	existing := map[string]*lullv1alpha1.NodeMaintenance{}
+	for i := range nms.Items {
+		nm := &nms.Items[i]
+		if nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
+			existing[nm.Spec.NodeName] = nm
+		}
+	}
+
+	targets, err := selectNodes(nodes.Items, req)
+	if err != nil {
+		return nil, err
+	}
+	decision := policy.Merge(policies.Items).Decide(req.Class)
+	now := o.Clock.Now()
+	res := &Result{At: now, Class: req.Class}
+	var starting []string // nodes this preview starts now: they use budget
+	for _, node := range targets {
+		p := Node{Node: node.Name, Action: decision.Action, Rule: decision.RuleRef()}
+		nm := &lullv1alpha1.NodeMaintenance{
+			ObjectMeta: metav1.ObjectMeta{Name: node.Name},
+			Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Class: req.Class},
+		}
+		if req.Deadline != nil {
+			nm.Spec.Deadline = &metav1.Time{Time: *req.Deadline}
+		}
+		if ex := existing[node.Name]; ex != nil {
+			p.Existing = ex
+			p.warn("node is already under maintenance: NodeMaintenance %s (class %s, phase %s)", ex.Name, ex.Spec.Class, phaseOf(ex))
+			if ex.Status.StartedAt != nil && ex.Status.Decision != nil {
+				// Started requests keep their decision.
+				p.Action, p.Rule = ex.Status.Decision.Action, ex.Status.Decision.RuleRef()
+			}
+			nm.Status = ex.Status
+		}
+		lbls := map[string]string{}
+		for k, v := range node.Labels {
+			lbls[k] = v
+		}
+		lbls[lullv1alpha1.MaintenanceLabel] = req.Class
+		fc := f.ComputeRequest(nm, lbls)
+		if fc != nil && fc.Lease != nil {
+			p.LeaseHolder = fc.Lease.Holder
+			if fc.Lease.Holder != o.Identity {
+				p.ForeignLease = true
+				what := fc.Lease.Holder
+				if fc.Lease.Operation != "" {
+					what += " for " + fc.Lease.Operation
+				}
+				if fc.Lease.Reason != "" {
+					what += " (" + fc.Lease.Reason + ")"
+				}
+				p.warn("node is leased by %s", what)
+			}
+		}
+		if node.Spec.Unschedulable && (p.Existing == nil || !p.Existing.Status.CordonedByLull) {
+			p.warn("node is already cordoned by someone else; lull will leave that cordon in place")
+		}
+		var ws []*lullv1alpha1.MaintenanceWindow
+		if fc != nil && fc.Windows != nil {
+			w := &Windows{Names: fc.Windows.Names, Permitted: fc.Windows.Permitted, Message: fc.Windows.Message}
+			if fc.Windows.HasNext {
+				w.NextStart = ptr.To(fc.Windows.Next.Start.UTC())
+				if fc.Windows.Next.End.Before(window.Forever) {
+					w.NextEnd = ptr.To(fc.Windows.Next.End.UTC())
+				}
+			}
+			p.Windows = w
+			for _, name := range fc.Windows.Names {
+				if mw := byName[name]; mw != nil {
+					ws = append(ws, mw)
+				}
+			}
+		}
+
+		switch {
+		case p.Existing != nil && p.Existing.Status.Phase.Disrupting():
+			p.Start = StartInProgress
+			p.WaitingFor = p.Existing.Status.WaitingFor
+		case p.Action == lullv1alpha1.ActionNone:
+			p.Start, p.StartAt = StartImmediately, ptr.To(now.UTC())
+			p.WaitingFor = policy.Describe(req.Class, decision) + ": completes at once, without lease, window or budget"
+		default:
+			v := maintenance.CheckWindow(fc, ws, now)
+			if v.Wait {
+				p.Start, p.WaitingFor = StartWindow, v.Message
+				if !v.Opens.IsZero() {
+					p.StartAt = ptr.To(v.Opens.UTC())
+				} else if v.Reason == "WindowClosed" {
+					p.Start = StartNoWindow
+				}
+				break
+			}
+			b, err := budget.Check(ctx, c, c, budget.Request{Node: node.Name, Windows: ws, DefaultMaxUnavailable: o.DefaultMaxUnavailable, Also: starting})
+			if err != nil {
+				return nil, err
+			}
+			if !b.Free {
+				p.Start, p.WaitingFor = StartBudget, b.Message
+				break
+			}
+			if p.ForeignLease {
+				p.Start, p.WaitingFor = StartHolder, fmt.Sprintf("node is leased by %q; the request waits until it is released", p.LeaseHolder)
+				break
+			}
+			p.Start, p.StartAt = StartNow, ptr.To(now.UTC())
+			starting = append(starting, node.Name)
+		}
+
+		if p.Action == lullv1alpha1.ActionDrain {
+			dp, err := maintenance.PreviewDrain(ctx, kube, c, maintenance.Options{DeleteEmptyDirData: o.DeleteEmptyDirData}, nm)
+			if err != nil {
+				return nil, err
+			}
+			p.Evict, p.Blockers, p.Refused = dp.Evict, dp.Blockers, dp.Refused
+			if len(dp.Evict) > 0 {
+				p.DrainEstimate = metav1.Duration{Duration: dp.MaxGracePeriod + roundOverhead}
+			}
+			for _, b := range dp.Blockers {
+				p.warn("PodDisruptionBudget %s allows no more disruption now; it would block %s", b.PodDisruptionBudget, strings.Join(b.Pods, ", "))
+			}
+			for _, r := range dp.Refused {
+				p.warn("the drain will not evict: %s", r)
+			}
+			p.warnWindowTooShort(fc, now)
+		}
+		res.Nodes = append(res.Nodes, p)
+	}
+	return res, nil
+}
+
+// warnWindowTooShort warns when the permitted period the drain would run
+// in is shorter than the drain estimate.
+func (p *Node) warnWindowTooShort(fc *forecast.Node, now time.Time) {
+	est := p.DrainEstimate.Duration
+	if fc == nil || fc.Windows == nil || !fc.Windows.HasNext || est == 0 || fc.PastDeadline {
+		return
+	}
+	start, end := fc.Windows.Next.Start, fc.Windows.Next.End
+	if !end.Before(window.Forever) {
+		return
+	}
+	if start.Before(now) {
+		start = now
+	}
+	if left := end.Sub(start); left < est {
+		p.warn("the window %s lasts %s from when the drain would start (%s), less than the drain estimate %s: the drain would run past its end",
+			strings.Join(fc.Windows.Names, ","), left.Round(time.Second), start.UTC().Format(time.RFC3339), est)
+	}
+}
+
+func (p *Node) warn(format string, args ...any) {
+	p.Warnings = append(p.Warnings, fmt.Sprintf(format, args...))
+}
+
+func phaseOf(nm *lullv1alpha1.NodeMaintenance) lullv1alpha1.MaintenancePhase {
+	if nm.Status.Phase == "" {
+		return lullv1alpha1.PhasePending
+	}
+	return nm.Status.Phase
+}
+
+// selectNodes resolves the request's nodes; a named node that does not
+// exist is an error.
+func selectNodes(all []corev1.Node, req Request) ([]*corev1.Node, error) {
+	byName := map[string]*corev1.Node{}
+	for i := range all {
+		byName[all[i].Name] = &all[i]
+	}
+	picked := map[string]*corev1.Node{}
+	for _, n := range req.Nodes {
+		node, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("node %q not found", n)
+		}
+		picked[n] = node
+	}
+	if req.Selector != nil {
+		for i := range all {
+			if req.Selector.Matches(labels.Set(all[i].Labels)) {
+				picked[all[i].Name] = &all[i]
+			}
+		}
+	}
+	if len(picked) == 0 {
+		return nil, fmt.Errorf("no node selected")
+	}
+	out := make([]*corev1.Node, 0, len(picked))
+	for _, n := range picked {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

@@ -1,0 +1,145 @@
+package plan
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/scheme"
+)
+
+// Saturday 2026-11-21 10:00 UTC.
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func node(name string, lbls map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
+}
+
+func pod(name, nodeName, app string, grace int64) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": app},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app, UID: "u", Controller: ptr.To(true)}}},
+		Spec:   corev1.PodSpec{NodeName: nodeName, TerminationGracePeriodSeconds: ptr.To(grace)},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+func pdb(name, app string, allowed int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
+}
+
+func shippedPolicy(t *testing.T) *lullv1alpha1.DisruptionPolicy {
+	b, err := os.ReadFile("../../manifests/policy/default.yaml")
+	require.NoError(t, err)
+	var p lullv1alpha1.DisruptionPolicy
+	require.NoError(t, yaml.UnmarshalStrict(b, &p))
+	return &p
+}
+
+// preview runs Preview over objs. The fake clientset ignores field
+// selectors, so pods are listed for every node: give pods to one node only.
+func preview(t *testing.T, req Request, objs ...runtime.Object) *Result {
+	t.Helper()
+	var crObjs []client.Object
+	var pods []runtime.Object
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+			continue
+		}
+		crObjs = append(crObjs, o.(client.Object))
+	}
+	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(crObjs...).Build()
+	o := DefaultOptions()
+	o.Clock = clocktesting.NewFakeClock(t0)
+	res, err := Preview(context.Background(), c, fake.NewClientset(pods...), o, req)
+	require.NoError(t, err)
+	return res
+}
+
+func TestPreviewNoneCompletesAtOnce(t *testing.T) {
+	res := preview(t, Request{Nodes: []string{"n1"}, Class: "ssh-keys"}, node("n1", nil), shippedPolicy(t), pod("web-0", "n1", "web", 30))
+	require.Len(t, res.Nodes, 1)
+	n := res.Nodes[0]
+	require.Equal(t, lullv1alpha1.ActionNone, n.Action)
+	require.Equal(t, "default/ssh-keys", n.Rule)
+	require.Equal(t, StartImmediately, n.Start)
+	require.Empty(t, n.Evict, "None evicts nothing")
+}
+
+func TestPreviewWaitsForWindowAndNamesBlockers(t *testing.T) {
+	noon := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "noon"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Strategy: lullv1alpha1.StrategySchedule,
+		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: metav1.Duration{Duration: 2 * time.Hour},
+			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
+	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), noon, shippedPolicy(t),
+		pod("db-0", "n1", "db", 30), pod("db-1", "n1", "db", 30), pod("web-0", "n1", "web", 60), pdb("db", "db", 1))
+	n := res.Nodes[0]
+	require.Equal(t, lullv1alpha1.ActionDrain, n.Action)
+	require.Equal(t, "default/kernel-update", n.Rule)
+	require.Equal(t, StartWindow, n.Start)
+	require.Equal(t, time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), *n.StartAt, "13:00 in Berlin")
+	require.Equal(t, []string{"noon"}, n.Windows.Names)
+	// The budget allows one: the first db pod goes, the second is blocked,
+	// exactly as a drain round counts it down.
+	require.Equal(t, []string{"default/db-0", "default/web-0"}, n.Evict)
+	require.Equal(t, []lullv1alpha1.Blocker{{PodDisruptionBudget: "default/db", Pods: []string{"default/db-1"}}}, n.Blockers)
+	require.Equal(t, 65*time.Second, n.DrainEstimate.Duration)
+	require.Contains(t, n.Warnings[0], "PodDisruptionBudget default/db allows no more disruption now")
+}
+
+func TestPreviewBudgetAcrossPlannedNodes(t *testing.T) {
+	pool := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "pool-b"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Strategy: lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}}}
+	b := map[string]string{"pool": "b"}
+	res := preview(t, Request{Nodes: []string{"b2", "b1"}, Class: "hardware"}, node("b1", b), node("b2", b), pool)
+	require.Equal(t, StartNow, res.Nodes[0].Start)
+	require.Equal(t, "b1", res.Nodes[0].Node)
+	require.Equal(t, StartBudget, res.Nodes[1].Start)
+	require.Equal(t, "window pool-b allows 1 node(s) disrupted at once; in use by b1", res.Nodes[1].WaitingFor)
+	require.Equal(t, lullv1alpha1.DefaultRuleName, res.Nodes[0].Rule, "no policy: the default drains")
+}
+
+func TestPreviewForeignLeaseAndShortWindow(t *testing.T) {
+	held := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease.Name("n1"), Namespace: lease.DefaultNamespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("fw-updater"), LeaseDurationSeconds: ptr.To[int32](600),
+			AcquireTime: &metav1.MicroTime{Time: t0}, RenewTime: &metav1.MicroTime{Time: t0}}}
+	short := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "short"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Strategy: lullv1alpha1.StrategySchedule,
+		Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "09:55", Duration: metav1.Duration{Duration: 10 * time.Minute},
+			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
+	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), held, short, pod("slow-0", "n1", "slow", 900))
+	n := res.Nodes[0]
+	require.Equal(t, StartHolder, n.Start)
+	require.True(t, n.ForeignLease)
+	require.Equal(t, "fw-updater", n.LeaseHolder)
+	require.Contains(t, n.Warnings[0], "node is leased by fw-updater")
+	require.Contains(t, n.Warnings[1], "the window short lasts 5m0s")
+	require.Contains(t, n.Warnings[1], "less than the drain estimate 15m5s")
+}
+
+func TestPreviewUnknownNode(t *testing.T) {
+	c := crfake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	_, err := Preview(context.Background(), c, fake.NewClientset(), DefaultOptions(), Request{Nodes: []string{"nope"}, Class: "x"})
+	require.ErrorContains(t, err, `node "nope" not found`)
+}
