@@ -31,12 +31,12 @@ const (
 	PhaseCordoning        MaintenancePhase = "Cordoning"
 	// PhaseCordoned: the node is cordoned and held for a class whose
 	// policy action is Cordon (nothing is evicted).
-	PhaseCordoned MaintenancePhase = "Cordoned"
-	PhaseDraining         MaintenancePhase = "Draining"
-	PhaseDrained          MaintenancePhase = "Drained"
-	PhaseUncordoning      MaintenancePhase = "Uncordoning"
-	PhaseCompleted        MaintenancePhase = "Completed"
-	PhaseFailed           MaintenancePhase = "Failed"
+	PhaseCordoned    MaintenancePhase = "Cordoned"
+	PhaseDraining    MaintenancePhase = "Draining"
+	PhaseDrained     MaintenancePhase = "Drained"
+	PhaseUncordoning MaintenancePhase = "Uncordoning"
+	PhaseCompleted   MaintenancePhase = "Completed"
+	PhaseFailed      MaintenancePhase = "Failed"
 )
 
 // Disrupting reports whether a node in this phase is being, or has been,
