@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
 	"lull.dev/lull/pkg/lease"
@@ -28,6 +29,7 @@ const (
 	// ExitHeld: another actor holds the node's lease (acquire), or the
 	// caller is not the holder (renew, release).
 	ExitHeld = 3
+	// ExitNeedsForce (4): see the request command.
 )
 
 // exitError carries an exit code through cobra.
@@ -45,6 +47,7 @@ type options struct {
 	medik8s        bool
 	output         string
 	out, errOut    io.Writer
+	clock          clock.WithTickerAndDelayedExecution
 }
 
 // Run runs kubectl-lull with args and returns the process exit code.
@@ -65,10 +68,10 @@ func Run(args []string, stdout, stderr io.Writer) int {
 
 // NewCommand returns the root command.
 func NewCommand(stdout, stderr io.Writer) *cobra.Command {
-	o := &options{flags: genericclioptions.NewConfigFlags(true), out: stdout, errOut: stderr}
+	o := &options{flags: genericclioptions.NewConfigFlags(true), out: stdout, errOut: stderr, clock: clock.RealClock{}}
 	root := &cobra.Command{
 		Use:           "kubectl-lull",
-		Short:         "Safe disruptive work on nodes: leases, maintenance windows, requests",
+		Short:         "Safe disruptive work on nodes: requests, previews, windows, leases",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Version,
@@ -78,7 +81,8 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.leaseNamespace, "lease-namespace", lease.DefaultNamespace, "namespace of the node disruption leases")
 	root.PersistentFlags().BoolVar(&o.medik8s, "medik8s", false, "use the medik8s lease namespace ("+lease.Medik8sNamespace+") to interoperate with medik8s tools")
-	root.AddCommand(newLeaseCommand(o))
+	root.AddCommand(newLeaseCommand(o), newStatusCommand(o), newRequestCommand(o), newCompleteCommand(o), newCancelCommand(o),
+		newPlanCommand(o), newWindowsCommand(o), newWhyCommand(o))
 	return root
 }
 
@@ -91,11 +95,7 @@ func (o *options) leaseClient() (*lease.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns := o.leaseNamespace
-	if o.medik8s {
-		ns = lease.Medik8sNamespace
-	}
-	return lease.New(cs, lease.Options{Namespace: ns}), nil
+	return lease.New(cs, lease.Options{Namespace: o.namespace()}), nil
 }
 
 func newLeaseCommand(o *options) *cobra.Command {

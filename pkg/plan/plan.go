@@ -57,7 +57,7 @@ type Options struct {
 
 // DefaultOptions are the drainer's defaults.
 func DefaultOptions() Options {
-	return Options{LeaseNamespace: lease.DefaultNamespace, NoWindowPermits: true, Identity: "lull-drainer", DefaultMaxUnavailable: 1}
+	return Options{LeaseNamespace: lease.DefaultNamespace, NoWindowPermits: true, Identity: "lull-drainer", DefaultMaxUnavailable: 1, DeleteEmptyDirData: true}
 }
 
 // Request is a prospective maintenance request.
@@ -138,9 +138,25 @@ type Result struct {
 // eviction rounds, status writes and the API server's deletion.
 const roundOverhead = 5 * time.Second
 
-// Preview computes the preview. c reads lull's objects, nodes, leases and
-// PodDisruptionBudgets; kube lists pods (through the drain library).
-func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o Options, req Request) (*Result, error) {
+// Cluster is the state a preview decides from, read once.
+type Cluster struct {
+	Options  Options
+	Now      time.Time
+	Nodes    []corev1.Node
+	Windows  map[string]*lullv1alpha1.MaintenanceWindow
+	Policies []lullv1alpha1.DisruptionPolicy
+	// Requests are the active (not finished) NodeMaintenances by node.
+	Requests map[string]*lullv1alpha1.NodeMaintenance
+	// All NodeMaintenances, finished ones too, by node.
+	All map[string]*lullv1alpha1.NodeMaintenance
+	// Forecast fed with everything read; Stop it when done.
+	Forecast *forecast.Forecast
+}
+
+// Load reads nodes, NodeMaintenances, MaintenanceWindows,
+// DisruptionPolicies and the node leases, and feeds a forecast with them
+// as the controllers' informers feed theirs.
+func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 	d := DefaultOptions()
 	if o.LeaseNamespace == "" {
 		o.LeaseNamespace = d.LeaseNamespace
@@ -163,16 +179,20 @@ func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o 
 	)
 	for _, l := range []struct {
 		list client.ObjectList
+		what string
 		opts []client.ListOption
-	}{{&nodes, nil}, {&nms, nil}, {&windows, nil}, {&policies, nil}, {&leases, []client.ListOption{client.InNamespace(o.LeaseNamespace)}}} {
+	}{{&nodes, "nodes", nil}, {&nms, "NodeMaintenances", nil}, {&windows, "MaintenanceWindows", nil}, {&policies, "DisruptionPolicies", nil},
+		{&leases, "leases in " + o.LeaseNamespace, []client.ListOption{client.InNamespace(o.LeaseNamespace)}}} {
 		if err := c.List(ctx, l.list, l.opts...); err != nil {
-			return nil, fmt.Errorf("listing %T: %w", l.list, err)
+			return nil, fmt.Errorf("listing %s: %w", l.what, err)
 		}
 	}
-
 	f := forecast.New(forecast.Options{LeaseNamespace: o.LeaseNamespace, NoWindowPermits: o.NoWindowPermits,
 		WindowOptions: window.Options{Horizon: o.Horizon}, Clock: o.Clock})
-	defer f.Stop()
+	cl := &Cluster{Options: o, Now: o.Clock.Now(), Nodes: nodes.Items, Policies: policies.Items, Forecast: f,
+		Windows: map[string]*lullv1alpha1.MaintenanceWindow{}, Requests: map[string]*lullv1alpha1.NodeMaintenance{},
+		All: map[string]*lullv1alpha1.NodeMaintenance{}}
+	sort.Slice(cl.Nodes, func(i, j int) bool { return cl.Nodes[i].Name < cl.Nodes[j].Name })
 	for i := range nodes.Items {
 		f.SetNode(&nodes.Items[i])
 	}
@@ -180,28 +200,89 @@ func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o 
 		f.SetLease(&leases.Items[i])
 	}
 	for i := range nms.Items {
-		f.SetMaintenance(&nms.Items[i])
-	}
-	byName := map[string]*lullv1alpha1.MaintenanceWindow{}
-	for i := range windows.Items {
-		f.SetWindow(&windows.Items[i])
-		byName[windows.Items[i].Name] = &windows.Items[i]
-	}
-	f.SetSynced()
-	existing := map[string]*lullv1alpha1.NodeMaintenance{}
-	for i := range nms.Items {
 		nm := &nms.Items[i]
+		f.SetMaintenance(nm)
+		cl.All[nm.Spec.NodeName] = nm
 		if nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
-			existing[nm.Spec.NodeName] = nm
+			cl.Requests[nm.Spec.NodeName] = nm
 		}
 	}
+	for i := range windows.Items {
+		f.SetWindow(&windows.Items[i])
+		cl.Windows[windows.Items[i].Name] = &windows.Items[i]
+	}
+	f.SetSynced()
+	return cl, nil
+}
 
-	targets, err := selectNodes(nodes.Items, req)
+// Node returns a node by name.
+func (cl *Cluster) Node(name string) *corev1.Node {
+	i := sort.Search(len(cl.Nodes), func(i int) bool { return cl.Nodes[i].Name >= name })
+	if i < len(cl.Nodes) && cl.Nodes[i].Name == name {
+		return &cl.Nodes[i]
+	}
+	return nil
+}
+
+// WindowsOf is the combined window state deciding a node (as if a request
+// of class were made), and the governing windows.
+func (cl *Cluster) WindowsOf(node *corev1.Node, class string) (*Windows, []*lullv1alpha1.MaintenanceWindow) {
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node.Name}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Class: class}}
+	return cl.windowsOf(cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, class)))
+}
+
+func (cl *Cluster) windowsOf(fc *forecast.Node) (*Windows, []*lullv1alpha1.MaintenanceWindow) {
+	if fc == nil || fc.Windows == nil {
+		return nil, nil
+	}
+	w := &Windows{Names: fc.Windows.Names, Permitted: fc.Windows.Permitted, Message: fc.Windows.Message}
+	if fc.Windows.HasNext {
+		w.NextStart = ptr.To(fc.Windows.Next.Start.UTC())
+		if fc.Windows.Next.End.Before(window.Forever) {
+			w.NextEnd = ptr.To(fc.Windows.Next.End.UTC())
+		}
+	}
+	var ws []*lullv1alpha1.MaintenanceWindow
+	for _, name := range fc.Windows.Names {
+		if mw := cl.Windows[name]; mw != nil {
+			ws = append(ws, mw)
+		}
+	}
+	return w, ws
+}
+
+func withLabel(in map[string]string, class string) map[string]string {
+	out := make(map[string]string, len(in)+1)
+	for k, v := range in {
+		out[k] = v
+	}
+	out[lullv1alpha1.MaintenanceLabel] = class
+	return out
+}
+
+// Preview computes the preview. c reads lull's objects, nodes, leases and
+// PodDisruptionBudgets; kube lists pods (through the drain library).
+func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o Options, req Request) (*Result, error) {
+	cl, err := Load(ctx, c, o)
 	if err != nil {
 		return nil, err
 	}
-	decision := policy.Merge(policies.Items).Decide(req.Class)
-	now := o.Clock.Now()
+	defer cl.Forecast.Stop()
+	return cl.Preview(ctx, c, kube, req)
+}
+
+// Preview computes the preview from the loaded state; c and kube read
+// pods and PodDisruptionBudgets, and count the budget as the drainer does.
+func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, req Request) (*Result, error) {
+	o := cl.Options
+	existing := cl.Requests
+	f := cl.Forecast
+	targets, err := selectNodes(cl.Nodes, req)
+	if err != nil {
+		return nil, err
+	}
+	decision := policy.Merge(cl.Policies).Decide(req.Class)
+	now := cl.Now
 	res := &Result{At: now, Class: req.Class}
 	var starting []string // nodes this preview starts now: they use budget
 	for _, node := range targets {
@@ -222,12 +303,7 @@ func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o 
 			}
 			nm.Status = ex.Status
 		}
-		lbls := map[string]string{}
-		for k, v := range node.Labels {
-			lbls[k] = v
-		}
-		lbls[lullv1alpha1.MaintenanceLabel] = req.Class
-		fc := f.ComputeRequest(nm, lbls)
+		fc := f.ComputeRequest(nm, withLabel(node.Labels, req.Class))
 		if fc != nil && fc.Lease != nil {
 			p.LeaseHolder = fc.Lease.Holder
 			if fc.Lease.Holder != o.Identity {
@@ -246,21 +322,7 @@ func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o 
 			p.warn("node is already cordoned by someone else; lull will leave that cordon in place")
 		}
 		var ws []*lullv1alpha1.MaintenanceWindow
-		if fc != nil && fc.Windows != nil {
-			w := &Windows{Names: fc.Windows.Names, Permitted: fc.Windows.Permitted, Message: fc.Windows.Message}
-			if fc.Windows.HasNext {
-				w.NextStart = ptr.To(fc.Windows.Next.Start.UTC())
-				if fc.Windows.Next.End.Before(window.Forever) {
-					w.NextEnd = ptr.To(fc.Windows.Next.End.UTC())
-				}
-			}
-			p.Windows = w
-			for _, name := range fc.Windows.Names {
-				if mw := byName[name]; mw != nil {
-					ws = append(ws, mw)
-				}
-			}
-		}
+		p.Windows, ws = cl.windowsOf(fc)
 
 		switch {
 		case p.Existing != nil && p.Existing.Status.Phase.Disrupting():

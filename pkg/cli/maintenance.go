@@ -1,0 +1,359 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/pkg/scheme"
+)
+
+// ExitNeedsForce: `request` found a node leased by another actor or
+// already under maintenance, and --force was not given. Nothing changed.
+const ExitNeedsForce = 4
+
+// RequestedByCLI marks requests made with `kubectl lull request`.
+const RequestedByCLI = "kubectl-lull"
+
+// drainerFlags are the drainer settings a preview must share with the
+// drainer to predict what it does.
+type drainerFlags struct {
+	nodesWithoutWindow    string
+	identity              string
+	defaultMaxUnavailable int
+	deleteEmptyDirData    bool
+	horizon               time.Duration
+}
+
+func (d *drainerFlags) add(fs *pflag.FlagSet) {
+	def := plan.DefaultOptions()
+	fs.StringVar(&d.nodesWithoutWindow, "nodes-without-window", "Permissive", "the drainer's --nodes-without-window (Permissive or Restrictive)")
+	fs.StringVar(&d.identity, "drainer-identity", def.Identity, "the drainer's --identity (its lease holder name)")
+	fs.IntVar(&d.defaultMaxUnavailable, "default-max-unavailable", def.DefaultMaxUnavailable, "the drainer's --default-max-unavailable")
+	fs.BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", def.DeleteEmptyDirData, "the drainer's --delete-emptydir-data")
+	fs.DurationVar(&d.horizon, "window-horizon", 0, "the drainer's --window-horizon (0: the default)")
+}
+
+func (o *options) planOptions(d *drainerFlags) (plan.Options, error) {
+	po := plan.DefaultOptions()
+	switch d.nodesWithoutWindow {
+	case "Permissive":
+	case "Restrictive":
+		po.NoWindowPermits = false
+	default:
+		return po, fmt.Errorf("--nodes-without-window must be Permissive or Restrictive, not %q", d.nodesWithoutWindow)
+	}
+	po.LeaseNamespace = o.namespace()
+	po.Identity, po.DefaultMaxUnavailable, po.DeleteEmptyDirData, po.Horizon = d.identity, d.defaultMaxUnavailable, d.deleteEmptyDirData, d.horizon
+	po.Clock = o.clock
+	return po, nil
+}
+
+func (o *options) namespace() string {
+	if o.medik8s {
+		return lease.Medik8sNamespace
+	}
+	return o.leaseNamespace
+}
+
+// clients returns a client for lull's objects and the built-in ones, and a
+// clientset for pods (the drain library).
+func (o *options) clients() (client.Client, kubernetes.Interface, error) {
+	cfg, err := o.flags.ToRESTConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, kube, nil
+}
+
+func addOutput(cmd *cobra.Command, o *options) {
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+}
+
+func newPlanCommand(o *options) *cobra.Command {
+	var d drainerFlags
+	var class, selector, deadline string
+	var showPods bool
+	cmd := &cobra.Command{
+		Use:   "plan NODE... | -l SELECTOR --class CLASS",
+		Short: "Preview what a maintenance request would do, changing nothing",
+		Long: `Preview a maintenance request: for each node, the action the DisruptionPolicies
+choose (None, Cordon, Drain) and the rule that chose it; when it would start (now,
+when a window opens, when the budget frees, when another lease holder releases
+the node) and the windows deciding it; the pods a drain would evict; the
+PodDisruptionBudgets that would block it now; and warnings. The preview runs
+the drainer's own decision code on the cluster's current state.`,
+		Example: `  kubectl lull plan node-1 node-2 --class kernel-update
+  kubectl lull plan -l pool=general --class ssh-keys -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := buildRequest(args, selector, class, deadline, o.clock)
+			if err != nil {
+				return err
+			}
+			po, err := o.planOptions(&d)
+			if err != nil {
+				return err
+			}
+			c, kube, err := o.clients()
+			if err != nil {
+				return err
+			}
+			res, err := plan.Preview(cmd.Context(), c, kube, po, req)
+			if err != nil {
+				return err
+			}
+			return o.emit(res, func() error { return renderPlan(o.out, res, showPods) })
+		},
+	}
+	cmd.Flags().StringVar(&class, "class", "", "maintenance class (required)")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the nodes")
+	cmd.Flags().StringVar(&deadline, "deadline", "", "deadline after which windows no longer gate the request: RFC 3339 time or a duration from now (\"6h\")")
+	cmd.Flags().BoolVar(&showPods, "show-pods", false, "list the pods each drain would evict")
+	_ = cmd.MarkFlagRequired("class")
+	d.add(cmd.Flags())
+	addOutput(cmd, o)
+	return cmd
+}
+
+// buildRequest validates the arguments shared by plan and request.
+func buildRequest(nodes []string, selector, class, deadline string, clk clock.PassiveClock) (plan.Request, error) {
+	req := plan.Request{Nodes: nodes, Class: class}
+	if len(nodes) == 0 && selector == "" {
+		return req, fmt.Errorf("name one or more nodes, or give a label selector (-l)")
+	}
+	if errs := validation.IsDNS1123Subdomain(class); len(errs) > 0 || len(class) > 63 {
+		return req, fmt.Errorf("--class %q is not a valid maintenance class: lower-case letters, digits, '-', '.' and '_', at most 63 characters (e.g. kernel-update)", class)
+	}
+	if selector != "" {
+		sel, err := labels.Parse(selector)
+		if err != nil {
+			return req, fmt.Errorf("--selector: %w", err)
+		}
+		req.Selector = sel
+	}
+	if deadline != "" {
+		t, err := parseDeadline(deadline, clk.Now())
+		if err != nil {
+			return req, err
+		}
+		req.Deadline = &t
+	}
+	return req, nil
+}
+
+func parseDeadline(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(d).UTC().Truncate(time.Second), nil
+	}
+	return time.Time{}, fmt.Errorf("--deadline %q: give an RFC 3339 time (2026-11-23T06:00:00Z) or a positive duration from now (6h)", s)
+}
+
+func newRequestCommand(o *options) *cobra.Command {
+	var d drainerFlags
+	var class, reason, deadline string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "request NODE... --class CLASS --reason REASON",
+		Short: "Request maintenance of nodes (a NodeMaintenance each)",
+		Long: `Request maintenance: creates a NodeMaintenance per node. The request is previewed
+first; when a node is leased by another actor or already under maintenance,
+nothing is created and the command exits 4 unless --force is given (with
+--force, an existing request is updated to the new class, reason and deadline).
+Other findings (a window shorter than the drain estimate, PodDisruptionBudgets
+that block now) are printed as warnings.`,
+		Example: `  kubectl lull request node-1 --class kernel-update --reason "CVE-2026-1234"
+  kubectl lull request node-1 node-2 --class hardware --reason "disk" --deadline 24h`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return fmt.Errorf("--reason is required: say why, for the people who will find the request")
+			}
+			req, err := buildRequest(args, "", class, deadline, o.clock)
+			if err != nil {
+				return err
+			}
+			po, err := o.planOptions(&d)
+			if err != nil {
+				return err
+			}
+			c, kube, err := o.clients()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cl, err := plan.Load(ctx, c, po)
+			if err != nil {
+				return err
+			}
+			defer cl.Forecast.Stop()
+			res, err := cl.Preview(ctx, c, kube, req)
+			if err != nil {
+				return err
+			}
+			var needForce []string
+			for _, n := range res.Nodes {
+				for _, w := range n.Warnings {
+					fmt.Fprintf(o.errOut, "Warning: %s: %s\n", n.Node, w)
+				}
+				if n.Existing != nil || n.ForeignLease {
+					needForce = append(needForce, n.Node)
+				}
+			}
+			if len(needForce) > 0 && !force {
+				return &exitError{code: ExitNeedsForce, err: fmt.Errorf("node(s) %s are leased by another actor or already under maintenance; nothing was requested (use --force to request anyway)", strings.Join(needForce, ", "))}
+			}
+			for _, n := range res.Nodes {
+				if err := o.submit(ctx, c, cl, n, req, reason); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&class, "class", "", "maintenance class, e.g. kernel-update (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for people (required)")
+	cmd.Flags().StringVar(&deadline, "deadline", "", "deadline after which windows no longer gate the request: RFC 3339 time or a duration from now (\"6h\")")
+	cmd.Flags().BoolVar(&force, "force", false, "request even when a node is leased by another actor or already under maintenance")
+	_ = cmd.MarkFlagRequired("class")
+	d.add(cmd.Flags())
+	return cmd
+}
+
+// submit creates (or, forced, updates) one node's NodeMaintenance.
+func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster, n plan.Node, req plan.Request, reason string) error {
+	var deadline *metav1.Time
+	if req.Deadline != nil {
+		deadline = &metav1.Time{Time: *req.Deadline}
+	}
+	what := fmt.Sprintf("%s (rule %s), %s", n.Action, n.Rule, describeStart(n, cl.Now))
+	if ex := n.Existing; ex != nil {
+		ex = ex.DeepCopy()
+		ex.Spec.Class, ex.Spec.Reason, ex.Spec.Deadline = req.Class, reason, deadline
+		if err := c.Update(ctx, ex); err != nil {
+			return fmt.Errorf("updating NodeMaintenance %s: %w", ex.Name, err)
+		}
+		fmt.Fprintf(o.out, "nodemaintenance/%s updated: %s\n", ex.Name, what)
+		return nil
+	}
+	if old := cl.All[n.Node]; old != nil {
+		// The record of a finished request makes way for the new one.
+		if err := c.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the finished NodeMaintenance %s: %w", old.Name, err)
+		}
+	}
+	nm := &lullv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Node, Annotations: map[string]string{"lull.dev/requested-by": RequestedByCLI}},
+		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: n.Node, Class: req.Class, Reason: reason, Deadline: deadline},
+	}
+	if err := c.Create(ctx, nm); err != nil {
+		return fmt.Errorf("creating NodeMaintenance %s: %w", n.Node, err)
+	}
+	fmt.Fprintf(o.out, "nodemaintenance/%s requested: %s\n", n.Node, what)
+	return nil
+}
+
+func newCompleteCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "complete NODE...",
+		Short: "Mark maintenance done: lull uncordons (what it cordoned) and releases the lease",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := o.clients()
+			if err != nil {
+				return err
+			}
+			return o.eachActive(cmd.Context(), c, args, func(nm *lullv1alpha1.NodeMaintenance) error {
+				patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"complete":true}}`))
+				if err := c.Patch(cmd.Context(), nm, patch); err != nil {
+					return fmt.Errorf("completing NodeMaintenance %s: %w", nm.Name, err)
+				}
+				fmt.Fprintf(o.out, "nodemaintenance/%s completed\n", nm.Name)
+				return nil
+			})
+		},
+	}
+}
+
+func newCancelCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel NODE...",
+		Short: "Withdraw maintenance requests: lull undoes what it did and the request is deleted",
+		Long: `Cancel withdraws a request: the node's maintenance label (if any) is removed and
+its NodeMaintenance deleted; lull then uncordons what it cordoned and releases
+the lease before the object goes. Use complete instead to keep the record.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := o.clients()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			return o.eachActive(ctx, c, args, func(nm *lullv1alpha1.NodeMaintenance) error {
+				// The label first: while it is there, the drainer would
+				// request the maintenance again.
+				patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+				node := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: nm.Spec.NodeName}}
+				if err := c.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("removing the maintenance label of node %s: %w", nm.Spec.NodeName, err)
+				}
+				if err := c.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("deleting NodeMaintenance %s: %w", nm.Name, err)
+				}
+				fmt.Fprintf(o.out, "nodemaintenance/%s cancelled\n", nm.Name)
+				return nil
+			})
+		},
+	}
+}
+
+// eachActive applies fn to each node's active request; a node without one
+// is an error (after the others are done).
+func (o *options) eachActive(ctx context.Context, c client.Client, nodes []string, fn func(*lullv1alpha1.NodeMaintenance) error) error {
+	var missing []string
+	for _, n := range nodes {
+		nm := &lullv1alpha1.NodeMaintenance{}
+		err := c.Get(ctx, client.ObjectKey{Name: n}, nm)
+		if apierrors.IsNotFound(err) || (err == nil && (nm.Status.Phase.Finished() || nm.DeletionTimestamp != nil)) {
+			missing = append(missing, n)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(nm); err != nil {
+			return err
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("no active maintenance request for node(s) %s", strings.Join(missing, ", "))
+	}
+	return nil
+}

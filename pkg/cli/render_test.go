@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/plan"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// Saturday 2026-11-21 10:00 UTC.
+var now = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./pkg/cli -update to create %s", path)
+	require.Equal(t, string(want), string(got), "output differs from %s (go test ./pkg/cli -update rewrites it)", path)
+}
+
+func TestPlanTable(t *testing.T) {
+	noon := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	res := &plan.Result{At: now, Class: "kernel-update", Nodes: []plan.Node{
+		{Node: "n1", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Start: plan.StartNow, StartAt: &now,
+			Windows: &plan.Windows{Permitted: true, NextStart: &now, Message: "no MaintenanceWindow selects the node; the default permits"},
+			Evict:   []string{"shop/db-0", "shop/web-0"}, Blockers: []lullv1alpha1.Blocker{{PodDisruptionBudget: "shop/db", Pods: []string{"shop/db-1"}}},
+			DrainEstimate: metav1.Duration{Duration: 35 * time.Second},
+			Warnings:      []string{"PodDisruptionBudget shop/db allows no more disruption now; it would block shop/db-1"}},
+		{Node: "n2", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Start: plan.StartBudget,
+			WaitingFor: "the default budget for nodes without a window allows 1 at once; in use by n1",
+			Windows:    &plan.Windows{Permitted: true, Message: "no MaintenanceWindow selects the node; the default permits"}},
+		{Node: "n3", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Start: plan.StartWindow, StartAt: &noon,
+			WaitingFor: "window(s) noon closed; next opens at 2026-11-21T12:00:00Z",
+			Windows:    &plan.Windows{Names: []string{"noon"}, NextStart: &noon}, Evict: []string{"shop/web-1"},
+			DrainEstimate: metav1.Duration{Duration: 15*time.Minute + 5*time.Second},
+			Warnings:      []string{"the window noon lasts 10m0s from when the drain would start (2026-11-21T12:00:00Z), less than the drain estimate 15m5s: the drain would run past its end"}},
+		{Node: "n4", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Start: plan.StartHolder, LeaseHolder: "fw-updater",
+			WaitingFor: `node is leased by "fw-updater"; the request waits until it is released`,
+			Warnings:   []string{"node is leased by fw-updater for reboot (firmware 2.1)"}},
+	}}
+	var buf bytes.Buffer
+	require.NoError(t, renderPlan(&buf, res, true))
+	golden(t, "plan", buf.Bytes())
+
+	none := &plan.Result{At: now, Class: "ssh-keys", Nodes: []plan.Node{{Node: "n1", Action: lullv1alpha1.ActionNone, Rule: "default/ssh-keys",
+		Start: plan.StartImmediately, StartAt: &now, WaitingFor: "class ssh-keys needs no disruption (rule default/ssh-keys): completes at once, without lease, window or budget"}}}
+	buf.Reset()
+	require.NoError(t, renderPlan(&buf, none, false))
+	golden(t, "plan-none", buf.Bytes())
+}
+
+func TestStatusTable(t *testing.T) {
+	noon := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	end := time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC)
+	rows := []NodeStatus{
+		{Node: "n1", Class: "kernel-update", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Phase: lullv1alpha1.PhaseDraining,
+			Lease: &LeaseState{Holder: "lull-drainer", Operation: "drain"}, Windows: &plan.Windows{Names: []string{"morning"}, Permitted: true, NextStart: &now, NextEnd: &end},
+			Pods:     &lullv1alpha1.PodCounts{Total: 3, Evicted: 1, Pending: 2},
+			Blockers: []lullv1alpha1.Blocker{{PodDisruptionBudget: "shop/db", Pods: []string{"shop/db-0", "shop/db-1"}, Since: metav1.Time{Time: now.Add(-7 * time.Minute)}}},
+			WaitingFor: "draining: 2 of 3 pod(s) left", Cordoned: true},
+		{Node: "n2", Class: "kernel-update", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Phase: lullv1alpha1.PhaseWaitingForWindow,
+			Windows:    &plan.Windows{Names: []string{"noon"}, NextStart: &noon},
+			WaitingFor: "window(s) noon closed; next opens at 2026-11-21T12:00:00Z"},
+		{Node: "n3", Lease: &LeaseState{Holder: "fw-updater", Operation: "reboot"}, Windows: &plan.Windows{Permitted: true}},
+	}
+	var buf bytes.Buffer
+	require.NoError(t, renderStatus(&buf, rows, now))
+	golden(t, "status", buf.Bytes())
+	buf.Reset()
+	require.NoError(t, renderStatus(&buf, nil, now))
+	require.Equal(t, "No node is under maintenance or leased.\n", buf.String())
+}
+
+func TestWhyOutput(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, renderWhy(&buf, &Why{Pod: "shop/web-x", SchedulerName: "lull-scheduler", Nodes: 3,
+		Scheduler: "0/3 nodes are available: 2 node(s) didn't match NodeDisruption, 1 Insufficient cpu.",
+		Rejected: []Rejection{{Node: "n1", Reason: `node is leased for disruption by "fw-updater" for reboot`},
+			{Node: "n2", Reason: "node awaits maintenance (class kernel-update) and its window is open"}}}))
+	golden(t, "why", buf.Bytes())
+	buf.Reset()
+	require.NoError(t, renderWhy(&buf, &Why{Pod: "shop/batch", SchedulerName: "lull-scheduler", Tolerates: true}))
+	require.Contains(t, buf.String(), "tolerates lull.dev/disruption")
+}
+
+// Windows in a real zone across the end of daylight saving time: local
+// times and UTC differ by the zone's offset of each period.
+func TestWindowsTable(t *testing.T) {
+	weekend := lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "weekend"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Strategy:       lullv1alpha1.StrategySchedule,
+		NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "general"}},
+		MaxUnavailable: ptr.To(intstr.FromString("50%")),
+		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "02:00", Duration: metav1.Duration{Duration: 4 * time.Hour},
+			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Weekly, DaysOfWeek: []lullv1alpha1.Weekday{lullv1alpha1.Saturday, lullv1alpha1.Sunday}}}}}
+	always := lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "canary"}, Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}}
+	nodes := []corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"pool": "general"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"pool": "general"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "c"}},
+	}
+	// Saturday 2026-10-24 10:00 UTC: the next weekend crosses the switch
+	// from CEST (UTC+2) to CET (UTC+1) on Sunday 2026-10-25.
+	at := time.Date(2026, 10, 24, 10, 0, 0, 0, time.UTC)
+	views := windowViews([]lullv1alpha1.MaintenanceWindow{weekend, always}, nodes, at, 3)
+	var buf bytes.Buffer
+	require.NoError(t, renderWindows(&buf, views))
+	golden(t, "windows", buf.Bytes())
+	require.Equal(t, time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC), views[1].Periods[0].Start, "02:00 happens twice that night; the window takes the first (CEST)")
+}

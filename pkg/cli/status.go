@@ -1,0 +1,337 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/pkg/window"
+	"lull.dev/lull/plugins/nodedisruption"
+)
+
+// NodeStatus is one node's maintenance state, as `status` shows it.
+type NodeStatus struct {
+	Node       string                         `json:"node"`
+	Class      string                         `json:"class,omitempty"`
+	Action     lullv1alpha1.DisruptionAction  `json:"action,omitempty"`
+	Rule       string                         `json:"rule,omitempty"`
+	Phase      lullv1alpha1.MaintenancePhase  `json:"phase,omitempty"`
+	WaitingFor string                         `json:"waitingFor,omitempty"`
+	Lease      *LeaseState                    `json:"lease,omitempty"`
+	Windows    *plan.Windows                  `json:"windows,omitempty"`
+	Pods       *lullv1alpha1.PodCounts        `json:"pods,omitempty"`
+	Blockers   []lullv1alpha1.Blocker         `json:"blockers,omitempty"`
+	Cordoned   bool                           `json:"cordoned"`
+	Reason     string                         `json:"reason,omitempty"`
+	Conditions []metav1.Condition             `json:"-"`
+}
+
+// LeaseState is a node's held disruption lease.
+type LeaseState struct {
+	Holder    string `json:"holder"`
+	Operation string `json:"operation,omitempty"`
+}
+
+func newStatusCommand(o *options) *cobra.Command {
+	var d drainerFlags
+	cmd := &cobra.Command{
+		Use:   "status [NODE...]",
+		Short: "Show nodes under maintenance or leased: phase, what they wait for, lease, windows, pods, blockers",
+		Long: `Without arguments, status shows every node with a maintenance request, a
+maintenance label or a disruption lease; with arguments, those nodes.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			po, err := o.planOptions(&d)
+			if err != nil {
+				return err
+			}
+			c, _, err := o.clients()
+			if err != nil {
+				return err
+			}
+			rows, now, err := loadStatus(cmd.Context(), c, po, args)
+			if err != nil {
+				return err
+			}
+			return o.emit(rows, func() error { return renderStatus(o.out, rows, now) })
+		},
+	}
+	d.add(cmd.Flags())
+	addOutput(cmd, o)
+	return cmd
+}
+
+func loadStatus(ctx context.Context, c client.Reader, po plan.Options, names []string) ([]NodeStatus, time.Time, error) {
+	cl, err := plan.Load(ctx, c, po)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer cl.Forecast.Stop()
+	var nodes []*corev1.Node
+	if len(names) > 0 {
+		for _, n := range names {
+			node := cl.Node(n)
+			if node == nil {
+				return nil, time.Time{}, fmt.Errorf("node %q not found", n)
+			}
+			nodes = append(nodes, node)
+		}
+	} else {
+		for i := range cl.Nodes {
+			n := &cl.Nodes[i]
+			_, labelled := n.Labels[lullv1alpha1.MaintenanceLabel]
+			if labelled || cl.Requests[n.Name] != nil || cl.Forecast.Snapshot().Get(n.Name).Leased() {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	rows := make([]NodeStatus, 0, len(nodes))
+	for _, n := range nodes {
+		rows = append(rows, nodeStatus(cl, n))
+	}
+	return rows, cl.Now, nil
+}
+
+func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
+	st := NodeStatus{Node: n.Name, Cordoned: n.Spec.Unschedulable}
+	fc := cl.Forecast.Compute(n.Name, n.Labels)
+	if fc.Leased() {
+		st.Lease = &LeaseState{Holder: fc.Lease.Holder, Operation: fc.Lease.Operation}
+	}
+	class := "status"
+	if nm := cl.Requests[n.Name]; nm != nil {
+		st.Class, st.Phase, st.WaitingFor, st.Reason = nm.Spec.Class, phaseOrPending(nm), nm.Status.WaitingFor, nm.Spec.Reason
+		st.Pods, st.Blockers, st.Conditions = nm.Status.Pods, nm.Status.Blockers, nm.Status.Conditions
+		if d := nm.Status.Decision; d != nil {
+			st.Action, st.Rule = d.Action, d.RuleRef()
+		}
+		class = nm.Spec.Class
+	} else if v, ok := n.Labels[lullv1alpha1.MaintenanceLabel]; ok {
+		st.Class, st.Phase, st.WaitingFor = v, lullv1alpha1.PhasePending, "the drainer has not picked up the label yet"
+		class = v
+	}
+	st.Windows, _ = cl.WindowsOf(n, class)
+	return st
+}
+
+func phaseOrPending(nm *lullv1alpha1.NodeMaintenance) lullv1alpha1.MaintenancePhase {
+	if nm.Status.Phase == "" {
+		return lullv1alpha1.PhasePending
+	}
+	return nm.Status.Phase
+}
+
+func newWhyCommand(o *options) *cobra.Command {
+	var d drainerFlags
+	var filterOutside bool
+	cmd := &cobra.Command{
+		Use:   "why POD",
+		Short: "Explain which nodes lull-scheduler's NodeDisruption rejects for a pod, and why",
+		Long: `For a pod scheduled by lull-scheduler, why lists the nodes the NodeDisruption
+plugin rejects now (leased, under maintenance, or requested with an open
+window) with the reason, next to what the scheduler last reported.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			po, err := o.planOptions(&d)
+			if err != nil {
+				return err
+			}
+			c, _, err := o.clients()
+			if err != nil {
+				return err
+			}
+			ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace()
+			if err != nil {
+				return err
+			}
+			var pod corev1.Pod
+			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, &pod); err != nil {
+				return err
+			}
+			cl, err := plan.Load(cmd.Context(), c, po)
+			if err != nil {
+				return err
+			}
+			defer cl.Forecast.Stop()
+			w := explain(cl, &pod, filterOutside)
+			return o.emit(w, func() error { return renderWhy(o.out, w) })
+		},
+	}
+	cmd.Flags().BoolVar(&filterOutside, "filter-requested-outside-window", false, "lull-scheduler's filterRequestedOutsideWindow argument")
+	d.add(cmd.Flags())
+	addOutput(cmd, o)
+	return cmd
+}
+
+// Why is the explanation for one pod.
+type Why struct {
+	Pod           string `json:"pod"`
+	SchedulerName string `json:"schedulerName"`
+	NodeName      string `json:"nodeName,omitempty"`
+	// Scheduler is the scheduler's last PodScheduled message.
+	Scheduler string `json:"scheduler,omitempty"`
+	// Tolerates: the pod tolerates disruption; lull rejects no node.
+	Tolerates bool        `json:"tolerates"`
+	Nodes     int         `json:"nodes"`
+	Rejected  []Rejection `json:"rejected"`
+}
+
+// Rejection is a node lull rejects and why.
+type Rejection struct {
+	Node   string `json:"node"`
+	Reason string `json:"reason"`
+}
+
+func explain(cl *plan.Cluster, pod *corev1.Pod, filterOutside bool) *Why {
+	w := &Why{Pod: pod.Namespace + "/" + pod.Name, SchedulerName: pod.Spec.SchedulerName, NodeName: pod.Spec.NodeName,
+		Nodes: len(cl.Nodes), Rejected: []Rejection{}}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+			w.Scheduler = c.Message
+		}
+	}
+	if nodedisruption.Tolerates(pod, lullv1alpha1.DisruptionTolerationKey) {
+		w.Tolerates = true
+		return w
+	}
+	for i := range cl.Nodes {
+		n := &cl.Nodes[i]
+		if reason, blocked := nodedisruption.Blocks(cl.Forecast.Compute(n.Name, n.Labels), filterOutside); blocked {
+			w.Rejected = append(w.Rejected, Rejection{Node: n.Name, Reason: reason})
+		}
+	}
+	return w
+}
+
+func newWindowsCommand(o *options) *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "windows [NAME]",
+		Short: "Show MaintenanceWindows: open or closed now, and the next periods in local time and UTC",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := o.clients()
+			if err != nil {
+				return err
+			}
+			var list lullv1alpha1.MaintenanceWindowList
+			if err := c.List(cmd.Context(), &list); err != nil {
+				return err
+			}
+			var nodes corev1.NodeList
+			if err := c.List(cmd.Context(), &nodes); err != nil {
+				return err
+			}
+			var ws []lullv1alpha1.MaintenanceWindow
+			for _, w := range list.Items {
+				if len(args) == 0 || w.Name == args[0] {
+					ws = append(ws, w)
+				}
+			}
+			if len(args) == 1 && len(ws) == 0 {
+				return fmt.Errorf("MaintenanceWindow %q not found", args[0])
+			}
+			views := windowViews(ws, nodes.Items, o.clock.Now(), count)
+			return o.emit(views, func() error { return renderWindows(o.out, views) })
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 3, "how many upcoming periods to show per window")
+	addOutput(cmd, o)
+	return cmd
+}
+
+// WindowView is a window's state and next periods.
+type WindowView struct {
+	Name           string   `json:"name"`
+	Strategy       string   `json:"strategy"`
+	TimeZone       string   `json:"timeZone"`
+	Permitted      bool     `json:"permitted"`
+	Message        string   `json:"message"`
+	Nodes          int      `json:"nodes"`
+	MaxUnavailable int      `json:"maxUnavailable"`
+	Periods        []Period `json:"periods"`
+}
+
+// Period is a permitted period, in the window's zone and in UTC.
+type Period struct {
+	Start      time.Time  `json:"start"`
+	End        *time.Time `json:"end,omitempty"`
+	LocalStart string     `json:"localStart"`
+	LocalEnd   string     `json:"localEnd,omitempty"`
+}
+
+func windowViews(ws []lullv1alpha1.MaintenanceWindow, nodes []corev1.Node, now time.Time, count int) []WindowView {
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Name < ws[j].Name })
+	out := make([]WindowView, 0, len(ws))
+	for i := range ws {
+		mw := &ws[i]
+		v := WindowView{Name: mw.Name, Strategy: string(mw.Spec.Strategy), TimeZone: "UTC", Periods: []Period{}}
+		if v.Strategy == "" {
+			v.Strategy = string(lullv1alpha1.StrategySchedule)
+		}
+		if s := mw.Spec.Schedule; s != nil && s.TimeZone != "" {
+			v.TimeZone = s.TimeZone
+		}
+		loc, err := time.LoadLocation(v.TimeZone)
+		if err != nil {
+			loc = time.UTC
+		}
+		compiled := window.CompileOrInvalid(&mw.Spec, window.Options{})
+		r := compiled.Evaluate(now)
+		v.Permitted, v.Message = r.Permitted, r.Message()
+		sel := budget.WindowSelector(mw)
+		for j := range nodes {
+			if sel.Matches(labelsOf(&nodes[j])) {
+				v.Nodes++
+			}
+		}
+		v.MaxUnavailable, _ = budget.MaxUnavailable(mw, v.Nodes)
+		for _, iv := range compiled.Upcoming(now, count) {
+			p := Period{Start: iv.Start.UTC(), LocalStart: iv.Start.In(loc).Format("Mon 2006-01-02 15:04 MST")}
+			if !iv.Unbounded() {
+				p.End = ptr.To(iv.End.UTC())
+				p.LocalEnd = iv.End.In(loc).Format("Mon 2006-01-02 15:04 MST")
+			}
+			v.Periods = append(v.Periods, p)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func labelsOf(n *corev1.Node) labels.Set { return labels.Set(n.Labels) }
+
+// describeStart says in words when a planned node starts.
+func describeStart(n plan.Node, now time.Time) string {
+	switch n.Start {
+	case plan.StartImmediately:
+		return "completes at once (nothing disruptive)"
+	case plan.StartNow:
+		return "starts now"
+	case plan.StartWindow:
+		if n.StartAt != nil {
+			return "starts when a window opens at " + stamp(*n.StartAt, now)
+		}
+		return "waits for its window"
+	case plan.StartBudget:
+		return "starts when the window's disruption budget frees"
+	case plan.StartHolder:
+		return fmt.Sprintf("starts when %s releases the node's lease", n.LeaseHolder)
+	case plan.StartInProgress:
+		return "already in progress"
+	case plan.StartNoWindow:
+		return "no window opens within the search horizon"
+	}
+	return strings.ToLower(string(n.Start))
+}
