@@ -30,6 +30,7 @@ import (
 	"lull.dev/lull/drainer/app"
 	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/test/framework"
 )
 
@@ -296,7 +297,11 @@ func TestDrainerFullLifeByLabel(t *testing.T) {
 	e.pods("n1", "web", 3)
 	e.pods("n2", "web", 2)
 	e.start(nil)
+	p := e.predict("kernel-update", nil, "n1").Nodes[0]
+	require.Equal(t, plan.StartNow, p.Start)
+	require.Len(t, p.Evict, 3)
 	e.label("n1", ptr.To("kernel-update"))
+	e.verify(p)
 
 	nm := e.waitNM("n1", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
 	require.Equal(t, "kernel-update", nm.Spec.Class)
@@ -335,8 +340,11 @@ func TestDrainerWaitsForWindow(t *testing.T) {
 	e.pods("n1", "web", 2)
 	deleted := e.deletions()
 	e.start(nil)
+	p := e.predict("kernel-update", nil, "n1").Nodes[0]
+	require.Equal(t, plan.StartWindow, p.Start)
+	require.Equal(t, []string{"noon"}, p.Windows.Names)
 	e.label("n1", ptr.To("kernel-update"))
-	nm := e.waitNM("n1", "WaitingForWindow", phaseIs(lullv1alpha1.PhaseWaitingForWindow))
+	nm := e.verify(p)
 	require.Contains(t, nm.Status.WaitingFor, "2026-11-21T12:00:00Z")
 	require.Equal(t, []string{"noon"}, nm.Status.Windows)
 	require.False(t, e.nodeObj("n1").Spec.Unschedulable)
@@ -345,6 +353,7 @@ func TestDrainerWaitsForWindow(t *testing.T) {
 	require.Empty(t, e.leaseHolder("n1"))
 
 	e.clock.Step(2 * time.Hour) // 12:00 UTC = 13:00 in Berlin
+	e.verifyStartedAt(p)
 	e.waitNM("n1", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
 	require.Zero(t, e.podsOn("n1"))
 }
@@ -365,9 +374,35 @@ func TestDrainerBudgetOneAtATime(t *testing.T) {
 	// The watcher: the most nodes ever disrupted at once.
 	maxSeen := e.maxDisrupting()
 	e.start(nil)
+	// The preview starts one node and makes the others wait for the
+	// budget; which one the drainer starts first is the order it sees the
+	// labels in, so the check is the count and the waiting message.
+	res := e.predict("kernel-update", nil, nodes...)
+	starts := map[plan.Start]int{}
+	for _, p := range res.Nodes {
+		starts[p.Start]++
+	}
+	require.Equal(t, map[plan.Start]int{plan.StartNow: 1, plan.StartBudget: 2}, starts)
+	require.Equal(t, "window pool-b allows 1 node(s) disrupted at once; in use by b1", res.Nodes[1].WaitingFor)
 	for _, n := range nodes {
 		e.label(n, ptr.To("kernel-update"))
 	}
+	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got := map[plan.Start]int{}
+		for _, n := range nodes {
+			nm := &lullv1alpha1.NodeMaintenance{}
+			if e.c.Get(ctx, client.ObjectKey{Name: n}, nm) != nil {
+				return false, nil
+			}
+			switch {
+			case nm.Status.StartedAt != nil:
+				got[plan.StartNow]++
+			case nm.Status.Phase == lullv1alpha1.PhaseWaitingForBudget:
+				got[plan.StartBudget]++
+			}
+		}
+		return got[plan.StartNow] == 1 && got[plan.StartBudget] == 2, nil
+	}), "one started and two waiting for the budget, as previewed")
 	done := map[string]bool{}
 	for len(done) < len(nodes) {
 		var drained string
@@ -407,8 +442,11 @@ func TestDrainerWaitsForForeignLease(t *testing.T) {
 	_, err := lc.Acquire(e.ctx, "n1", "fw-updater", "reboot", "firmware 2.1", 10*time.Minute)
 	require.NoError(t, err)
 	e.start(nil)
+	p := e.predict("kernel-update", nil, "n1").Nodes[0]
+	require.Equal(t, plan.StartHolder, p.Start)
+	require.Contains(t, p.Warnings, "node is leased by fw-updater for reboot (firmware 2.1)")
 	e.label("n1", ptr.To("kernel-update"))
-	nm := e.waitNM("n1", "WaitingForLease", phaseIs(lullv1alpha1.PhaseWaitingForLease))
+	nm := e.verify(p)
 	require.Contains(t, nm.Status.WaitingFor, `leased by "fw-updater" for reboot`)
 	require.Equal(t, "fw-updater", nm.Status.LeaseHolder)
 	require.False(t, e.nodeObj("n1").Spec.Unschedulable)
@@ -426,7 +464,11 @@ func TestDrainerShowsPDBBlockers(t *testing.T) {
 	e.pdb("db", "db", 0)
 	deleted := e.deletions()
 	e.start(nil)
+	p := e.predict("kernel-update", nil, "n1").Nodes[0]
+	require.Equal(t, []string{e.ns + "/web-n1-0"}, p.Evict)
+	require.Len(t, p.Blockers, 1)
 	e.label("n1", ptr.To("kernel-update"))
+	e.verify(p)
 	nm := e.waitNM("n1", "a blocker", func(nm *lullv1alpha1.NodeMaintenance) bool { return len(nm.Status.Blockers) > 0 })
 	require.Equal(t, lullv1alpha1.PhaseDraining, nm.Status.Phase)
 	require.Equal(t, e.ns+"/db", nm.Status.Blockers[0].PodDisruptionBudget)
@@ -478,8 +520,10 @@ func TestDrainerWindowEnd(t *testing.T) {
 			e.pods("n1", "db", 1)
 			e.pdb("db", "db", 0)
 			e.start(nil)
+			p := e.predict("kernel-update", nil, "n1").Nodes[0]
+			require.Equal(t, plan.StartNow, p.Start)
 			e.label("n1", ptr.To("kernel-update"))
-			e.waitNM("n1", "blocked", func(nm *lullv1alpha1.NodeMaintenance) bool { return len(nm.Status.Blockers) > 0 })
+			e.verify(p)
 			e.clock.Step(31 * time.Minute) // 10:31: the window closed at 10:30
 			switch policy {
 			case lullv1alpha1.WindowEndPause:
@@ -510,14 +554,19 @@ func TestDrainerDeadlineOverridesWindow(t *testing.T) {
 	e.node("n1", nil)
 	e.pods("n1", "web", 1)
 	e.start(nil)
+	deadline := drainT0.Add(time.Hour)
+	p := e.predict("hardware", &deadline, "n1").Nodes[0]
+	require.Equal(t, plan.StartWindow, p.Start)
+	require.Equal(t, deadline, *p.StartAt, "a Restrictive window never opens: the deadline starts it")
 	require.NoError(t, e.c.Create(e.ctx, &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
 		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "hardware", Reason: "disk failing",
-			Deadline: &metav1.Time{Time: drainT0.Add(time.Hour)}},
+			Deadline: &metav1.Time{Time: deadline}},
 	}))
-	nm := e.waitNM("n1", "WaitingForWindow", phaseIs(lullv1alpha1.PhaseWaitingForWindow))
+	nm := e.verify(p)
 	require.Contains(t, nm.Status.WaitingFor, "deadline 2026-11-21T11:00:00Z")
 	e.clock.Step(time.Hour)
+	e.verifyStartedAt(p)
 	e.waitNM("n1", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
 	// Completing the object (no label involved) uncordons and releases.
 	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -542,7 +591,10 @@ func TestDrainerKeepsAdminCordon(t *testing.T) {
 	require.NoError(t, err)
 	e.pods("n1", "web", 1)
 	e.start(nil)
+	p := e.predict("kernel-update", nil, "n1").Nodes[0]
+	require.Contains(t, p.Warnings, "node is already cordoned by someone else; lull will leave that cordon in place")
 	e.label("n1", ptr.To("kernel-update"))
+	e.verify(p)
 	nm := e.waitNM("n1", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
 	require.True(t, *nm.Status.WasUnschedulable)
 	require.False(t, nm.Status.CordonedByLull)
@@ -558,8 +610,9 @@ func TestDrainerNodeDeletedMidDrain(t *testing.T) {
 	e.pods("n1", "db", 1)
 	e.pdb("db", "db", 0)
 	e.start(nil)
+	p := e.predict("hardware", nil, "n1").Nodes[0]
 	e.label("n1", ptr.To("hardware"))
-	e.waitNM("n1", "blocked", func(nm *lullv1alpha1.NodeMaintenance) bool { return len(nm.Status.Blockers) > 0 })
+	e.verify(p)
 	require.Equal(t, "lull-drainer", e.leaseHolder("n1"))
 	require.NoError(t, e.cs.CoreV1().Nodes().Delete(e.ctx, "n1", metav1.DeleteOptions{}))
 	nm := e.waitNM("n1", "Completed without finalizer", func(nm *lullv1alpha1.NodeMaintenance) bool {
@@ -626,10 +679,13 @@ func TestDrainerResumesAfterRestart(t *testing.T) {
 	e.pods("b2", "web", 1)
 	e.pdb("db", "db", 0)
 	stop := e.start(nil)
+	p := e.predict("kernel-update", nil, "b1").Nodes[0]
 	e.label("b1", ptr.To("kernel-update"))
-	e.waitNM("b1", "blocked", func(nm *lullv1alpha1.NodeMaintenance) bool { return len(nm.Status.Blockers) > 0 })
+	e.verify(p)
+	p = e.predict("kernel-update", nil, "b2").Nodes[0]
+	require.Equal(t, plan.StartBudget, p.Start)
 	e.label("b2", ptr.To("kernel-update"))
-	e.waitNM("b2", "WaitingForBudget", phaseIs(lullv1alpha1.PhaseWaitingForBudget))
+	e.verify(p)
 	stop()
 
 	// A watcher records every phase change: both disrupting at once is a
