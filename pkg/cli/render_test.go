@@ -72,8 +72,8 @@ func TestStatusTable(t *testing.T) {
 	rows := []NodeStatus{
 		{Node: "n1", Class: "kernel-update", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Phase: lullv1alpha1.PhaseDraining,
 			Lease: &LeaseState{Holder: "lull-drainer", Operation: "drain"}, Windows: &plan.Windows{Names: []string{"morning"}, Permitted: true, NextStart: &now, NextEnd: &end},
-			Pods:     &lullv1alpha1.PodCounts{Total: 3, Evicted: 1, Pending: 2},
-			Blockers: []lullv1alpha1.Blocker{{PodDisruptionBudget: "shop/db", Pods: []string{"shop/db-0", "shop/db-1"}, Since: metav1.Time{Time: now.Add(-7 * time.Minute)}}},
+			Pods:       &lullv1alpha1.PodCounts{Total: 3, Evicted: 1, Pending: 2},
+			Blockers:   []lullv1alpha1.Blocker{{PodDisruptionBudget: "shop/db", Pods: []string{"shop/db-0", "shop/db-1"}, Since: metav1.Time{Time: now.Add(-7 * time.Minute)}}},
 			WaitingFor: "draining: 2 of 3 pod(s) left", Cordoned: true},
 		{Node: "n2", Class: "kernel-update", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Phase: lullv1alpha1.PhaseWaitingForWindow,
 			Windows:    &plan.Windows{Names: []string{"noon"}, NextStart: &noon},

@@ -23,19 +23,19 @@ import (
 
 // NodeStatus is one node's maintenance state, as `status` shows it.
 type NodeStatus struct {
-	Node       string                         `json:"node"`
-	Class      string                         `json:"class,omitempty"`
-	Action     lullv1alpha1.DisruptionAction  `json:"action,omitempty"`
-	Rule       string                         `json:"rule,omitempty"`
-	Phase      lullv1alpha1.MaintenancePhase  `json:"phase,omitempty"`
-	WaitingFor string                         `json:"waitingFor,omitempty"`
-	Lease      *LeaseState                    `json:"lease,omitempty"`
-	Windows    *plan.Windows                  `json:"windows,omitempty"`
-	Pods       *lullv1alpha1.PodCounts        `json:"pods,omitempty"`
-	Blockers   []lullv1alpha1.Blocker         `json:"blockers,omitempty"`
-	Cordoned   bool                           `json:"cordoned"`
-	Reason     string                         `json:"reason,omitempty"`
-	Conditions []metav1.Condition             `json:"-"`
+	Node       string                        `json:"node"`
+	Class      string                        `json:"class,omitempty"`
+	Action     lullv1alpha1.DisruptionAction `json:"action,omitempty"`
+	Rule       string                        `json:"rule,omitempty"`
+	Phase      lullv1alpha1.MaintenancePhase `json:"phase,omitempty"`
+	WaitingFor string                        `json:"waitingFor,omitempty"`
+	Lease      *LeaseState                   `json:"lease,omitempty"`
+	Windows    *plan.Windows                 `json:"windows,omitempty"`
+	Pods       *lullv1alpha1.PodCounts       `json:"pods,omitempty"`
+	Blockers   []lullv1alpha1.Blocker        `json:"blockers,omitempty"`
+	Cordoned   bool                          `json:"cordoned"`
+	Reason     string                        `json:"reason,omitempty"`
+	Conditions []metav1.Condition            `json:"-"`
 }
 
 // LeaseState is a node's held disruption lease.
