@@ -41,7 +41,13 @@ kubectl get maintenancewindows
 kubectl rollout status deployment/web --timeout=60s >/dev/null || fail "the sample workload is not running"
 info "web pods (lull-scheduler) per node: $(pods_per_node)"
 
-canary=kwok-node-0 general=kwok-node-3
+canary=kwok-node-0 general=kwok-node-3 keys=kwok-node-4
+say "0. preview: what would a kernel update of $canary and $general do?"
+kubectl get disruptionpolicies
+kubectl lull plan "$canary" "$general" --class kernel-update || fail "kubectl lull plan failed"
+[[ "$(kubectl lull plan "$canary" --class kernel-update -o json | sed -n 's/.*"start": *"\([^"]*\)".*/\1/p')" == Now ]] ||
+  fail "the preview does not start the canary node now"
+
 say "1. maintenance of canary node $canary (window always open)"
 kubectl label node "$canary" lull.dev/maintenance=kernel-update --overwrite >/dev/null
 info "requested: kubectl label node $canary lull.dev/maintenance=kernel-update"
@@ -83,4 +89,12 @@ for n in "$canary" "$general"; do
 done
 kubectl patch maintenancewindow weekend --type json -p '[{"op":"remove","path":"/spec/override"}]' >/dev/null 2>&1 || true
 info "web pods per node: $(pods_per_node)"
+
+say "4. a class the policy says disrupts nothing: $keys, ssh-keys"
+kubectl lull request "$keys" --class ssh-keys --reason "demo: rotate keys" || fail "kubectl lull request failed"
+wait_phase "$keys" Completed 30
+[[ "$(nm "$keys" '{.status.decision.action}')" == None ]] || fail "the request of $keys was not decided None"
+[[ -z "$(nm "$keys" '{.status.startedAt}')" ]] || fail "$keys was disrupted"
+[[ "$(kubectl get node "$keys" -o jsonpath='{.spec.unschedulable}')" != true ]] || fail "$keys cordoned"
+info "$keys: completed at once by rule $(nm "$keys" '{.status.decision.policy}/{.status.decision.rule}'); never cordoned, no lease"
 say "demo finished: every step happened"

@@ -19,6 +19,10 @@ Guided tour (or run it by itself: make demo)
   export KUBECONFIG=${KUBECONFIG_ADMIN} PATH=${BIN}:\$PATH
   kubectl get maintenancewindows                       # weekend (pool=general), canary (always open)
   kubectl get pods -l app=web -o wide                  # opted into lull-scheduler, PDB maxUnavailable 1
+  kubectl get disruptionpolicies                       # which class needs what: ssh-keys None, kernel-update Drain, ...
+  # 0. preview: what would a kernel update of these nodes do, and when?
+  kubectl lull plan kwok-node-0 kwok-node-3 --class kernel-update
+  kubectl lull windows                                 # next periods, local time and UTC
   # 1. request maintenance of a canary node; watch lull lease, cordon, drain it:
   kubectl label node kwok-node-0 lull.dev/maintenance=kernel-update
   kubectl get nodemaintenances -w                      # Cordoning -> Draining -> Drained
@@ -29,7 +33,10 @@ Guided tour (or run it by itself: make demo)
   kubectl get nm kwok-node-3 -o jsonpath='{.status.waitingFor}{"\\n"}'
   #    emergency override: open the weekend window for one hour
   kubectl patch mw weekend --type merge -p '{"spec":{"override":{"strategy":"Permissive","until":"'\$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)'","reason":"CVE fix"}}}'
+  kubectl lull status
   # 3. complete: remove the labels; lull uncordons (only what it cordoned) and releases the leases
   kubectl label node kwok-node-0 kwok-node-3 lull.dev/maintenance-
+  # 4. a change the policy says disrupts nothing completes at once (no cordon, no lease):
+  kubectl lull request kwok-node-4 --class ssh-keys --reason "rotate keys"
 TOUR
 fi

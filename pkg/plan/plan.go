@@ -377,7 +377,46 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 		}
 		res.Nodes = append(res.Nodes, p)
 	}
+	cl.warnSharedWindows(res)
 	return res, nil
+}
+
+// warnSharedWindows warns when more planned nodes wait for the same window
+// than its budget lets start at once: they will not all start when it opens.
+func (cl *Cluster) warnSharedWindows(res *Result) {
+	byWindow := map[string][]int{}
+	for i, n := range res.Nodes {
+		if n.Start == StartWindow && n.Windows != nil {
+			for _, w := range n.Windows.Names {
+				byWindow[w] = append(byWindow[w], i)
+			}
+		}
+	}
+	names := make([]string, 0, len(byWindow))
+	for name := range byWindow {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		mw, idx := cl.Windows[name], byWindow[name]
+		if mw == nil {
+			continue
+		}
+		sel, selected := budget.WindowSelector(mw), 0
+		for i := range cl.Nodes {
+			if sel.Matches(labels.Set(cl.Nodes[i].Labels)) {
+				selected++
+			}
+		}
+		max, err := budget.MaxUnavailable(mw, selected)
+		if err != nil || len(idx) <= max {
+			continue
+		}
+		for _, i := range idx {
+			res.Nodes[i].warn("%d of the planned nodes wait for window %s, which allows %d disrupted at once: they start one after another as its budget frees, not all when it opens",
+				len(idx), name, max)
+		}
+	}
 }
 
 // warnWindowTooShort warns when the permitted period the drain would run

@@ -143,3 +143,17 @@ func TestPreviewUnknownNode(t *testing.T) {
 	_, err := Preview(context.Background(), c, fake.NewClientset(), DefaultOptions(), Request{Nodes: []string{"nope"}, Class: "x"})
 	require.ErrorContains(t, err, `node "nope" not found`)
 }
+
+func TestPreviewWarnsWhenAWindowsBudgetIsShared(t *testing.T) {
+	night := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "night"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Strategy: lullv1alpha1.StrategySchedule, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "01:00", Duration: metav1.Duration{Duration: 2 * time.Hour},
+			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
+	res := preview(t, Request{Nodes: []string{"a", "b"}, Class: "hardware"}, node("a", nil), node("b", nil), node("c", nil), night)
+	for _, n := range res.Nodes {
+		require.Equal(t, StartWindow, n.Start)
+		require.Equal(t, []string{"2 of the planned nodes wait for window night, which allows 1 disrupted at once: they start one after another as its budget frees, not all when it opens"}, n.Warnings)
+	}
+	res = preview(t, Request{Nodes: []string{"a"}, Class: "hardware"}, node("a", nil), night)
+	require.Empty(t, res.Nodes[0].Warnings)
+}
