@@ -80,7 +80,7 @@ func renderPlan(w io.Writer, res *plan.Result, showPods bool) error {
 			fmt.Fprintf(w, "  waiting for: %s\n", n.WaitingFor)
 		}
 		if n.DrainEstimate.Duration > 0 {
-			fmt.Fprintf(w, "  drain estimate: at least %s (longest grace period + eviction rounds), if nothing blocks\n", n.DrainEstimate.Duration)
+			fmt.Fprintf(w, "  drain estimate: %s (%s), if nothing blocks\n", n.DrainEstimate.Duration, n.DrainEstimateBasis)
 		}
 		for _, b := range n.Blockers {
 			fmt.Fprintf(w, "  blocked by PodDisruptionBudget %s: %s\n", b.PodDisruptionBudget, strings.Join(b.Pods, ", "))

@@ -118,8 +118,10 @@ type Node struct {
 	Blockers []lullv1alpha1.Blocker `json:"blockers,omitempty"`
 	// Refused are pods the drain will not evict, with why.
 	Refused []string `json:"refused,omitempty"`
-	// DrainEstimate is a lower bound of the drain's duration (unblocked).
-	DrainEstimate metav1.Duration `json:"drainEstimate,omitempty"`
+	// DrainEstimate is how long the drain is expected to take if nothing
+	// blocks it, and DrainEstimateBasis how that was estimated.
+	DrainEstimate      metav1.Duration `json:"drainEstimate,omitempty"`
+	DrainEstimateBasis string          `json:"drainEstimateBasis,omitempty"`
 	// Existing is the node's active request, if it has one.
 	Existing *lullv1alpha1.NodeMaintenance `json:"-"`
 	// ForeignLease is true when another actor holds the node's lease.
@@ -151,6 +153,9 @@ type Cluster struct {
 	All map[string]*lullv1alpha1.NodeMaintenance
 	// Forecast fed with everything read; Stop it when done.
 	Forecast *forecast.Forecast
+
+	nms     []lullv1alpha1.NodeMaintenance
+	windows []lullv1alpha1.MaintenanceWindow
 }
 
 // Load reads nodes, NodeMaintenances, MaintenanceWindows,
@@ -191,7 +196,7 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 		WindowOptions: window.Options{Horizon: o.Horizon}, Clock: o.Clock})
 	cl := &Cluster{Options: o, Now: o.Clock.Now(), Nodes: nodes.Items, Policies: policies.Items, Forecast: f,
 		Windows: map[string]*lullv1alpha1.MaintenanceWindow{}, Requests: map[string]*lullv1alpha1.NodeMaintenance{},
-		All: map[string]*lullv1alpha1.NodeMaintenance{}}
+		All: map[string]*lullv1alpha1.NodeMaintenance{}, nms: nms.Items, windows: windows.Items}
 	sort.Slice(cl.Nodes, func(i, j int) bool { return cl.Nodes[i].Name < cl.Nodes[j].Name })
 	for i := range nodes.Items {
 		f.SetNode(&nodes.Items[i])
@@ -276,6 +281,7 @@ func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o 
 func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, req Request) (*Result, error) {
 	o := cl.Options
 	existing := cl.Requests
+	c = cl.reader(c)
 	f := cl.Forecast
 	targets, err := selectNodes(cl.Nodes, req)
 	if err != nil {
@@ -366,6 +372,11 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 			p.Evict, p.Blockers, p.Refused = dp.Evict, dp.Blockers, dp.Refused
 			if len(dp.Evict) > 0 {
 				p.DrainEstimate = metav1.Duration{Duration: dp.MaxGracePeriod + roundOverhead}
+				p.DrainEstimateBasis = "longest grace period + eviction rounds"
+				if med, n := cl.recordedDrains(); n > 0 && med > p.DrainEstimate.Duration {
+					p.DrainEstimate = metav1.Duration{Duration: med}
+					p.DrainEstimateBasis = fmt.Sprintf("median of %d drain(s) recorded in NodeMaintenances", n)
+				}
 			}
 			for _, b := range dp.Blockers {
 				p.warn("PodDisruptionBudget %s allows no more disruption now; it would block %s", b.PodDisruptionBudget, strings.Join(b.Pods, ", "))
@@ -417,6 +428,23 @@ func (cl *Cluster) warnSharedWindows(res *Result) {
 				len(idx), name, max)
 		}
 	}
+}
+
+// recordedDrains is the median duration of the drains the cluster's
+// NodeMaintenances record (started to drained), and how many there are.
+func (cl *Cluster) recordedDrains() (time.Duration, int) {
+	var ds []time.Duration
+	for i := range cl.nms {
+		st := &cl.nms[i].Status
+		if st.StartedAt != nil && st.DrainedAt != nil && st.DrainedAt.After(st.StartedAt.Time) {
+			ds = append(ds, st.DrainedAt.Sub(st.StartedAt.Time))
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2], len(ds)
 }
 
 // warnWindowTooShort warns when the permitted period the drain would run

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -156,4 +157,60 @@ func TestPreviewWarnsWhenAWindowsBudgetIsShared(t *testing.T) {
 	}
 	res = preview(t, Request{Nodes: []string{"a"}, Class: "hardware"}, node("a", nil), night)
 	require.Empty(t, res.Nodes[0].Warnings)
+}
+
+// countingReader counts List calls by list type.
+type countingReader struct {
+	client.Reader
+	lists map[string]int
+}
+
+func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.lists[fmt.Sprintf("%T", list)]++
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// A preview of many nodes reads each kind once: the gates answer from the
+// state read at the start (one consistent view), whatever the node count.
+func TestPreviewReadsEachKindOnce(t *testing.T) {
+	pool := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Strategy: lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(intstr.FromString("10%"))}}
+	objs := []client.Object{pool}
+	var names []string
+	for i := 0; i < 40; i++ {
+		n := fmt.Sprintf("n%02d", i)
+		names = append(names, n)
+		objs = append(objs, node(n, nil))
+	}
+	objs = append(objs, pdb("db", "db", 1))
+	c := &countingReader{Reader: crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build(), lists: map[string]int{}}
+	o := DefaultOptions()
+	o.Clock = clocktesting.NewFakeClock(t0)
+	res, err := Preview(context.Background(), c, fake.NewClientset(pod("db-0", "n00", "db", 30)), o, Request{Nodes: names, Class: "kernel-update"})
+	require.NoError(t, err)
+	starts := map[Start]int{}
+	for _, n := range res.Nodes {
+		starts[n.Start]++
+	}
+	require.Equal(t, map[Start]int{StartNow: 4, StartBudget: 36}, starts, "10% of 40 nodes start now")
+	require.Equal(t, map[string]int{
+		"*v1.NodeList": 1, "*v1alpha1.NodeMaintenanceList": 1, "*v1alpha1.MaintenanceWindowList": 1,
+		"*v1alpha1.DisruptionPolicyList": 1, "*v1.LeaseList": 1, "*v1.PodDisruptionBudgetList": 1,
+	}, c.lists)
+}
+
+// The drain estimate uses the cluster's recorded drains when they took
+// longer than the lower bound.
+func TestPreviewDrainEstimateFromHistory(t *testing.T) {
+	done := func(name string, took time.Duration) *lullv1alpha1.NodeMaintenance {
+		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Class: "x"},
+			Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseCompleted,
+				StartedAt: &metav1.Time{Time: t0.Add(-time.Hour)}, DrainedAt: &metav1.Time{Time: t0.Add(-time.Hour + took)}}}
+	}
+	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), pod("web-0", "n1", "web", 30),
+		done("h1", 10*time.Minute), done("h2", 20*time.Minute), done("h3", 30*time.Minute))
+	require.Equal(t, 20*time.Minute, res.Nodes[0].DrainEstimate.Duration)
+	require.Equal(t, "median of 3 drain(s) recorded in NodeMaintenances", res.Nodes[0].DrainEstimateBasis)
+	res = preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), pod("web-0", "n1", "web", 30))
+	require.Equal(t, 35*time.Second, res.Nodes[0].DrainEstimate.Duration)
 }
