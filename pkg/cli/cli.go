@@ -3,19 +3,16 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/version"
@@ -264,31 +261,15 @@ func (o *options) print(infos ...*lease.Info) error {
 	if len(views) == 1 {
 		v = views[0]
 	}
-	switch o.output {
-	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(o.out, string(b))
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(o.out, string(b))
-	case "table", "":
-		tw := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+	return o.emit(v, func() error {
+		tw := table(o.out)
 		fmt.Fprintln(tw, "NODE\tHOLDER\tOPERATION\tREASON\tACQUIRED\tRENEWED\tDURATION\tTRANSITIONS")
 		for _, x := range views {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", x.Node, x.Holder, dash(x.Operation), dash(x.Reason),
 				x.Acquired.Format(time.RFC3339), x.Renewed.Format(time.RFC3339), x.Duration, x.Transitions)
 		}
 		return tw.Flush()
-	default:
-		return fmt.Errorf("unknown output format %q (table, json, yaml)", o.output)
-	}
-	return nil
+	})
 }
 
 func dash(s string) string {

@@ -72,6 +72,17 @@ func (o *options) namespace() string {
 	return o.leaseNamespace
 }
 
+// connect returns the preview options and the clients of a verb that
+// decides like the drainer.
+func (o *options) connect(d *drainerFlags) (plan.Options, client.Client, kubernetes.Interface, error) {
+	po, err := o.planOptions(d)
+	if err != nil {
+		return po, nil, nil, err
+	}
+	c, kube, err := o.clients()
+	return po, c, kube, err
+}
+
 // clients returns a client for lull's objects and the built-in ones, and a
 // clientset for pods (the drain library).
 func (o *options) clients() (client.Client, kubernetes.Interface, error) {
@@ -114,11 +125,7 @@ the drainer's own decision code on the cluster's current state.`,
 			if err != nil {
 				return err
 			}
-			po, err := o.planOptions(&d)
-			if err != nil {
-				return err
-			}
-			c, kube, err := o.clients()
+			po, c, kube, err := o.connect(&d)
 			if err != nil {
 				return err
 			}
@@ -199,11 +206,7 @@ that block now) are printed as warnings.`,
 			if err != nil {
 				return err
 			}
-			po, err := o.planOptions(&d)
-			if err != nil {
-				return err
-			}
-			c, kube, err := o.clients()
+			po, c, kube, err := o.connect(&d)
 			if err != nil {
 				return err
 			}

@@ -52,11 +52,7 @@ func newStatusCommand(o *options) *cobra.Command {
 		Long: `Without arguments, status shows every node with a maintenance request, a
 maintenance label or a disruption lease; with arguments, those nodes.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			po, err := o.planOptions(&d)
-			if err != nil {
-				return err
-			}
-			c, _, err := o.clients()
+			po, c, _, err := o.connect(&d)
 			if err != nil {
 				return err
 			}
@@ -112,7 +108,7 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 	class := "status"
 	if nm := cl.Requests[n.Name]; nm != nil {
 		st.Class, st.Phase, st.WaitingFor, st.Reason = nm.Spec.Class, phaseOrPending(nm), nm.Status.WaitingFor, nm.Spec.Reason
-		st.Pods, st.Blockers, st.Conditions = nm.Status.Pods, nm.Status.Blockers, nm.Status.Conditions
+		st.Pods, st.Blockers = nm.Status.Pods, nm.Status.Blockers
 		if d := nm.Status.Decision; d != nil {
 			st.Action, st.Rule = d.Action, d.RuleRef()
 		}
@@ -143,11 +139,7 @@ plugin rejects now (leased, under maintenance, or requested with an open
 window) with the reason, next to what the scheduler last reported.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			po, err := o.planOptions(&d)
-			if err != nil {
-				return err
-			}
-			c, _, err := o.clients()
+			po, c, _, err := o.connect(&d)
 			if err != nil {
 				return err
 			}
@@ -292,7 +284,7 @@ func windowViews(ws []lullv1alpha1.MaintenanceWindow, nodes []corev1.Node, now t
 		v.Permitted, v.Message = r.Permitted, r.Message()
 		sel := budget.WindowSelector(mw)
 		for j := range nodes {
-			if sel.Matches(labelsOf(&nodes[j])) {
+			if sel.Matches(labels.Set(nodes[j].Labels)) {
 				v.Nodes++
 			}
 		}
@@ -309,8 +301,6 @@ func windowViews(ws []lullv1alpha1.MaintenanceWindow, nodes []corev1.Node, now t
 	}
 	return out
 }
-
-func labelsOf(n *corev1.Node) labels.Set { return labels.Set(n.Labels) }
 
 // describeStart says in words when a planned node starts.
 func describeStart(n plan.Node, now time.Time) string {
