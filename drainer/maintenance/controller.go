@@ -319,6 +319,22 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	if nm.Annotations[AnnotationRequestedBy] == requestedByLabel && labelled && labelClass != nm.Spec.Class &&
+		nm.Status.StartedAt == nil && !nm.Spec.Complete {
+		// The label now names another class and nothing has started: the
+		// request follows the label (and its policy decision with it).
+		logger.Info("Maintenance label changed class; updating the request", "from", nm.Spec.Class, "to", labelClass)
+		nm.Spec.Class = labelClass
+		if err := r.Client.Update(ctx, nm); err != nil {
+			if apierrors.IsInvalid(err) {
+				r.Recorder.Eventf(&node, nil, corev1.EventTypeWarning, "InvalidMaintenanceLabel", "Request",
+					"label %s=%q is not a valid maintenance class: %v", lullv1alpha1.MaintenanceLabel, labelClass, err)
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		return reconcile.Result{}, nil
+	}
 	if nm.Spec.Complete || nm.Status.Phase == lullv1alpha1.PhaseUncordoning {
 		return r.complete(ctx, nm, &node)
 	}

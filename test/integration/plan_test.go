@@ -171,6 +171,20 @@ func TestDrainerAppliesDisruptionPolicy(t *testing.T) {
 	require.Equal(t, plan.StartImmediately, p.Start)
 	e.verify(p)
 	require.Equal(t, 2, e.podsOn("kern"))
+
+	// A waiting request made by label follows the label's new class.
+	e.label("kern", ptr.To("hardware"))
+	e.waitNM("kern", "a new hardware request waiting", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		return nm.Spec.Class == "hardware" && nm.Status.Phase == lullv1alpha1.PhaseWaitingForWindow
+	})
+	p = e.predict("registry-mirror", nil, "kern").Nodes[0]
+	require.Equal(t, "default/registry-mirror", p.Rule)
+	e.label("kern", ptr.To("registry-mirror"))
+	nm = e.waitNM("kern", "Completed as registry-mirror", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		return nm.Spec.Class == "registry-mirror" && nm.Status.Phase == lullv1alpha1.PhaseCompleted
+	})
+	require.Equal(t, p.Rule, nm.Status.Decision.RuleRef())
+	require.Nil(t, nm.Status.StartedAt)
 	require.Empty(t, deleted(), "no pod was evicted by None or Cordon requests")
 }
 
