@@ -153,6 +153,7 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	for obj, hd := range map[client.Object]toolscache.ResourceEventHandler{
 		&corev1.Node{}: h.Nodes, &coordinationv1.Lease{}: h.Leases,
 		&lullv1alpha1.NodeMaintenance{}: h.Maintenances, &lullv1alpha1.MaintenanceWindow{}: h.Windows,
+		&lullv1alpha1.DisruptionPolicy{}: h.Policies,
 	} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {

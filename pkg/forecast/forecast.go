@@ -22,6 +22,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/pkg/window"
 )
 
@@ -90,10 +91,13 @@ type Forecast struct {
 	leases  map[string]*observedLease    // node -> lease
 	nms     map[string]*lullv1alpha1.NodeMaintenance
 	windows map[string]compiledWindow
-	nodes   map[string]*Node // nodes with something to forecast
-	timer   clock.Timer
-	timerAt time.Time
-	stopped bool
+	// policies decide which requested classes disrupt nothing (action None).
+	policies map[string]lullv1alpha1.DisruptionPolicy
+	rules    *policy.Set
+	nodes    map[string]*Node // nodes with something to forecast
+	timer    clock.Timer
+	timerAt  time.Time
+	stopped  bool
 	// windowsSynced is set once the MaintenanceWindows have been listed.
 	windowsSynced bool
 	synced        atomic.Bool
@@ -117,7 +121,7 @@ func New(opts Options) *Forecast {
 		opts: opts, clock: opts.Clock,
 		labels: map[string]map[string]string{}, leases: map[string]*observedLease{},
 		nms: map[string]*lullv1alpha1.NodeMaintenance{}, windows: map[string]compiledWindow{},
-		nodes: map[string]*Node{},
+		nodes: map[string]*Node{}, policies: map[string]lullv1alpha1.DisruptionPolicy{}, rules: policy.Merge(nil),
 	}
 	f.snap.Store(&Snapshot{f: f, nodes: map[string]*Node{}})
 	return f
@@ -235,6 +239,49 @@ func (f *Forecast) SetWindow(mw *lullv1alpha1.MaintenanceWindow) {
 	f.update(f.requestedLocked())
 }
 
+// SetPolicy records a DisruptionPolicy: a requested class whose action is
+// None is no disruption to forecast.
+func (f *Forecast) SetPolicy(p *lullv1alpha1.DisruptionPolicy) {
+	f.mu.Lock()
+	f.policies[p.Name] = *p
+	f.mergePoliciesLocked()
+	f.update(f.maintainedLocked())
+}
+
+// DeletePolicy forgets a DisruptionPolicy.
+func (f *Forecast) DeletePolicy(name string) {
+	f.mu.Lock()
+	delete(f.policies, name)
+	f.mergePoliciesLocked()
+	f.update(f.maintainedLocked())
+}
+
+func (f *Forecast) mergePoliciesLocked() {
+	list := make([]lullv1alpha1.DisruptionPolicy, 0, len(f.policies))
+	for _, p := range f.policies {
+		list = append(list, p)
+	}
+	f.rules = policy.Merge(list)
+}
+
+// maintainedLocked lists nodes with a maintenance label or request, in
+// effect or not: a policy change can turn a request into a disruption or
+// into nothing.
+func (f *Forecast) maintainedLocked() []string {
+	var out []string
+	for name, l := range f.labels {
+		if _, ok := l[f.opts.MaintenanceLabel]; ok {
+			out = append(out, name)
+		}
+	}
+	for name := range f.nms {
+		if _, ok := f.labels[name][f.opts.MaintenanceLabel]; !ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // DeleteWindow forgets a MaintenanceWindow.
 func (f *Forecast) DeleteWindow(name string) {
 	f.mu.Lock()
@@ -339,7 +386,7 @@ func differs(a, b *Node) bool {
 func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 	lbls := f.labels[name]
 	in := Input{Name: name, Labels: lbls, LabelKey: f.opts.MaintenanceLabel, NM: f.nms[name],
-		NoWindowOK: f.opts.NoWindowPermits, WindowsUnknown: !f.windowsSynced}
+		NoWindowOK: f.opts.NoWindowPermits, WindowsUnknown: !f.windowsSynced, Policies: f.rules}
 	if o := f.leases[name]; o != nil {
 		if holder := ptr.Deref(o.lease.Spec.HolderIdentity, ""); holder != "" {
 			info := lease.FromLease(name, o.lease)

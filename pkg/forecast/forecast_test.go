@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -312,4 +313,41 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A requested class whose DisruptionPolicy action is None disrupts
+// nothing: the node has nothing to forecast, for the scheduler as for the
+// drainer, until a policy change makes the class disruptive (which eases
+// nothing and restricts the node again), or the request has started.
+func TestPolicyNoneIsNoDisruption(t *testing.T) {
+	f, _, rec := newForecast(t, true)
+	none := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: lullv1alpha1.DisruptionPolicySpec{
+		Rules: []lullv1alpha1.DisruptionRule{{Name: "keys", Class: "ssh-keys", Action: lullv1alpha1.ActionNone}}}}
+	f.SetPolicy(none)
+	f.SetNode(node("n1", map[string]string{lullv1alpha1.MaintenanceLabel: "ssh-keys"}))
+	f.SetNode(node("n2", map[string]string{lullv1alpha1.MaintenanceLabel: "kernel-update"}))
+	require.Nil(t, f.Snapshot().Get("n1"), "ssh-keys needs nothing")
+	require.True(t, f.Snapshot().Get("n2").WindowOpen, "kernel-update drains")
+	rec.take()
+
+	drain := none.DeepCopy()
+	drain.Spec.Rules[0].Action = lullv1alpha1.ActionDrain
+	f.SetPolicy(drain)
+	require.True(t, f.Snapshot().Get("n1").WindowOpen, "the policy now drains ssh-keys")
+	ch := rec.take()
+	require.Len(t, ch, 1)
+	require.False(t, ch[0].Eased())
+
+	f.DeletePolicy("p")
+	require.NotNil(t, f.Snapshot().Get("n1"), "without policies every class drains")
+	f.SetPolicy(none)
+	require.Nil(t, f.Snapshot().Get("n1"))
+	require.True(t, rec.take()[0].Eased(), "a class becoming None eases the node")
+
+	// A request that has started stays a disruption whatever the policy
+	// says now.
+	f.SetMaintenance(&lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "ssh-keys"},
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForLease, StartedAt: &metav1.Time{Time: t0}}})
+	require.NotNil(t, f.Snapshot().Get("n1").Maintenance)
 }

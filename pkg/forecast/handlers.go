@@ -25,6 +25,8 @@ var (
 	NodeMaintenanceResource = lullv1alpha1.GroupVersion.WithResource("nodemaintenances")
 	// MaintenanceWindowResource is the MaintenanceWindow API resource.
 	MaintenanceWindowResource = lullv1alpha1.GroupVersion.WithResource("maintenancewindows")
+	// DisruptionPolicyResource is the DisruptionPolicy API resource.
+	DisruptionPolicyResource = lullv1alpha1.GroupVersion.WithResource("disruptionpolicies")
 )
 
 // Handlers returns informer event handlers feeding the forecast. They
@@ -33,7 +35,7 @@ var (
 // all feed the same forecast. An object that cannot be converted is logged
 // and dropped; it never panics.
 type Handlers struct {
-	Nodes, Leases, Maintenances, Windows cache.ResourceEventHandler
+	Nodes, Leases, Maintenances, Windows, Policies cache.ResourceEventHandler
 }
 
 // Handlers returns the forecast's event handlers.
@@ -45,6 +47,8 @@ func (f *Forecast) Handlers() Handlers {
 		Maintenances: handler(func(m *lullv1alpha1.NodeMaintenance) { f.SetMaintenance(m) }, f.DeleteMaintenance),
 		Windows: handler(func(w *lullv1alpha1.MaintenanceWindow) { f.SetWindow(w) },
 			func(w *lullv1alpha1.MaintenanceWindow) { f.DeleteWindow(w.Name) }),
+		Policies: handler(func(p *lullv1alpha1.DisruptionPolicy) { f.SetPolicy(p) },
+			func(p *lullv1alpha1.DisruptionPolicy) { f.DeletePolicy(p.Name) }),
 	}
 }
 
@@ -108,8 +112,8 @@ type Sources struct {
 }
 
 // Run starts informers for leases (in the lease namespace only: the
-// kubelets' heartbeat leases never reach us), NodeMaintenances and
-// MaintenanceWindows, plus nodes unless a shared node informer is given,
+// kubelets' heartbeat leases never reach us), NodeMaintenances,
+// MaintenanceWindows and DisruptionPolicies, plus nodes unless a shared node informer is given,
 // and waits until their caches have synced. The informers stop with ctx.
 func (f *Forecast) Run(ctx context.Context, src Sources) error {
 	h := f.Handlers()
@@ -119,7 +123,7 @@ func (f *Forecast) Run(ctx context.Context, src Sources) error {
 	}
 	dyn := dynamicinformer.NewDynamicSharedInformerFactory(src.Dynamic, 0)
 	for gvr, hd := range map[schema.GroupVersionResource]cache.ResourceEventHandler{
-		NodeMaintenanceResource: h.Maintenances, MaintenanceWindowResource: h.Windows,
+		NodeMaintenanceResource: h.Maintenances, MaintenanceWindowResource: h.Windows, DisruptionPolicyResource: h.Policies,
 	} {
 		if _, err := dyn.ForResource(gvr).Informer().AddEventHandler(hd); err != nil {
 			return err
@@ -144,7 +148,8 @@ func (f *Forecast) Run(ctx context.Context, src Sources) error {
 	}
 	synced = append(synced, leaseFactory.Coordination().V1().Leases().Informer().HasSynced,
 		dyn.ForResource(NodeMaintenanceResource).Informer().HasSynced,
-		dyn.ForResource(MaintenanceWindowResource).Informer().HasSynced)
+		dyn.ForResource(MaintenanceWindowResource).Informer().HasSynced,
+		dyn.ForResource(DisruptionPolicyResource).Informer().HasSynced)
 	go func() {
 		<-ctx.Done()
 		f.Stop()

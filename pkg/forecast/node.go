@@ -5,6 +5,7 @@ import (
 	"time"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/pkg/window"
 )
 
@@ -30,6 +31,9 @@ type Maintenance struct {
 	Phase lullv1alpha1.MaintenancePhase
 	// Deadline after which windows no longer gate the request (zero: none).
 	Deadline time.Time
+	// Started: lull has begun disrupting the node for this request (it
+	// may since have lost the lease while its cordon stays).
+	Started bool
 }
 
 // Windows is the combined state of the MaintenanceWindows selecting a node.
@@ -114,6 +118,10 @@ type Input struct {
 	// answer for placing pods (the drainer never acts before its caches
 	// sync).
 	WindowsUnknown bool
+	// Policies decide the requested class's action; a request whose class
+	// needs nothing (None) and has not started is no disruption. Nil: every
+	// class drains.
+	Policies *policy.Set
 }
 
 // NamedWindow is a compiled MaintenanceWindow.
@@ -133,6 +141,11 @@ func Compute(now time.Time, in Input) *Node {
 		n.validUntil = l.Expires
 	}
 	n.Maintenance = maintenanceOf(in.NM, n.LabelClass, n.HasLabel)
+	if m := n.Maintenance; m != nil && !m.Started && !m.Phase.Disrupting() && in.Policies != nil &&
+		in.Policies.Decide(m.Class).Action == lullv1alpha1.ActionNone {
+		// The drainer completes such a request at once, touching nothing.
+		n.Maintenance = nil
+	}
 
 	switch {
 	case n.Lease != nil:
@@ -212,7 +225,7 @@ func (n *Node) bound(t time.Time) {
 // marked complete ends the request even while the label lingers.
 func maintenanceOf(nm *lullv1alpha1.NodeMaintenance, labelClass string, hasLabel bool) *Maintenance {
 	if nm != nil && nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
-		m := &Maintenance{Name: nm.Name, Class: nm.Spec.Class, Phase: nm.Status.Phase}
+		m := &Maintenance{Name: nm.Name, Class: nm.Spec.Class, Phase: nm.Status.Phase, Started: nm.Status.StartedAt != nil}
 		if m.Phase == "" {
 			m.Phase = lullv1alpha1.PhasePending
 		}

@@ -212,6 +212,9 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 			cl.Requests[nm.Spec.NodeName] = nm
 		}
 	}
+	for i := range policies.Items {
+		f.SetPolicy(&policies.Items[i])
+	}
 	for i := range windows.Items {
 		f.SetWindow(&windows.Items[i])
 		cl.Windows[windows.Items[i].Name] = &windows.Items[i]

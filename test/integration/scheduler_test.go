@@ -418,3 +418,28 @@ func TestSchedulerFilterRequestedOutsideWindow(t *testing.T) {
 	require.Equal(t, "soon", e.boundNode("p"))
 	t.Logf("label removed -> pod bound: %v", time.Since(start))
 }
+
+// A class the DisruptionPolicies say needs nothing (None) does not keep
+// pods off its node: the scheduler decides with the same rules as the
+// drainer. A policy making the class disruptive restricts the node; the
+// policy going away again lets the waiting pod in at once.
+func TestSchedulerFollowsDisruptionPolicy(t *testing.T) {
+	e := newSchedEnv(t)
+	e.node("keys", map[string]string{lullv1alpha1.MaintenanceLabel: "ssh-keys"})
+	p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "keys"}, Spec: lullv1alpha1.DisruptionPolicySpec{
+		Rules: []lullv1alpha1.DisruptionRule{{Name: "keys", Class: "ssh-keys", Action: lullv1alpha1.ActionNone}}}}
+	require.NoError(t, cp.Client.Create(e.ctx, p))
+	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), p) })
+	e.start(nil)
+	e.pod("first")
+	require.Equal(t, "keys", e.boundNode("first"), "ssh-keys disrupts nothing")
+
+	strict := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "strict"}, Spec: lullv1alpha1.DisruptionPolicySpec{Priority: 10,
+		Rules: []lullv1alpha1.DisruptionRule{{Name: "keys-drain", Class: "ssh-keys", Action: lullv1alpha1.ActionDrain}}}}
+	require.NoError(t, cp.Client.Create(e.ctx, strict))
+	e.forecastShows("the request", func(s *forecast.Snapshot) bool { return s.Get("keys").Requested() })
+	e.pod("second")
+	require.Contains(t, e.unschedulableMessage("second"), "node awaits maintenance (class ssh-keys)")
+	require.NoError(t, cp.Client.Delete(e.ctx, strict))
+	require.Equal(t, "keys", e.boundNode("second"), "activated when the policy eased the node")
+}
