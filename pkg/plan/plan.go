@@ -311,6 +311,7 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 				p.Action, p.Rule = ex.Status.Decision.Action, ex.Status.Decision.RuleRef()
 			}
 			nm.Status = ex.Status
+			nm.Spec.Drain = ex.Spec.Drain // a forced request keeps the drain options
 		}
 		fc := f.ComputeRequest(nm, withLabel(node.Labels, req.Class))
 		if fc != nil && fc.Lease != nil {
