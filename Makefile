@@ -8,7 +8,7 @@ BIN := _output/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \
-        bench bench-scheduler bench-drain run demo cluster-up cluster-down clean
+        bench bench-scheduler bench-drain bench-plan run demo cluster-up cluster-down clean
 
 all: build
 
@@ -64,6 +64,10 @@ bench:
 ## bench-drain: drain one kwok node of 110 pods with lull and with kubectl drain (same run)
 bench-drain: binaries build
 	go test ./test/e2e -run '^$$' -bench BenchmarkDrainNode -benchtime 1x -timeout 30m
+
+## bench-plan: kubectl lull plan vs kubectl drain --dry-run=client of the same 2 nodes (same run)
+bench-plan: binaries build
+	go test ./test/e2e -run '^$$' -bench BenchmarkPlan -benchtime 1x -timeout 30m
 
 ## bench-scheduler: scheduler_perf, NodeDisruption vs the default profile (500 and 1000 nodes)
 bench-scheduler:

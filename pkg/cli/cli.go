@@ -4,6 +4,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"lull.dev/lull/pkg/lease"
@@ -76,6 +78,10 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	o.flags.AddFlags(root.PersistentFlags())
+	// --v=N logs client-go's requests (6: every response), as kubectl does.
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
 	root.PersistentFlags().StringVar(&o.leaseNamespace, "lease-namespace", lease.DefaultNamespace, "namespace of the node disruption leases")
 	root.PersistentFlags().BoolVar(&o.medik8s, "medik8s", false, "use the medik8s lease namespace ("+lease.Medik8sNamespace+") to interoperate with medik8s tools")
 	root.AddCommand(newLeaseCommand(o), newStatusCommand(o), newRequestCommand(o), newCompleteCommand(o), newCancelCommand(o),
