@@ -24,6 +24,7 @@ type Metrics struct {
 	DrainDuration      prometheus.Histogram
 	Evictions          *prometheus.CounterVec
 	LeaseRenewFailures prometheus.Counter
+	Decisions          *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics; register them with Register.
@@ -43,12 +44,16 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Name: "lull_lease_renew_failures_total",
 			Help: "Failed renewals of node disruption leases lull holds (lost or unreachable).",
 		}),
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lull_policy_decisions_total",
+			Help: "DisruptionPolicy decisions recorded on requests (a request decided again after a policy change counts again), by action and rule.",
+		}, []string{"action", "rule"}),
 	}
 }
 
 // Register adds the metrics to a registry.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.DrainDuration, m.Evictions, m.LeaseRenewFailures, m} {
+	for _, c := range []prometheus.Collector{m.DrainDuration, m.Evictions, m.LeaseRenewFailures, m.Decisions, m} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -80,6 +80,7 @@ func (s *step) gate() (reconcile.Result, error) {
 		}
 		if s.status.Decision == nil || !equality.Semantic.DeepEqual(*s.status.Decision, d) {
 			s.event(corev1.EventTypeNormal, "PolicyDecided", policy.Describe(s.nm.Spec.Class, d))
+			s.r.Metrics.Decisions.WithLabelValues(string(d.Action), d.RuleRef()).Inc()
 			s.status.Decision = &d
 		}
 		if d.Action == lullv1alpha1.ActionNone {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -44,6 +45,8 @@ type drainEnv struct {
 	c     client.Client
 	clock *clocktesting.FakeClock
 	ns    string
+	// reg holds the metrics of the controllers last started.
+	reg *prometheus.Registry
 }
 
 // newDrainEnv gives a clean cluster (no nodes, no lull objects) and a
@@ -84,7 +87,8 @@ func (e *drainEnv) start(mutate func(*app.Options)) context.CancelFunc {
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(e.ctx)
 	e.t.Cleanup(cancel) // stop the controller before the namespace goes
-	require.NoError(e.t, app.SetupMaintenance(ctx, mgr, e.clock, o, nil))
+	e.reg = prometheus.NewRegistry()
+	require.NoError(e.t, app.SetupMaintenance(ctx, mgr, e.clock, o, e.reg))
 	done := make(chan struct{})
 	go func() { _ = mgr.Start(ctx); close(done) }()
 	return func() { cancel(); <-done }

@@ -3,9 +3,11 @@ package integration
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,6 +188,17 @@ func TestDrainerAppliesDisruptionPolicy(t *testing.T) {
 	require.Equal(t, p.Rule, nm.Status.Decision.RuleRef())
 	require.Nil(t, nm.Status.StartedAt)
 	require.Empty(t, deleted(), "no pod was evicted by None or Cordon requests")
+
+	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(`
+# HELP lull_policy_decisions_total DisruptionPolicy decisions recorded on requests (a request decided again after a policy change counts again), by action and rule.
+# TYPE lull_policy_decisions_total counter
+lull_policy_decisions_total{action="Cordon",rule="default/node-config"} 1
+lull_policy_decisions_total{action="Drain",rule="default/hardware"} 1
+lull_policy_decisions_total{action="Drain",rule="default/kernel-update"} 1
+lull_policy_decisions_total{action="None",rule="default/registry-mirror"} 1
+lull_policy_decisions_total{action="None",rule="default/ssh-keys"} 1
+lull_policy_decisions_total{action="None",rule="livepatch/kernel-livepatch"} 1
+`), "lull_policy_decisions_total"))
 }
 
 // Invalid policies are rejected at admission with a message that says
