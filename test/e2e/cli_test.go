@@ -20,6 +20,17 @@ import (
 	"lull.dev/lull/pkg/plan"
 )
 
+// planOf previews a request of class for node with the real binary.
+func planOf(t *testing.T, class, node string) plan.Node {
+	t.Helper()
+	out, code := lullctl(t, "plan", node, "--class", class, "-o", "json")
+	require.Equal(t, 0, code, out)
+	var res plan.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Len(t, res.Nodes, 1)
+	return res.Nodes[0]
+}
+
 // kubectl lull against the running system: plan and request warn about a
 // node leased by another actor, request refuses without --force and
 // proceeds with it; status, why, windows and complete show and end the
@@ -37,14 +48,10 @@ func TestCLIRequestWarnsThenForce(t *testing.T) {
 
 	// The preview, as JSON: the shipped policy drains kernel updates; the
 	// request would wait for the holder.
-	out, code = lullctl(t, "plan", node, "--class", "kernel-update", "-o", "json")
-	require.Equal(t, 0, code, out)
-	var res plan.Result
-	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
-	require.Len(t, res.Nodes, 1)
-	require.Equal(t, lullv1alpha1.ActionDrain, res.Nodes[0].Action)
-	require.Equal(t, "default/kernel-update", res.Nodes[0].Rule)
-	require.Equal(t, plan.StartHolder, res.Nodes[0].Start)
+	p := planOf(t, "kernel-update", node)
+	require.Equal(t, lullv1alpha1.ActionDrain, p.Action)
+	require.Equal(t, "default/kernel-update", p.Rule)
+	require.Equal(t, plan.StartHolder, p.Start)
 
 	// Without --force: warned, nothing requested, exit 4.
 	out, code = lullctl(t, "request", node, "--class", "kernel-update", "--reason", "CVE-2026-1234")

@@ -30,6 +30,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/plan"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
@@ -220,10 +221,14 @@ func TestSystemClosedWindowThenOverride(t *testing.T) {
 		},
 	})
 	deleted := e.watchDeletions(node)
+	predicted := planOf(t, "kernel-update", node)
+	require.Equal(t, plan.StartWindow, predicted.Start)
 	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
 	nm := e.waitNM(node, "WaitingForWindow", time.Minute, inPhase(lullv1alpha1.PhaseWaitingForWindow))
 	t.Logf("waiting: %s", nm.Status.WaitingFor)
 	require.Contains(t, nm.Status.WaitingFor, "next opens at")
+	require.Equal(t, predicted.WaitingFor, nm.Status.WaitingFor, "the preview said what the request waits for")
+	require.Equal(t, predicted.StartAt.UTC(), nm.Status.NextWindowStart.UTC(), "the preview said when it starts")
 	n, err := cluster.Clientset.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.False(t, n.Spec.Unschedulable)
@@ -288,12 +293,17 @@ func TestSystemPDBBlocksThenUnblocks(t *testing.T) {
 		p, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "guarded", metav1.GetOptions{})
 		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 3, nil
 	}))
+	predicted := planOf(t, "kernel-update", node)
+	require.Equal(t, plan.StartNow, predicted.Start)
 	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
 	labelled := time.Now()
 	nm := e.waitNM(node, "blocked", time.Minute, func(nm *lullv1alpha1.NodeMaintenance) bool { return len(nm.Status.Blockers) > 0 })
 	t.Logf("blocked after %v: %+v", time.Since(labelled).Round(time.Millisecond), nm.Status.Blockers)
 	require.Equal(t, "default/guarded", nm.Status.Blockers[0].PodDisruptionBudget)
 	require.Len(t, nm.Status.Blockers[0].Pods, 3)
+	require.Len(t, predicted.Blockers, 1)
+	require.Equal(t, predicted.Blockers[0].PodDisruptionBudget, nm.Status.Blockers[0].PodDisruptionBudget, "the preview named the blocking budget")
+	require.ElementsMatch(t, predicted.Blockers[0].Pods, nm.Status.Blockers[0].Pods, "the preview named the blocked pods")
 
 	// Let the pods move (the replacements need somewhere to go), and
 	// raise the budget.
