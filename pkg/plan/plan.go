@@ -156,6 +156,7 @@ type Cluster struct {
 
 	nms     []lullv1alpha1.NodeMaintenance
 	windows []lullv1alpha1.MaintenanceWindow
+	leases  map[string]*coordinationv1.Lease
 }
 
 // Load reads nodes, NodeMaintenances, MaintenanceWindows,
@@ -201,8 +202,12 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 	for i := range nodes.Items {
 		f.SetNode(&nodes.Items[i])
 	}
+	cl.leases = map[string]*coordinationv1.Lease{}
 	for i := range leases.Items {
 		f.SetLease(&leases.Items[i])
+		if node, ok := lease.NodeOf(leases.Items[i].Name); ok {
+			cl.leases[node] = &leases.Items[i]
+		}
 	}
 	for i := range nms.Items {
 		nm := &nms.Items[i]
@@ -324,6 +329,12 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 				}
 				if fc.Lease.Reason != "" {
 					what += " (" + fc.Lease.Reason + ")"
+				}
+				if l := cl.leases[node.Name]; l != nil {
+					if info := lease.FromLease(node.Name, l); !info.Renewed.IsZero() && info.Duration > 0 && now.After(info.Renewed.Add(info.Duration)) {
+						what += fmt.Sprintf("; its holder last renewed it at %s, more than its duration (%s) ago: unless it renews, the drainer takes the lease over after seeing it unrenewed for %s",
+							info.Renewed.UTC().Format(time.RFC3339), info.Duration, info.Duration)
+					}
 				}
 				p.warn("node is leased by %s", what)
 			}

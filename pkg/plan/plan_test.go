@@ -214,3 +214,15 @@ func TestPreviewDrainEstimateFromHistory(t *testing.T) {
 	res = preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), pod("web-0", "n1", "web", 30))
 	require.Equal(t, 35*time.Second, res.Nodes[0].DrainEstimate.Duration)
 }
+
+// A foreign lease its holder stopped renewing is named as such: the
+// drainer will take it over after watching it unrenewed for its duration.
+func TestPreviewNamesAStaleForeignLease(t *testing.T) {
+	stale := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease.Name("n1"), Namespace: lease.DefaultNamespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("crashed-tool"), LeaseDurationSeconds: ptr.To[int32](60),
+			AcquireTime: &metav1.MicroTime{Time: t0.Add(-time.Hour)}, RenewTime: &metav1.MicroTime{Time: t0.Add(-time.Hour)}}}
+	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), stale)
+	n := res.Nodes[0]
+	require.Equal(t, StartHolder, n.Start)
+	require.Equal(t, "node is leased by crashed-tool; its holder last renewed it at 2026-11-21T09:00:00Z, more than its duration (1m0s) ago: unless it renews, the drainer takes the lease over after seeing it unrenewed for 1m0s", n.Warnings[0])
+}
