@@ -40,9 +40,9 @@ type Result struct {
 	InUse []string
 }
 
-// Active reports whether a request uses budget: lull has cordoned the node
+// usesBudget reports whether a request uses budget: lull has cordoned the node
 // (or is about to), or lost its lease while its cordon is still in place.
-func Active(nm *lullv1alpha1.NodeMaintenance) bool {
+func usesBudget(nm *lullv1alpha1.NodeMaintenance) bool {
 	return nm.Status.Phase.Disrupting() || (nm.Status.Phase == lullv1alpha1.PhaseWaitingForLease && nm.Status.CordonedByLull)
 }
 
@@ -57,7 +57,7 @@ func Check(ctx context.Context, live, cached client.Reader, req Request) (Result
 	active := append([]string(nil), req.Also...)
 	for i := range all.Items {
 		o := &all.Items[i]
-		if o.Spec.NodeName != req.Node && Active(o) {
+		if o.Spec.NodeName != req.Node && usesBudget(o) {
 			active = append(active, o.Spec.NodeName)
 		}
 	}
