@@ -78,11 +78,7 @@ func (s *step) gate() (reconcile.Result, error) {
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if s.status.Decision == nil || !equality.Semantic.DeepEqual(*s.status.Decision, d) {
-			s.event(corev1.EventTypeNormal, "PolicyDecided", policy.Describe(s.nm.Spec.Class, d))
-			s.r.Metrics.Decisions.WithLabelValues(string(d.Action), d.RuleRef()).Inc()
-			s.status.Decision = &d
-		}
+		s.status.Decision = &d // announced by save once written
 		if d.Action == lullv1alpha1.ActionNone {
 			return s.noDisruption()
 		}
@@ -472,13 +468,19 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 	if equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
 		return res, nil
 	}
-	old := s.nm.Status.Phase
+	old, oldDecision := s.nm.Status.Phase, s.nm.Status.Decision
 	s.nm.Status = *s.status
 	if err := s.r.Client.Status().Update(s.ctx, s.nm); err != nil {
 		// A conflict too stops the chain of steps; Reconcile requeues.
 		return reconcile.Result{}, fmt.Errorf("updating the status of NodeMaintenance %s: %w", s.nm.Name, err)
 	}
 	s.status = s.nm.Status.DeepCopy()
+	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
+		// A decision counts once it is recorded: a write lost to a
+		// conflict is decided (and announced) again by the next round.
+		s.event(corev1.EventTypeNormal, "PolicyDecided", policy.Describe(s.nm.Spec.Class, *d))
+		s.r.Metrics.Decisions.WithLabelValues(string(d.Action), d.RuleRef()).Inc()
+	}
 	if old != phase {
 		s.logger.Info("Phase changed", "from", old, "to", phase, "waitingFor", s.status.WaitingFor)
 	}
