@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -269,6 +270,13 @@ func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster,
 		// The record of a finished request makes way for the new one.
 		if err := c.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the finished NodeMaintenance %s: %w", old.Name, err)
+		}
+		// The drainer may still be removing its finalizer from the record.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(old), &lullv1alpha1.NodeMaintenance{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}); err != nil {
+			return fmt.Errorf("waiting for the finished NodeMaintenance %s to go: %w", old.Name, err)
 		}
 	}
 	nm := &lullv1alpha1.NodeMaintenance{
