@@ -116,40 +116,25 @@ func (s *step) drain() (reconcile.Result, error) {
 		s.status.LastError = strings.Join(msgs, "; ")
 	}
 
-	blocked := map[string]*corev1.Pod{}
 	pdbs := newPDBIndex(s.ctx, s.r.Client)
-	progress, gone := false, 0
-	for i := range pods {
-		p := &pods[i]
-		if p.DeletionTimestamp != nil {
-			progress = true
-			gone++
-			continue // already going
-		}
-		if pdbs.exhausted(p) {
-			// A budget that allows no disruption now would refuse this
-			// eviction: skip the request; its status change wakes us.
-			blocked[p.Namespace+"/"+p.Name] = p
-			continue
-		}
+	blocked, gone, progress := walkRound(pods, &pdbs, func(p *corev1.Pod) evictOutcome {
 		switch err := s.r.evict(s.ctx, p, h.GracePeriodSeconds); {
 		case err == nil:
-			progress = true
-			gone++
-			pdbs.consume(p)
 			s.r.Metrics.Evictions.WithLabelValues("evicted").Inc()
+			return evicted
 		case apierrors.IsTooManyRequests(err):
-			blocked[p.Namespace+"/"+p.Name] = p
 			s.r.Metrics.Evictions.WithLabelValues("blocked").Inc()
+			return refused
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			// Gone, or replaced by a new pod of the same name (next round).
-			gone++
 			s.r.Metrics.Evictions.WithLabelValues("gone").Inc()
+			return vanished
 		default:
 			s.r.Metrics.Evictions.WithLabelValues("error").Inc()
 			s.status.LastError = fmt.Sprintf("evicting %s/%s: %v", p.Namespace, p.Name, err)
+			return failed
 		}
-	}
+	})
 
 	// Counts derive from what the API server shows this round, so a lost
 	// status write or a restart cannot skew them.
@@ -183,6 +168,51 @@ func (s *step) drain() (reconcile.Result, error) {
 	s.cond(ConditionDrained, false, "Draining", fmt.Sprintf("%d pod(s) still on the node", s.status.Pods.Pending))
 	s.status.WaitingFor = fmt.Sprintf("draining: %d of %d pod(s) left", s.status.Pods.Pending, s.status.Pods.Total)
 	return s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay(progress)})
+}
+
+// evictOutcome is what became of one eviction request.
+type evictOutcome int
+
+const (
+	evicted  evictOutcome = iota // the pod is going; its budgets count it
+	refused                      // a PodDisruptionBudget refused it
+	vanished                     // gone, or replaced by a pod of the same name
+	failed                       // any other error (reported by the caller)
+)
+
+// walkRound is one drain round over the node's pods, in order. A pod
+// already going counts as gone; a pod covered by a budget that allows no
+// disruption now is blocked without asking (its budget's status change
+// wakes the drainer); every other pod is handed to evict, and one evicted
+// counts its budgets down for the rest of the round, so a budget allowing
+// one disruption gets one request. The drainer's evict calls the eviction
+// API; the preview's records the pod. Both walk the same rules, so a
+// preview names the blockers the drainer will report.
+func walkRound(pods []corev1.Pod, pdbs *pdbIndex, evict func(*corev1.Pod) evictOutcome) (blocked map[string]*corev1.Pod, gone int, progress bool) {
+	blocked = map[string]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			progress = true
+			gone++
+			continue
+		}
+		if pdbs.exhausted(p) {
+			blocked[p.Namespace+"/"+p.Name] = p
+			continue
+		}
+		switch evict(p) {
+		case evicted:
+			progress = true
+			gone++
+			pdbs.consume(p)
+		case refused:
+			blocked[p.Namespace+"/"+p.Name] = p
+		case vanished:
+			gone++
+		}
+	}
+	return blocked, gone, progress
 }
 
 // pdbIndex answers, from the cache, whether a pod is covered by a
@@ -346,28 +376,15 @@ func PreviewDrain(ctx context.Context, kube kubernetes.Interface, c client.Reade
 		out.Refused = append(out.Refused, e.Error())
 	}
 	pdbs := newPDBIndex(ctx, c)
-	blocked := map[string]*corev1.Pod{}
-	pods := list.Pods()
-	for i := range pods {
-		p := &pods[i]
-		key := p.Namespace + "/" + p.Name
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if pdbs.exhausted(p) {
-			blocked[key] = p
-			continue
-		}
-		pdbs.consume(p)
-		out.Evict = append(out.Evict, key)
+	blocked, _, _ := walkRound(list.Pods(), &pdbs, func(p *corev1.Pod) evictOutcome {
+		out.Evict = append(out.Evict, p.Namespace+"/"+p.Name)
 		grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, corev1.DefaultTerminationGracePeriodSeconds)) * time.Second
 		if h.GracePeriodSeconds >= 0 {
 			grace = time.Duration(h.GracePeriodSeconds) * time.Second
 		}
-		if grace > out.MaxGracePeriod {
-			out.MaxGracePeriod = grace
-		}
-	}
+		out.MaxGracePeriod = max(out.MaxGracePeriod, grace)
+		return evicted // as if every eviction the budgets allow succeeds
+	})
 	byPDB := groupBlocked(blocked, &pdbs)
 	for _, id := range sortedKeys(byPDB) {
 		out.Blockers = append(out.Blockers, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id]})
