@@ -466,41 +466,41 @@ func (f *Forecast) tick() {
 // node, which may be newer than the forecast's). Used when a caller holds
 // a node object the forecast has not seen yet.
 func (f *Forecast) Compute(name string, lbls map[string]string) *Node {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	saved, had := f.labels[name]
-	f.labels[name] = lbls
-	n := f.computeLocked(name, f.clock.Now())
-	if had {
-		f.labels[name] = saved
-	} else {
-		delete(f.labels, name)
-	}
-	return n
+	return f.computeWith(name, lbls, nil)
 }
 
 // ComputeRequest returns the forecast for nm.Spec.NodeName as it would be
 // now if nm were the node's request and lbls its labels: a preview of a
 // request not yet made (or made differently). Nothing is stored.
 func (f *Forecast) ComputeRequest(nm *lullv1alpha1.NodeMaintenance, lbls map[string]string) *Node {
-	name := nm.Spec.NodeName
+	return f.computeWith(nm.Spec.NodeName, lbls, nm)
+}
+
+// computeWith computes a node's forecast with its labels, and its request
+// when nm is set, replaced for the computation only.
+func (f *Forecast) computeWith(name string, lbls map[string]string, nm *lullv1alpha1.NodeMaintenance) *Node {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	savedL, hadL := f.labels[name]
-	savedNM, hadNM := f.nms[name]
-	f.labels[name], f.nms[name] = lbls, nm
-	n := f.computeLocked(name, f.clock.Now())
-	if hadL {
-		f.labels[name] = savedL
-	} else {
-		delete(f.labels, name)
+	restoreLabels := swap(f.labels, name, lbls)
+	defer restoreLabels()
+	if nm != nil {
+		restoreNM := swap(f.nms, name, nm)
+		defer restoreNM()
 	}
-	if hadNM {
-		f.nms[name] = savedNM
-	} else {
-		delete(f.nms, name)
+	return f.computeLocked(name, f.clock.Now())
+}
+
+// swap sets m[k] = v and returns the function that puts back what was there.
+func swap[V any](m map[string]V, k string, v V) func() {
+	old, had := m[k]
+	m[k] = v
+	return func() {
+		if had {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
 	}
-	return n
 }
 
 // Snapshot is an immutable view of every node's forecast. Lookups take no
