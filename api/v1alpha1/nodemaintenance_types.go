@@ -16,6 +16,12 @@ const (
 	// Go duration ("45m"), so lull-scheduler can place it on a node it will
 	// finish on before the node's next disruption.
 	ExpectedRuntimeAnnotation = "lull.dev/expected-runtime"
+
+	// ClassPattern is the form of a maintenance class (spec.class, and so
+	// the label's value), at most MaxClassLength characters; the CRDs'
+	// pattern markers say the same (a test keeps them equal).
+	ClassPattern   = `^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
+	MaxClassLength = 63
 )
 
 // MaintenancePhase is where a maintenance request is in its life. It is for

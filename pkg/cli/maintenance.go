@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -13,13 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/scheme"
@@ -147,13 +148,17 @@ the drainer's own decision code on the cluster's current state.`,
 	return cmd
 }
 
+// classRegexp is the admission rule for a class, checked before a preview
+// (which creates nothing the API server could reject).
+var classRegexp = regexp.MustCompile(lullv1alpha1.ClassPattern)
+
 // buildRequest validates the arguments shared by plan and request.
 func buildRequest(nodes []string, selector, class, deadline string, clk clock.PassiveClock) (plan.Request, error) {
 	req := plan.Request{Nodes: nodes, Class: class}
 	if len(nodes) == 0 && selector == "" {
 		return req, fmt.Errorf("name one or more nodes, or give a label selector (-l)")
 	}
-	if errs := validation.IsDNS1123Subdomain(class); len(errs) > 0 || len(class) > 63 {
+	if !classRegexp.MatchString(class) || len(class) > lullv1alpha1.MaxClassLength {
 		return req, fmt.Errorf("--class %q is not a valid maintenance class: lower-case letters, digits, '-', '.' and '_', at most 63 characters (e.g. kernel-update)", class)
 	}
 	if selector != "" {
@@ -266,7 +271,14 @@ func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster,
 		fmt.Fprintf(o.out, "nodemaintenance/%s updated: %s\n", ex.Name, what)
 		return nil
 	}
-	if old := cl.All[n.Node]; old != nil {
+	old := &lullv1alpha1.NodeMaintenance{}
+	if err := c.Get(ctx, client.ObjectKey{Name: n.Node}, old); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("reading NodeMaintenance %s: %w", n.Node, err)
+	} else if err == nil {
+		if !old.Status.Phase.Finished() && old.DeletionTimestamp == nil {
+			// Made since the preview: never replace a live request.
+			return fmt.Errorf("node %s got a maintenance request (NodeMaintenance %s, phase %s) since the preview; run the request again to see it", n.Node, old.Name, old.Status.Phase)
+		}
 		// The record of a finished request makes way for the new one.
 		if err := c.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the finished NodeMaintenance %s: %w", old.Name, err)
@@ -280,7 +292,7 @@ func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster,
 		}
 	}
 	nm := &lullv1alpha1.NodeMaintenance{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Node, Annotations: map[string]string{"lull.dev/requested-by": RequestedByCLI}},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Node, Annotations: map[string]string{maintenance.AnnotationRequestedBy: RequestedByCLI}},
 		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: n.Node, Class: req.Class, Reason: reason, Deadline: deadline},
 	}
 	if err := c.Create(ctx, nm); err != nil {

@@ -124,3 +124,17 @@ func TestWindowsTable(t *testing.T) {
 	golden(t, "windows", buf.Bytes())
 	require.Equal(t, time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC), views[1].Periods[0].Start, "02:00 happens twice that night; the window takes the first (CEST)")
 }
+
+// The CLI checks classes with the API's rule, which is the CRDs' pattern:
+// a class the drainer accepts (with '_' or '.') is never refused here.
+func TestClassRuleMatchesTheCRDs(t *testing.T) {
+	for _, crd := range []string{"lull.dev_nodemaintenances.yaml", "lull.dev_disruptionpolicies.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "manifests", "crds", crd))
+		require.NoError(t, err)
+		require.Contains(t, string(b), "pattern: "+lullv1alpha1.ClassPattern+"\n", crd)
+	}
+	for class, ok := range map[string]bool{"kernel-update": true, "fw_2.1": true, "a": true, "Kernel": false, "-x": false, "x-": false, "": false} {
+		_, err := buildRequest([]string{"n1"}, "", class, "", nil)
+		require.Equal(t, ok, err == nil, "class %q: %v", class, err)
+	}
+}
