@@ -206,3 +206,27 @@ func renderWindows(w io.Writer, views []WindowView) error {
 	}
 	return nil
 }
+
+// describeStart says in words when a planned node starts.
+func describeStart(n plan.Node, now time.Time) string {
+	switch n.Start {
+	case plan.StartImmediately:
+		return "completes at once (nothing disruptive)"
+	case plan.StartNow:
+		return "starts now"
+	case plan.StartWindow:
+		if n.StartAt != nil {
+			return "starts when a window opens at " + stamp(*n.StartAt, now)
+		}
+		return "waits for its window"
+	case plan.StartBudget:
+		return "starts when the window's disruption budget frees"
+	case plan.StartHolder:
+		return fmt.Sprintf("starts when %s releases the node's lease", n.LeaseHolder)
+	case plan.StartInProgress:
+		return "already in progress"
+	case plan.StartNoWindow:
+		return "no window opens within the search horizon"
+	}
+	return strings.ToLower(string(n.Start))
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,10 +83,11 @@ func loadStatus(ctx context.Context, c client.Reader, po plan.Options, names []s
 			nodes = append(nodes, node)
 		}
 	} else {
+		snap := cl.Forecast.Snapshot()
 		for i := range cl.Nodes {
 			n := &cl.Nodes[i]
 			_, labelled := n.Labels[lullv1alpha1.MaintenanceLabel]
-			if labelled || cl.Requests[n.Name] != nil || cl.Forecast.Snapshot().Get(n.Name).Leased() {
+			if labelled || cl.Requests[n.Name] != nil || snap.Get(n.Name).Leased() {
 				nodes = append(nodes, n)
 			}
 		}
@@ -300,28 +300,4 @@ func windowViews(ws []lullv1alpha1.MaintenanceWindow, nodes []corev1.Node, now t
 		out = append(out, v)
 	}
 	return out
-}
-
-// describeStart says in words when a planned node starts.
-func describeStart(n plan.Node, now time.Time) string {
-	switch n.Start {
-	case plan.StartImmediately:
-		return "completes at once (nothing disruptive)"
-	case plan.StartNow:
-		return "starts now"
-	case plan.StartWindow:
-		if n.StartAt != nil {
-			return "starts when a window opens at " + stamp(*n.StartAt, now)
-		}
-		return "waits for its window"
-	case plan.StartBudget:
-		return "starts when the window's disruption budget frees"
-	case plan.StartHolder:
-		return fmt.Sprintf("starts when %s releases the node's lease", n.LeaseHolder)
-	case plan.StartInProgress:
-		return "already in progress"
-	case plan.StartNoWindow:
-		return "no window opens within the search horizon"
-	}
-	return strings.ToLower(string(n.Start))
 }

@@ -149,14 +149,11 @@ type Cluster struct {
 	Policies []lullv1alpha1.DisruptionPolicy
 	// Requests are the active (not finished) NodeMaintenances by node.
 	Requests map[string]*lullv1alpha1.NodeMaintenance
-	// All NodeMaintenances, finished ones too, by node.
-	All map[string]*lullv1alpha1.NodeMaintenance
 	// Forecast fed with everything read; Stop it when done.
 	Forecast *forecast.Forecast
 
-	nms     []lullv1alpha1.NodeMaintenance
-	windows []lullv1alpha1.MaintenanceWindow
-	leases  map[string]*coordinationv1.Lease
+	nms    []lullv1alpha1.NodeMaintenance
+	leases map[string]*coordinationv1.Lease
 }
 
 // Load reads nodes, NodeMaintenances, MaintenanceWindows,
@@ -197,7 +194,7 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 		WindowOptions: window.Options{Horizon: o.Horizon}, Clock: o.Clock})
 	cl := &Cluster{Options: o, Now: o.Clock.Now(), Nodes: nodes.Items, Policies: policies.Items, Forecast: f,
 		Windows: map[string]*lullv1alpha1.MaintenanceWindow{}, Requests: map[string]*lullv1alpha1.NodeMaintenance{},
-		All: map[string]*lullv1alpha1.NodeMaintenance{}, nms: nms.Items, windows: windows.Items}
+		nms: nms.Items}
 	sort.Slice(cl.Nodes, func(i, j int) bool { return cl.Nodes[i].Name < cl.Nodes[j].Name })
 	for i := range nodes.Items {
 		f.SetNode(&nodes.Items[i])
@@ -212,7 +209,6 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 	for i := range nms.Items {
 		nm := &nms.Items[i]
 		f.SetMaintenance(nm)
-		cl.All[nm.Spec.NodeName] = nm
 		if nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
 			cl.Requests[nm.Spec.NodeName] = nm
 		}
@@ -331,9 +327,12 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 					what += " (" + fc.Lease.Reason + ")"
 				}
 				if l := cl.leases[node.Name]; l != nil {
-					if info := lease.FromLease(node.Name, l); !info.Renewed.IsZero() && info.Duration > 0 && now.After(info.Renewed.Add(info.Duration)) {
+					// The protocol's expiry is by observation; the holder's
+					// own renew time only hints that it stopped.
+					renewed, d := lease.FromLease(node.Name, l).Renewed, lease.ExpiryDuration(l)
+					if !renewed.IsZero() && now.After(renewed.Add(d)) {
 						what += fmt.Sprintf("; its holder last renewed it at %s, more than its duration (%s) ago: unless it renews, the drainer takes the lease over after seeing it unrenewed for %s",
-							info.Renewed.UTC().Format(time.RFC3339), info.Duration, info.Duration)
+							renewed.UTC().Format(time.RFC3339), d, d)
 					}
 				}
 				p.warn("node is leased by %s", what)

@@ -49,9 +49,9 @@ func (r *snapshotReader) List(ctx context.Context, list client.ObjectList, opts 
 		}
 		return nil
 	case *lullv1alpha1.MaintenanceWindowList:
-		l.Items = make([]lullv1alpha1.MaintenanceWindow, len(r.cl.windows))
-		for i := range r.cl.windows {
-			r.cl.windows[i].DeepCopyInto(&l.Items[i])
+		l.Items = make([]lullv1alpha1.MaintenanceWindow, 0, len(r.cl.Windows))
+		for _, w := range r.cl.Windows {
+			l.Items = append(l.Items, *w.DeepCopy())
 		}
 		return nil
 	case *corev1.NodeList:
