@@ -49,9 +49,7 @@ func TestLullSchedulerAvoidsDisruptedNodes(t *testing.T) {
 	dep := optedInDeployment("opted", 12)
 	_, err = cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "opted", metav1.DeleteOptions{})
-	})
+	t.Cleanup(func() { removeApp(t, "opted") })
 	byNode := waitAppRunning(ctx, t, "opted", 12, maint, leased)
 	t.Logf("opted-in pods per node: %v (maintenance: %s, leased: %s)", byNode, maint, leased)
 

@@ -276,9 +276,7 @@ func TestSystemPDBBlocksThenUnblocks(t *testing.T) {
 	dep.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "e2e-pdb"}
 	_, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "guarded", metav1.DeleteOptions{})
-	})
+	t.Cleanup(func() { removeApp(t, "guarded") })
 	waitAppRunning(ctx, t, "guarded", 3)
 	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: "default"},
@@ -573,9 +571,7 @@ func guardedApp(t *testing.T, name string, replicas int32, spec policyv1.PodDisr
 	ctx, cs := t.Context(), cluster.Clientset
 	_, err := cs.AppsV1().Deployments("default").Create(ctx, optedInDeployment(name, replicas), metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	t.Cleanup(func() { removeApp(t, name) })
 	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
 	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: spec,
@@ -584,6 +580,20 @@ func guardedApp(t *testing.T, name string, replicas int32, spec policyv1.PodDisr
 	t.Cleanup(func() {
 		_ = cs.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+}
+
+// removeApp deletes a test's Deployment and waits until its pods are gone,
+// so their deletion is never seen by a later scenario's watchers.
+func removeApp(t *testing.T, name string) {
+	ctx := context.Background()
+	_ = cluster.Clientset.AppsV1().Deployments("default").Delete(ctx, name, metav1.DeleteOptions{})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cluster.Clientset.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		t.Logf("pods of %s still there after a minute: %v", name, err)
+	}
 }
 
 func allCompleted(e *sysEnv, nodes []string) bool {
