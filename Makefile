@@ -5,10 +5,15 @@ include hack/versions.env
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 BIN := _output/bin
+# Static Go builds everywhere (binaries, images, tests): one build
+# configuration, so the Kubernetes packages compile once (hack/build-binaries.sh).
+export CGO_ENABLED ?= 0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \
         bench bench-scheduler bench-drain bench-plan run demo cluster-up cluster-down clean
+.PHONY: release
+.PHONY: images
 
 all: build
 
@@ -52,6 +57,16 @@ verify:
 ## generate: deepcopy and CRD manifests from api/
 generate:
 	hack/update-codegen.sh
+
+## release: kubectl-lull archives, krew manifest, images, install YAML, Helm chart
+## and checksums into dist/ (make release VERSION=vX.Y.Z; see hack/release.sh)
+release:
+	VERSION=$(VERSION) hack/release.sh
+
+## images: OCI image archives of lull-scheduler, lull-drainer, pause and e2e-graceful
+## into _output/images (IMAGES="pause lull-drainer" for some; see docs/images.md)
+images:
+	VERSION=$(VERSION) hack/images.sh $(IMAGES)
 
 ## update-deps: rewrite go.mod's k8s.io pins from hack/versions.env
 update-deps:

@@ -7,21 +7,32 @@
 #   hack/build-binaries.sh etcd kwok    build only the named binaries
 #
 # Names: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
-#        kwok controller-gen
+#        kwok controller-gen, and the real node's kubelet kube-proxy
+#        containerd (with containerd-shim-runc-v2 and ctr) runc cni-plugins
+#        (bridge, host-local, loopback into _output/bin/cni)
+#        Packaging: helm (renders and packages charts/lull), krew (the
+#        release test installs kubectl-lull with it)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=versions.env
 source "${ROOT}/hack/versions.env"
 BIN="${LULL_BIN_DIR:-${ROOT}/_output/bin}"
 STAMPS="${BIN}/.stamps"
-mkdir -p "$STAMPS"
+mkdir -p "$STAMPS" "$BIN/cni"
 
-ALL=(etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+ALL=(etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
+     kubelet kube-proxy containerd runc cni-plugins)
+ALL+=(helm krew)   # packaging: chart rendering and packaging, release test
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${ALL[@]}")
 
 command -v go >/dev/null || { echo "build-binaries: go is not on PATH (Go 1.26 is required)" >&2; exit 1; }
 GOVER=$(go env GOVERSION)
+# Every Go build of the project is static (CGO_ENABLED=0: the Makefile, the
+# test runner and the image builds say the same), so the Kubernetes packages
+# compiled for one binary are reused by all the others and by the tests.
+# runc alone needs cgo.
+export CGO_ENABLED=0
 
 # One build at a time: a second caller waits for the first and then finds
 # everything current.
@@ -40,7 +51,12 @@ version_of() {
     etcd) echo "$ETCD_VERSION" ;;
     controller-gen) echo "$CONTROLLER_TOOLS_VERSION" ;;
     kwok) echo "$KWOK_VERSION" ;;
-    kube-*|kubectl) echo "$KUBE_VERSION" ;;
+    kube-*|kubectl|kubelet) echo "$KUBE_VERSION" ;;
+    containerd) echo "$CONTAINERD_VERSION" ;;
+    runc) echo "$RUNC_VERSION" ;;
+    cni-plugins) echo "$CNI_PLUGINS_VERSION" ;;
+    helm) echo "$HELM_VERSION" ;;
+    krew) echo "$KREW_VERSION" ;;
     *) echo "build-binaries: unknown binary '$1' (known: ${ALL[*]})" >&2; return 1 ;;
   esac
 }
@@ -49,6 +65,7 @@ build_one() {
   local name=$1 version out stamp want
   version=$(version_of "$name")
   out="${BIN}/${name}"
+  [[ "$name" == cni-plugins ]] && out="${BIN}/cni/bridge"
   stamp="${STAMPS}/${name}"
   want="${name} ${version} ${GOVER}"
   if [[ -x "$out" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
@@ -71,6 +88,53 @@ build_one() {
         tmpbin=$(mktemp -d)
         GOBIN="$tmpbin" GOFLAGS=-trimpath go install "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
         mv "$tmpbin/kwok" "$out.tmp" && rmdir "$tmpbin" ;;
+      containerd)
+        # Static, without the cgo-only btrfs snapshotter: overlayfs is what
+        # the node uses. The shim and ctr come from the same version.
+        tmpbin=$(mktemp -d)
+        CGO_ENABLED=0 GOBIN="$tmpbin" GOFLAGS="-trimpath -tags=no_btrfs" go install \
+          -ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}" \
+          "github.com/containerd/containerd/v2/cmd/containerd@${CONTAINERD_VERSION}" \
+          "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@${CONTAINERD_VERSION}" \
+          "github.com/containerd/containerd/v2/cmd/ctr@${CONTAINERD_VERSION}"
+        mv "$tmpbin/containerd-shim-runc-v2" "$tmpbin/ctr" "$BIN/"
+        mv "$tmpbin/containerd" "$out.tmp" && rmdir "$tmpbin" ;;
+      runc)
+        # runc needs cgo (its nsenter is C) and libseccomp's headers.
+        "${ROOT}/hack/install-deps.sh" build-runc
+        tmpbin=$(mktemp -d)
+        CGO_ENABLED=1 GOBIN="$tmpbin" GOFLAGS="-trimpath -tags=seccomp,urfave_cli_no_docs" go install \
+          -ldflags="-s -w -X main.version=${RUNC_VERSION#v}" "github.com/opencontainers/runc@${RUNC_VERSION}"
+        mv "$tmpbin/runc" "$out.tmp" && rmdir "$tmpbin" ;;
+      cni-plugins)
+        # Only what the node's network needs: a bridge in the cluster's own
+        # address range, host-local addresses, and the loopback interface.
+        tmpbin=$(mktemp -d)
+        CGO_ENABLED=0 GOBIN="$tmpbin" GOFLAGS=-trimpath go install -ldflags=-s \
+          "github.com/containernetworking/plugins/plugins/main/bridge@${CNI_PLUGINS_VERSION}" \
+          "github.com/containernetworking/plugins/plugins/main/loopback@${CNI_PLUGINS_VERSION}" \
+          "github.com/containernetworking/plugins/plugins/ipam/host-local@${CNI_PLUGINS_VERSION}"
+        mv "$tmpbin/host-local" "$tmpbin/loopback" "$BIN/cni/"
+        mv "$tmpbin/bridge" "$out.tmp" && rmdir "$tmpbin" ;;
+      helm)
+        # Helm's go.mod has no replace directives: install it by version,
+        # outside lull's modules.
+        tmpbin=$(mktemp -d)
+        CGO_ENABLED=0 GOBIN="$tmpbin" GOFLAGS=-trimpath go install \
+          -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
+          "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+        mv "$tmpbin/helm" "$out.tmp" && rmdir "$tmpbin" ;;
+      krew)
+        # `go install sigs.k8s.io/krew/cmd/krew@...` is refused (the proxy
+        # answers 403 for krew's version list): build it from its own module.
+        grep -q "sigs.k8s.io/krew ${KREW_VERSION}" "${ROOT}/hack/tools/krew/go.mod" || {
+          echo "hack/tools/krew/go.mod does not pin sigs.k8s.io/krew ${KREW_VERSION} (KREW_VERSION)"; exit 1; }
+        cd "${ROOT}/hack/tools/krew" && CGO_ENABLED=0 go build -trimpath \
+          -ldflags="-s -w -X sigs.k8s.io/krew/internal/version.gitTag=${KREW_VERSION}" \
+          -o "$out.tmp" sigs.k8s.io/krew/cmd/krew ;;
+      kubelet|kube-proxy)
+        # The node components are static: the node runs them from any path.
+        cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags="$(kube_ldflags)" -o "$out.tmp" "k8s.io/kubernetes/cmd/${name}" ;;
       *)
         cd "$ROOT" && go build -trimpath -ldflags="$(kube_ldflags)" -o "$out.tmp" "k8s.io/kubernetes/cmd/${name}" ;;
     esac

@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
-# Stops the processes hack/local-up.sh started (by their recorded PIDs) and
+# Stops the processes hack/local-up.sh started (by their recorded PIDs),
+# the real node's containers, mounts, bridge and iptables rules, and
 # removes the cluster directory: nothing is left running or on disk.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=versions.env
+source "${ROOT}/hack/versions.env"
 # shellcheck source=lib/cluster.sh
 source "${ROOT}/hack/lib/cluster.sh"
+# shellcheck source=lib/node.sh
+source "${ROOT}/hack/lib/node.sh"
 [[ "${1:-}" == "--dir" ]] && LULL_CLUSTER_DIR="$2"
 cluster_paths
+node_paths
 if [[ ! -d "$DIR" ]]; then
   echo "local-down: no cluster at $DIR"
+  # A bridge or lock a crashed run left behind for this directory.
+  [[ -f "$NODE_LOCK" && "$(cat "$NODE_LOCK")" == "$DIR" ]] && node_cleanup
   exit 0
 fi
+if [[ -d "$NODE_DIR" ]]; then
+  # The kubelet first, so it restarts nothing; then the containers while
+  # containerd can still stop them.
+  stop_all kube-proxy kubelet
+  node_stop_containers
+fi
 stop_all
+[[ -d "$NODE_DIR" || -f "$NODE_LOCK" ]] && node_cleanup
 rm -rf "$DIR"
 echo "local-down: stopped and removed $DIR"

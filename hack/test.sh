@@ -4,11 +4,15 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+# The same build configuration as hack/build-binaries.sh and the images.
+export CGO_ENABLED="${CGO_ENABLED:-0}"
 kind=${1:?usage: hack/test.sh unit|integration|e2e}; shift
 case "$kind" in
   unit)        pkgs=$(go list ./... | grep -v '/test/' | grep -v '/hack/') ; timeout=10m ;;
-  integration) pkgs=$(go list ./test/integration/...) ; timeout=20m ;;
-  e2e)         pkgs=$(go list ./test/e2e/...) ; timeout=30m ;;
+  integration) pkgs=$(go list ./test/integration/... ./test/install) ; timeout=20m ;;   # install: kustomize, Helm chart, release
+  # One cluster at a time (-p 1): each e2e package brings up its own, and
+  # the real node is one per machine.
+  e2e)         pkgs=$(go list ./test/e2e/...) ; timeout=40m ; set -- -p 1 "$@" ;;
   *) echo "unknown test layer '$kind'" >&2; exit 2 ;;
 esac
 mkdir -p _output

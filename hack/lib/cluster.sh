@@ -11,6 +11,7 @@ cluster_paths() {
   LOGS="$DIR/logs"
   PIDS="$DIR/pids"
   KUBECONFIG_ADMIN="$DIR/kubeconfig"
+  API_ADDR="${API_ADDR:-127.0.0.1}"
   local base="${LULL_PORT_BASE:-17000}"
   ETCD_PORT=$((base + 0))
   ETCD_PEER_PORT=$((base + 1))
@@ -24,7 +25,7 @@ cluster_paths() {
   DRAINER2_METRICS_PORT=$((base + 82))
   DRAINER2_PROBE_PORT=$((base + 83))
   API_PORT=$((base + 443))
-  export DIR BIN CERTS LOGS PIDS KUBECONFIG_ADMIN ETCD_PORT ETCD_PEER_PORT KWOK_PORT KCM_PORT SCHED_PORT LULL_SCHED_PORT API_PORT \
+  export API_ADDR DIR BIN CERTS LOGS PIDS KUBECONFIG_ADMIN ETCD_PORT ETCD_PEER_PORT KWOK_PORT KCM_PORT SCHED_PORT LULL_SCHED_PORT API_PORT \
     ETCD_METRICS_PORT DRAINER_METRICS_PORT DRAINER_PROBE_PORT DRAINER2_METRICS_PORT DRAINER2_PROBE_PORT
 }
 
@@ -84,7 +85,7 @@ kind: Config
 clusters:
 - name: lull-local
   cluster:
-    server: https://127.0.0.1:${API_PORT}
+    server: https://${API_ADDR}:${API_PORT}
     certificate-authority: ${CERTS}/ca.crt
 users:
 - name: ${user}
@@ -121,7 +122,7 @@ make_certs() {
   openssl req -new -newkey rsa:2048 -nodes -keyout "$CERTS/apiserver.key" -subj "/CN=kube-apiserver" \
     -out "$CERTS/apiserver.csr" 2>/dev/null
   cat >"$CERTS/apiserver.ext" <<EXT
-subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+subjectAltName=IP:127.0.0.1,IP:10.0.0.1,IP:10.244.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
 extendedKeyUsage=serverAuth
 EXT
   openssl x509 -req -in "$CERTS/apiserver.csr" -CA "$CERTS/ca.crt" -CAkey "$CERTS/ca.key" -CAcreateserial \
@@ -210,21 +211,24 @@ alive() {
   [[ "$state" != "Z" && "$state" != "X" ]]
 }
 
-# stop_all: stops every recorded process in reverse start order (clients
-# before the API server, the API server before etcd): SIGTERM, then SIGKILL
-# after a grace period, and waits until each is gone.
+# stop_all [NAME...]: stops the named recorded processes, or every one in
+# reverse start order (clients before the API server, the API server before
+# etcd): SIGTERM, then SIGKILL after a grace period, and waits until each is
+# gone.
 stop_all() {
   local pid name
   [[ -d "$PIDS" ]] || return 0
-  local names=()
-  if [[ -f "$PIDS/order" ]]; then
+  local names=("$@")
+  if [[ ${#names[@]} -eq 0 && -f "$PIDS/order" ]]; then
     mapfile -t names < <(tac "$PIDS/order")
   fi
-  for f in "$PIDS"/*.pid; do
-    [[ -e "$f" ]] || continue
-    name=$(basename "$f" .pid)
-    [[ " ${names[*]} " == *" $name "* ]] || names=("$name" "${names[@]}")
-  done
+  if [[ $# -eq 0 ]]; then
+    for f in "$PIDS"/*.pid; do
+      [[ -e "$f" ]] || continue
+      name=$(basename "$f" .pid)
+      [[ " ${names[*]} " == *" $name "* ]] || names=("$name" "${names[@]}")
+    done
+  fi
   for name in "${names[@]}"; do
     [[ -f "$PIDS/$name.pid" ]] || continue
     pid=$(cat "$PIDS/$name.pid")
@@ -240,6 +244,7 @@ stop_all() {
     fi
     rm -f "$PIDS/$name.pid"
   done
+  [[ $# -gt 0 ]] && return 0
   rm -f "$PIDS/order"
   # A killed process can linger as a zombie while its threads exit; wait
   # until our ports are released so the next start does not collide.

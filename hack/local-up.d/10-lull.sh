@@ -1,7 +1,41 @@
-# Sourced by hack/local-up.sh: installs lull's CRDs and namespace and starts
-# lull-drainer (built by `make build` into _output/bin) against the cluster.
-# lull-drainer authenticates as its ServiceAccount's user name with a client
-# certificate, so it runs with exactly the RBAC of manifests/drainer.
+# Sourced by hack/local-up.sh: installs lull.
+#
+# LULL_INSTALL=pods (the default with the real node): the way users install
+# it, `kubectl apply -k` of manifests/install through the documented local
+# overlay (hack/local-overlay: pull policy Never, pinned to the real node),
+# with the images just built and imported into the node's containerd.
+#
+# LULL_INSTALL=host (development): the CRDs, default policy and RBAC from
+# the same manifests, and lull-drainer / lull-scheduler (20-lull-scheduler.sh)
+# as host processes from _output/bin, authenticating as their
+# ServiceAccounts' user names with client certificates, so they run with
+# exactly the RBAC of the manifests.
+if [[ "$LULL_INSTALL" == pods ]]; then
+  mkdir -p "$DIR/install"
+  cat >"$DIR/install/kustomization.yaml" <<KUST
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- $(realpath --relative-to="$DIR/install" "${ROOT}/hack/local-overlay")
+images:
+- name: lull.dev/lull-scheduler
+  newTag: ${LULL_VERSION}
+- name: lull.dev/lull-drainer
+  newTag: ${LULL_VERSION}
+KUST
+  install_start=$SECONDS
+  # CRDs first (the default policy is one of their objects), then the rest.
+  "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" kustomize "$DIR/install" >"$DIR/install/rendered.yaml"
+  "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply --server-side -f "${ROOT}/manifests/crds" >/dev/null
+  wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev crd/disruptionpolicies.lull.dev
+  "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply --server-side -f "$DIR/install/rendered.yaml" >/dev/null
+  wait_for "lull-scheduler and lull-drainer Available" 180 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" -n lull-system \
+    wait --for=condition=Available --timeout=5s deployment/lull-scheduler deployment/lull-drainer
+  log "lull installed as pods on ${REAL_NODE_NAME} in $((SECONDS - install_start))s (images ${LULL_VERSION})"
+  echo "$((SECONDS - install_start))" >"$DIR/install/seconds"
+  return 0 2>/dev/null || true
+fi
+
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/crds" >/dev/null
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" create namespace lull-system --dry-run=client -o yaml |
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f - >/dev/null

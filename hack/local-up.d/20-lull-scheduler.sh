@@ -1,9 +1,10 @@
-# Sourced by hack/local-up.sh after 10-lull.sh: starts lull-scheduler (built
+# Sourced by hack/local-up.sh after 10-lull.sh: with LULL_INSTALL=host
+# (development) starts lull-scheduler (built
 # by `make build`) with the shipped configuration and RBAC. It authenticates
 # as its ServiceAccount's user name with a client certificate, so the
 # least-privilege rules in manifests/scheduler/rbac.yaml are what it runs
 # with here too.
-if [[ -x "$BIN/lull-scheduler" ]]; then
+if [[ "$LULL_INSTALL" == host && -x "$BIN/lull-scheduler" ]]; then
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/scheduler/rbac.yaml" >/dev/null
   client_cert lull-scheduler "system:serviceaccount:lull-system:lull-scheduler" "system:serviceaccounts"
   write_kubeconfig "$DIR/lull-scheduler.kubeconfig" "$CERTS/lull-scheduler.crt" "$CERTS/lull-scheduler.key" lull-scheduler
@@ -17,6 +18,6 @@ if [[ -x "$BIN/lull-scheduler" ]]; then
     --bind-address=127.0.0.1 --secure-port="$LULL_SCHED_PORT" --cert-dir="$CERTS/lull-scheduler-serving" --v=2
   wait_for "lull-scheduler healthy" 60 curl -skf "https://127.0.0.1:${LULL_SCHED_PORT}/healthz"
   log "lull-scheduler: pods with schedulerName: lull-scheduler are placed by it (log: $LOGS/lull-scheduler.log)"
-else
+elif [[ "$LULL_INSTALL" == host ]]; then
   log "lull-scheduler not built (run 'make build'); skipping it"
 fi

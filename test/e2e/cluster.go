@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -32,8 +33,11 @@ type Cluster struct {
 }
 
 // UpCluster runs hack/local-up.sh in its own directory and port range so it
-// does not collide with a cluster a developer has running.
-func UpCluster(nodes int) (*Cluster, error) {
+// does not collide with a cluster a developer has running. By default the
+// cluster has simulated nodes only and lull runs as host processes (the
+// development mode); env (KEY=VALUE, e.g. LULL_REAL_NODE=1) overrides that
+// and anything else local-up.sh reads.
+func UpCluster(nodes int, env ...string) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", "lull-e2e-")
 	if err != nil {
 		return nil, err
@@ -44,7 +48,13 @@ func UpCluster(nodes int) (*Cluster, error) {
 		base = "27000"
 	}
 	// No sample windows: the tests create the windows they need.
-	c.env = append(os.Environ(), "LULL_CLUSTER_DIR="+dir, "LULL_PORT_BASE="+base, "LULL_SAMPLES=0")
+	c.env = append(os.Environ(), "LULL_CLUSTER_DIR="+dir, "LULL_PORT_BASE="+base, "LULL_SAMPLES=0", "LULL_REAL_NODE=0")
+	c.env = append(c.env, env...)
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LULL_PORT_BASE="); ok {
+			base = v
+		}
+	}
 	if b, err := strconv.Atoi(base); err == nil {
 		c.DrainerMetricsPort = b + 80 // hack/lib/cluster.sh: DRAINER_METRICS_PORT
 	}

@@ -1,0 +1,606 @@
+// Package realnode runs lull the way users install it: as pods from
+// manifests/install (through the local overlay) on the local cluster's real
+// kubelet node, beside kwok-simulated nodes. It drains kwok nodes and the
+// real node, whose containers really stop, upgrades the drainer in the
+// middle of a drain, and uninstalls.
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/test/e2e"
+	"lull.dev/lull/test/framework"
+)
+
+const (
+	realNode      = "real-node-0"
+	realNodeTaint = "lull.dev/local-real-node"
+	ns            = "default"
+)
+
+var (
+	cluster *e2e.Cluster
+	c       client.WithWatch
+	version string
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(klog.Background())
+	base := os.Getenv("LULL_E2E_REALNODE_PORT_BASE")
+	if base == "" {
+		base = "28000"
+	}
+	out, err := exec.Command("git", "-C", framework.RepoRoot(), "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "realnode: git describe: %v\n", err)
+		os.Exit(1)
+	}
+	version = strings.TrimSpace(string(out))
+	cl, err := e2e.UpCluster(3, "LULL_REAL_NODE=1", "LULL_PORT_BASE="+base, "LULL_VERSION="+version)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "realnode: %v\n", err)
+		os.Exit(1)
+	}
+	cluster = cl
+	c, err = client.NewWithWatch(cl.Config, client.Options{Scheme: lullscheme.New()})
+	code := 1
+	if err == nil {
+		code = m.Run()
+	} else {
+		fmt.Fprintf(os.Stderr, "realnode: %v\n", err)
+	}
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "realnode: failed; %s (removed on exit)\n", cl.LogsHint())
+	}
+	if err := cl.Down(); err != nil {
+		fmt.Fprintf(os.Stderr, "realnode: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// tasks lists the real node's running containers as containerd sees them:
+// container ID -> host PID.
+func tasks(t *testing.T) map[string]int {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(framework.BinDir(), "ctr"),
+		"--address", filepath.Join(cluster.Dir, "node", "containerd", "containerd.sock"),
+		"-n", "k8s.io", "tasks", "ls").CombinedOutput()
+	require.NoError(t, err, string(out))
+	got := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[2] != "RUNNING" {
+			continue
+		}
+		pid, err := strconv.Atoi(f[1])
+		require.NoError(t, err, line)
+		got[f[0]] = pid
+	}
+	return got
+}
+
+func containerID(s corev1.ContainerStatus) string {
+	_, id, _ := strings.Cut(s.ContainerID, "://")
+	return id
+}
+
+func processAlive(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
+
+func poll(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	last := ""
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, seen := cond(ctx)
+		last = seen
+		return ok, nil
+	})
+	require.NoError(t, err, "%s: not after %v; last seen: %s; %s", what, timeout, last, cluster.LogsHint())
+}
+
+func waitNM(t *testing.T, node string, phase lullv1alpha1.MaintenancePhase, timeout time.Duration) *lullv1alpha1.NodeMaintenance {
+	t.Helper()
+	var nm lullv1alpha1.NodeMaintenance
+	poll(t, "NodeMaintenance "+node+" "+string(phase), timeout, func(ctx context.Context) (bool, string) {
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, &nm); err != nil {
+			return false, err.Error()
+		}
+		return nm.Status.Phase == phase, fmt.Sprintf("%+v", nm.Status)
+	})
+	return &nm
+}
+
+func patchNode(t *testing.T, node, patch string) {
+	t.Helper()
+	_, err := cluster.Clientset.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := cluster.Kubectl(t.Context(), 3*time.Minute, args...)
+	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), out)
+	return out
+}
+
+// app is an opted-in Deployment (lull-scheduler) with a PodDisruptionBudget.
+func app(t *testing.T, name string, replicas int32, minAvailable int32, mutate func(*corev1.PodSpec)) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	spec := corev1.PodSpec{
+		SchedulerName: "lull-scheduler",
+		Containers:    []corev1.Container{{Name: "app", Image: "registry.invalid/" + name + ":1"}},
+	}
+	if mutate != nil {
+		mutate(&spec)
+	}
+	cs := cluster.Clientset
+	_, err := cs.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Create(t.Context(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(minAvailable)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = cs.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+			return err == nil && len(pods.Items) == 0, nil
+		})
+	})
+	poll(t, name+" ready", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		pods := appPods(ctx, name)
+		ready := 0
+		for _, p := range pods {
+			if podReady(&p) {
+				ready++
+			}
+		}
+		return ready == int(replicas) && len(pods) == int(replicas), fmt.Sprintf("%d of %d pods ready", ready, len(pods))
+	})
+	poll(t, name+" budget observed", time.Minute, func(ctx context.Context) (bool, string) {
+		p, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == replicas, fmt.Sprintf("%+v", p.Status)
+	})
+}
+
+func appPods(ctx context.Context, name string) []corev1.Pod {
+	pods, err := cluster.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		return nil
+	}
+	return pods.Items
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// healthyWatcher records the fewest ready, not terminating pods of an app
+// ever seen at once: a PodDisruptionBudget is respected when that never
+// falls below its minAvailable.
+type healthyWatcher struct {
+	mu       sync.Mutex
+	min      int
+	onNode   map[string]bool // pods ever bound to the watched node after start
+	deletion map[string]time.Time
+	node     string
+	started  time.Time
+}
+
+func watchApp(t *testing.T, name, node string) *healthyWatcher {
+	t.Helper()
+	w, err := cluster.Clientset.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: "app=" + name})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	h := &healthyWatcher{min: 1 << 30, onNode: map[string]bool{}, deletion: map[string]time.Time{}, node: node, started: time.Now()}
+	state := map[types.UID]*corev1.Pod{}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			h.mu.Lock()
+			if ev.Type == watch.Deleted {
+				delete(state, p.UID)
+			} else {
+				state[p.UID] = p
+			}
+			if p.DeletionTimestamp != nil {
+				if _, seen := h.deletion[p.Name]; !seen {
+					h.deletion[p.Name] = time.Now()
+				}
+			}
+			if p.Spec.NodeName == node && p.CreationTimestamp.After(h.started) {
+				h.onNode[p.Name] = true
+			}
+			n := 0
+			for _, q := range state {
+				if podReady(q) {
+					n++
+				}
+			}
+			if len(state) > 0 && n < h.min {
+				h.min = n
+			}
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+// TestInstalledAsPods: lull-scheduler and lull-drainer run as pods from the
+// shipped manifests on the real node, with the images built from this
+// commit, probes passing, a leader elected each, and real processes behind
+// every container.
+func TestInstalledAsPods(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	if b, err := os.ReadFile(filepath.Join(cluster.Dir, "install", "seconds")); err == nil {
+		t.Logf("install -> all Deployments Available: %ss", strings.TrimSpace(string(b)))
+	}
+	running := tasks(t)
+	var podNames []string
+	for _, name := range []string{"lull-scheduler", "lull-drainer"} {
+		d, err := cs.AppsV1().Deployments("lull-system").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, *d.Spec.Replicas, d.Status.AvailableReplicas, "%s available replicas", name)
+		require.Equal(t, "lull.dev/"+name+":"+version, d.Spec.Template.Spec.Containers[0].Image)
+		pods, err := cs.CoreV1().Pods("lull-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + name})
+		require.NoError(t, err)
+		require.Len(t, pods.Items, int(*d.Spec.Replicas))
+		for _, p := range pods.Items {
+			require.Equal(t, realNode, p.Spec.NodeName, "%s runs on the real node", p.Name)
+			require.True(t, podReady(&p), "%s ready (its readiness probe passes)", p.Name)
+			require.NotEmpty(t, p.Status.PodIP)
+			st := p.Status.ContainerStatuses[0]
+			require.Contains(t, st.ImageID, "sha256:")
+			pid, ok := running[containerID(st)]
+			require.True(t, ok, "%s: containerd runs its container %s", p.Name, st.ContainerID)
+			cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			require.NoError(t, err)
+			require.Contains(t, string(cmd), "/"+name, "%s's process", p.Name)
+			t.Logf("%s: %s on %s, ip %s, host pid %d", p.Name, p.Spec.Containers[0].Image, p.Spec.NodeName, p.Status.PodIP, pid)
+			podNames = append(podNames, p.Name)
+		}
+		// The leader's identity is its pod's host name.
+		poll(t, name+" leader elected", time.Minute, func(ctx context.Context) (bool, string) {
+			l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil {
+				return false, fmt.Sprint(err)
+			}
+			for _, p := range podNames {
+				if strings.HasPrefix(*l.Spec.HolderIdentity, p) {
+					return true, ""
+				}
+			}
+			return false, "holder " + *l.Spec.HolderIdentity
+		})
+	}
+}
+
+// TestDrainKwokNode is the core scenario with lull in pods: a labelled
+// simulated node is drained, and opted-in pods never land on it afterwards.
+func TestDrainKwokNode(t *testing.T) {
+	node := "kwok-node-0"
+	patchNode(t, node, `{"metadata":{"labels":{"pool":"e2e-core"}}}`)
+	t.Cleanup(func() { patchNode(t, node, `{"metadata":{"labels":{"pool":null,"lull.dev/maintenance":null}}}`) })
+	app(t, "core", 6, 1, func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"type": "kwok"} })
+	h := watchApp(t, "core", node)
+	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
+	nm := waitNM(t, node, lullv1alpha1.PhaseDrained, 2*time.Minute)
+	t.Logf("drained: %+v", nm.Status.Pods)
+	// More opted-in pods: none of them may land on the drained node.
+	_, err := cluster.Clientset.AppsV1().Deployments(ns).Patch(t.Context(), "core", types.MergePatchType, []byte(`{"spec":{"replicas":12}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	poll(t, "12 core pods ready", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		n := 0
+		for _, p := range appPods(ctx, "core") {
+			if podReady(&p) {
+				n++
+			}
+		}
+		return n == 12, fmt.Sprint(n)
+	})
+	h.mu.Lock()
+	require.Empty(t, h.onNode, "opted-in pods placed on the node under maintenance")
+	require.GreaterOrEqual(t, h.min, 1, "PodDisruptionBudget minAvailable 1 violated")
+	h.mu.Unlock()
+	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
+	waitNM(t, node, lullv1alpha1.PhaseCompleted, time.Minute)
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, n.Spec.Unschedulable, "lull uncordons what it cordoned")
+}
+
+// TestDrainRealNode drains the real node: its containers' processes stop
+// after their grace period, the PodDisruptionBudget holds throughout, and
+// the opted-in replacements land on another node.
+func TestDrainRealNode(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	const delay = 3 * time.Second
+	patchNode(t, realNode, `{"metadata":{"labels":{"lull.dev/e2e-target":"yes"}}}`)
+	t.Cleanup(func() { patchNode(t, realNode, `{"metadata":{"labels":{"lull.dev/e2e-target":null}}}`) })
+	app(t, "graceful", 2, 1, func(s *corev1.PodSpec) {
+		s.Containers[0].Image = "lull.dev/e2e-graceful:" + version
+		s.Containers[0].ImagePullPolicy = corev1.PullNever
+		s.Containers[0].Env = []corev1.EnvVar{{Name: "GRACEFUL_DELAY", Value: delay.String()}}
+		s.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}
+		s.TerminationGracePeriodSeconds = ptr.To[int64](20)
+		s.Tolerations = []corev1.Toleration{{Key: realNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		s.NodeSelector = map[string]string{"lull.dev/e2e-target": "yes"}
+	})
+	pids := map[string]int{}
+	running := tasks(t)
+	for _, p := range appPods(ctx, "graceful") {
+		require.Equal(t, realNode, p.Spec.NodeName)
+		pid, ok := running[containerID(p.Status.ContainerStatuses[0])]
+		require.True(t, ok, "%s has a running container", p.Name)
+		pids[p.Name] = pid
+	}
+	// Somewhere for the replacements to go: a simulated node.
+	other := "kwok-node-1"
+	patchNode(t, other, `{"metadata":{"labels":{"lull.dev/e2e-target":"yes"}}}`)
+	t.Cleanup(func() { patchNode(t, other, `{"metadata":{"labels":{"lull.dev/e2e-target":null}}}`) })
+
+	h := watchApp(t, "graceful", realNode)
+	gone := map[string]time.Time{}
+	var goneMu sync.Mutex
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			goneMu.Lock()
+			for name, pid := range pids {
+				if _, done := gone[name]; !done && !processAlive(pid) {
+					gone[name] = time.Now()
+				}
+			}
+			goneMu.Unlock()
+		}
+	}()
+	defer close(stop)
+
+	start := time.Now()
+	nm := &lullv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: realNode},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: realNode, Class: "kernel-update", Reason: "e2e: drain the real node",
+			// lull itself runs on this node: evict the workload only.
+			Drain: &lullv1alpha1.DrainOptions{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "graceful"}}}},
+	}
+	require.NoError(t, c.Create(ctx, nm))
+	t.Cleanup(func() { _ = c.Delete(context.Background(), nm) })
+	drained := waitNM(t, realNode, lullv1alpha1.PhaseDrained, 3*time.Minute)
+	t.Logf("real node drained in %v: %+v", time.Since(start).Round(10*time.Millisecond), drained.Status.Pods)
+
+	poll(t, "the evicted containers' processes gone", 30*time.Second, func(context.Context) (bool, string) {
+		goneMu.Lock()
+		defer goneMu.Unlock()
+		return len(gone) == len(pids), fmt.Sprintf("%d of %d gone", len(gone), len(pids))
+	})
+	h.mu.Lock()
+	for name := range pids {
+		del, ok := h.deletion[name]
+		require.True(t, ok, "%s was evicted", name)
+		took := gone[name].Sub(del)
+		t.Logf("%s: process %d stopped %v after its eviction (GRACEFUL_DELAY %v)", name, pids[name], took.Round(10*time.Millisecond), delay)
+		require.GreaterOrEqual(t, took, delay-500*time.Millisecond, "%s stopped before its grace period's work was done", name)
+		require.Less(t, took, 20*time.Second, "%s outlived its grace period", name)
+	}
+	require.GreaterOrEqual(t, h.min, 1, "PodDisruptionBudget minAvailable 1 violated")
+	require.Empty(t, h.onNode, "a replacement landed on the drained real node")
+	h.mu.Unlock()
+	for _, p := range appPods(ctx, "graceful") {
+		require.Equal(t, other, p.Spec.NodeName, "replacement %s", p.Name)
+	}
+	// lull's own pods were not touched.
+	for _, name := range []string{"lull-scheduler", "lull-drainer"} {
+		d, err := cs.AppsV1().Deployments("lull-system").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, *d.Spec.Replicas, d.Status.AvailableReplicas, name)
+	}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: realNode}, nm))
+	nm.Spec.Complete = true
+	require.NoError(t, c.Update(ctx, nm))
+	waitNM(t, realNode, lullv1alpha1.PhaseCompleted, time.Minute)
+	n, err := cs.CoreV1().Nodes().Get(ctx, realNode, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, n.Spec.Unschedulable, "the real node is uncordoned")
+}
+
+// TestUpgradeDrainerDuringDrain rolls lull-drainer to a new image while a
+// drain is blocked by a PodDisruptionBudget: the node stays cordoned and
+// leased to lull throughout, the budget is never exceeded, and the drain
+// finishes under the new pods once the budget allows it.
+func TestUpgradeDrainerDuringDrain(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	node := "kwok-node-2"
+	patchNode(t, node, `{"metadata":{"labels":{"pool":"e2e-upgrade"}}}`)
+	t.Cleanup(func() { patchNode(t, node, `{"metadata":{"labels":{"pool":null,"lull.dev/maintenance":null}}}`) })
+	app(t, "upgrade", 2, 2, func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"pool": "e2e-upgrade"} })
+	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
+	poll(t, "the drain blocked by the budget", time.Minute, func(ctx context.Context) (bool, string) {
+		var nm lullv1alpha1.NodeMaintenance
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, &nm); err != nil {
+			return false, err.Error()
+		}
+		return nm.Status.Phase == lullv1alpha1.PhaseDraining && len(nm.Status.Blockers) > 0, fmt.Sprintf("%+v", nm.Status)
+	})
+
+	// Invariants while the drainer is replaced: cordoned, leased by lull,
+	// nothing evicted past the budget.
+	violations := make(chan string, 100)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for wctx.Err() == nil {
+			n, err := cs.CoreV1().Nodes().Get(wctx, node, metav1.GetOptions{})
+			if err == nil && !n.Spec.Unschedulable {
+				violations <- "node uncordoned during the upgrade"
+			}
+			l, err := cs.CoordinationV1().Leases("lull-system").Get(wctx, "node-"+node, metav1.GetOptions{})
+			if wctx.Err() == nil && (err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "lull-drainer")) {
+				violations <- fmt.Sprintf("node lease not held by lull: %v %v", err, l.Spec.HolderIdentity)
+			}
+			ready := 0
+			for _, p := range appPods(wctx, "upgrade") {
+				if podReady(&p) {
+					ready++
+				}
+			}
+			if wctx.Err() == nil && ready < 2 {
+				violations <- fmt.Sprintf("only %d of 2 pods ready: PodDisruptionBudget violated", ready)
+			}
+			time.Sleep(100 * time.Millisecond) // a sampling watcher, not a wait for state
+		}
+	}()
+
+	next := version + "-next"
+	out, err := exec.Command(filepath.Join(framework.BinDir(), "ctr"),
+		"--address", filepath.Join(cluster.Dir, "node", "containerd", "containerd.sock"), "-n", "k8s.io",
+		"images", "tag", "--force", "lull.dev/lull-drainer:"+version, "lull.dev/lull-drainer:"+next).CombinedOutput()
+	require.NoError(t, err, string(out))
+	kubectl(t, "-n", "lull-system", "set", "image", "deployment/lull-drainer", "lull-drainer=lull.dev/lull-drainer:"+next)
+	rolled := time.Now()
+	kubectl(t, "-n", "lull-system", "rollout", "status", "deployment/lull-drainer", "--timeout=3m")
+	t.Logf("drainer rolled to %s in %v", next, time.Since(rolled).Round(10*time.Millisecond))
+	poll(t, "a new drainer leads", time.Minute, func(ctx context.Context) (bool, string) {
+		var nm lullv1alpha1.NodeMaintenance
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, &nm); err != nil {
+			return false, err.Error()
+		}
+		// The new leader reconciles the blocked drain and refreshes its blockers.
+		l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, "lull-drainer", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return false, fmt.Sprint(err)
+		}
+		pods, err := cs.CoreV1().Pods("lull-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lull-drainer"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range pods.Items {
+			if strings.HasPrefix(*l.Spec.HolderIdentity, p.Name) && p.Spec.Containers[0].Image == "lull.dev/lull-drainer:"+next {
+				return true, ""
+			}
+		}
+		return false, "leader " + *l.Spec.HolderIdentity
+	})
+	cancel()
+	wg.Wait()
+	close(violations)
+	for v := range violations {
+		t.Error(v)
+	}
+
+	// Let the pods move and the budget allow it: the new drainer finishes.
+	_, err = cs.AppsV1().Deployments(ns).Patch(ctx, "upgrade", types.JSONPatchType,
+		[]byte(`[{"op":"replace","path":"/spec/template/spec/nodeSelector","value":{"type":"kwok"}}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, "upgrade", types.MergePatchType, []byte(`{"spec":{"minAvailable":1}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	waitNM(t, node, lullv1alpha1.PhaseDrained, 2*time.Minute)
+	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
+	waitNM(t, node, lullv1alpha1.PhaseCompleted, time.Minute)
+}
+
+// TestUninstall removes lull as docs/install.md says (requests finished
+// first, then the install): nothing is left behind.
+func TestUninstall(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	var nms lullv1alpha1.NodeMaintenanceList
+	require.NoError(t, c.List(ctx, &nms))
+	for _, nm := range nms.Items {
+		require.True(t, nm.Status.Phase == lullv1alpha1.PhaseCompleted || nm.Status.Phase == lullv1alpha1.PhaseFailed,
+			"%s is %s: finish requests before uninstalling", nm.Name, nm.Status.Phase)
+	}
+	kubectl(t, "delete", "--wait=true", "--timeout=3m", "-f", filepath.Join(cluster.Dir, "install", "rendered.yaml"))
+	_, err := cs.CoreV1().Namespaces().Get(ctx, "lull-system", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "namespace lull-system still there: %v", err)
+	crds := kubectl(t, "get", "crd", "-o", "name")
+	require.NotContains(t, crds, "lull.dev")
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, n := range nodes.Items {
+		require.False(t, n.Spec.Unschedulable, "%s left cordoned", n.Name)
+		for k := range n.Labels {
+			require.NotEqual(t, "lull.dev/maintenance", k, "%s left labelled", n.Name)
+		}
+	}
+	leases, err := cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, l := range leases.Items {
+		require.False(t, strings.HasPrefix(l.Name, "lull-") || l.Namespace == "lull-system", "lease %s/%s left", l.Namespace, l.Name)
+	}
+	rbac := kubectl(t, "get", "clusterroles,clusterrolebindings", "-o", "name")
+	require.NotContains(t, rbac, "lull-")
+	poll(t, "lull's containers gone from the real node", time.Minute, func(context.Context) (bool, string) {
+		for _, pid := range tasks(t) {
+			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if strings.Contains(string(cmd), "/lull-") {
+				return false, string(cmd)
+			}
+		}
+		return true, ""
+	})
+}
