@@ -144,7 +144,8 @@ kwok_stages >"$DIR/kwok-stages.yaml"
 start_proc kwok "$BIN/kwok" \
   --kubeconfig="$DIR/kwok.kubeconfig" --config="$DIR/kwok-stages.yaml" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --node-lease-duration-seconds=40 --server-address="127.0.0.1:${KWOK_PORT}"
+  --node-lease-duration-seconds=40 --server-address="127.0.0.1:${KWOK_PORT}" \
+  --cidr=10.246.0.0/16   # simulated pods' addresses: never routed, kept apart from the service range
 
 wait_for "default service account" 60 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" get serviceaccount default -n default
 create_nodes "$NODES"

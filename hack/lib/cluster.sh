@@ -67,7 +67,10 @@ wait_for() {
       for f in "$PIDS"/*.pid; do
         [[ -e "$f" ]] || continue
         local n; n=$(basename "$f" .pid)
-        kill -0 "$(cat "$f")" 2>/dev/null || echo "local-up: $n is not running; see $LOGS/$n.log" >&2
+        if ! kill -0 "$(cat "$f")" 2>/dev/null; then
+          echo "local-up: $n is not running; the end of its log ($LOGS/$n.log):" >&2
+          tail -n 15 "$LOGS/$n.log" | sed 's/^/    /' >&2
+        fi
       done
       exit 1
     fi

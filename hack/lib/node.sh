@@ -217,6 +217,7 @@ node_start() {
       die "importing $archive into the node's containerd failed"
     log "imported $(basename "$archive")"
   done
+  node_cgroups
   start_proc kubelet "$BIN/kubelet" \
     --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$DIR/kubelet.kubeconfig" \
     --root-dir="$NODE_DIR/kubelet" --cert-dir="$NODE_DIR/kubelet/pki" \
@@ -224,6 +225,30 @@ node_start() {
     --node-labels="type=real" --v=1
   start_proc kube-proxy "$BIN/kube-proxy" --config="$NODE_DIR/kube-proxy.yaml" --v=1
   wait_for "real node $REAL_NODE_NAME Ready" 120 node_ready "$REAL_NODE_NAME"
+}
+
+# node_cgroups makes the kubelet's cgroup root, /lull, in every hierarchy
+# (the kubelet requires it to exist): pods live under it, and cleanup
+# removes it.
+node_cgroups() {
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    mkdir -p /sys/fs/cgroup/lull
+    local c
+    for c in $(cat /sys/fs/cgroup/cgroup.subtree_control); do
+      echo "+$c" >/sys/fs/cgroup/lull/cgroup.subtree_control 2>/dev/null || true
+    done
+    return 0
+  fi
+  local d
+  for d in /sys/fs/cgroup/*/; do
+    [[ "$d" == */unified/ ]] && continue
+    mkdir -p "${d}lull"
+    # A new cpuset cgroup starts with no CPUs and no memory nodes.
+    if [[ -f "${d}cpuset.cpus" ]]; then
+      cat "${d}cpuset.cpus" >"${d}lull/cpuset.cpus"
+      cat "${d}cpuset.mems" >"${d}lull/cpuset.mems"
+    fi
+  done
 }
 
 node_ready() {
@@ -275,7 +300,7 @@ node_cleanup() {
   done
   ip link del "$NODE_BRIDGE" 2>/dev/null || true
   local c
-  for c in /sys/fs/cgroup/*/lull; do
+  for c in /sys/fs/cgroup/*/lull /sys/fs/cgroup/lull; do
     [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
   [[ -f "$NODE_LOCK" && "$(cat "$NODE_LOCK")" == "$DIR" ]] && rm -f "$NODE_LOCK"

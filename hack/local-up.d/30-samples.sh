@@ -17,6 +17,8 @@ if [[ "${LULL_SAMPLES:-1}" != "0" && "$NODES" -gt 0 ]]; then
 
 Guided tour (or run it by itself: make demo)
   export KUBECONFIG=${KUBECONFIG_ADMIN} PATH=${BIN}:\$PATH
+  kubectl get nodes -L type,pool                      # kwok nodes, and the real kubelet node real-node-0
+  kubectl get pods -n lull-system -o wide              # lull-scheduler, lull-drainer: pods on the real node
   kubectl get maintenancewindows                       # weekend (pool=general), canary (always open)
   kubectl get pods -l app=web -o wide                  # opted into lull-scheduler, PDB maxUnavailable 1
   kubectl get disruptionpolicies                       # which class needs what: ssh-keys None, kernel-update Drain, ...
