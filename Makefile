@@ -50,7 +50,9 @@ verify:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; echo "gofmt: ok"
 	go vet ./...
+	cd hack/imagebuild && go vet ./...
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy; run 'go mod tidy'"; go mod tidy -diff; exit 1; }; echo "go mod tidy: ok"
+	@cd hack/imagebuild && { go mod tidy -diff >/dev/null || { echo "hack/imagebuild: go.mod/go.sum are not tidy"; exit 1; }; }; echo "go mod tidy (hack/imagebuild): ok"
 	hack/update-k8s-deps.sh --verify
 	hack/update-codegen.sh --verify
 

@@ -20,6 +20,13 @@ go build -o _output/testsummary ./hack/testsummary
 echo "== ${kind} tests"
 set +e
 # shellcheck disable=SC2086
-go test -json -timeout "$timeout" "$@" $pkgs | _output/testsummary "$kind"
+{
+  go test -json -timeout "$timeout" "$@" $pkgs
+  # Nested modules (their own go.mod: tools kept out of lull's) test with
+  # the unit layer.
+  if [[ "$kind" == unit ]]; then
+    (cd hack/imagebuild && go test -json -timeout "$timeout" ./...)
+  fi
+} | _output/testsummary "$kind"
 rc=${PIPESTATUS[1]}
 exit "$rc"

@@ -141,7 +141,8 @@ func waitNM(t *testing.T, node string, phase lullv1alpha1.MaintenancePhase, time
 
 func patchNode(t *testing.T, node, patch string) {
 	t.Helper()
-	_, err := cluster.Clientset.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	// Not t.Context(): cleanups patch nodes back after it is cancelled.
+	_, err := cluster.Clientset.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
 }
 
@@ -574,7 +575,7 @@ func TestUninstall(t *testing.T) {
 		require.True(t, nm.Status.Phase == lullv1alpha1.PhaseCompleted || nm.Status.Phase == lullv1alpha1.PhaseFailed,
 			"%s is %s: finish requests before uninstalling", nm.Name, nm.Status.Phase)
 	}
-	kubectl(t, "delete", "--wait=true", "--timeout=3m", "-f", filepath.Join(cluster.Dir, "install", "rendered.yaml"))
+	kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-f", filepath.Join(cluster.Dir, "install", "rendered.yaml"))
 	_, err := cs.CoreV1().Namespaces().Get(ctx, "lull-system", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "namespace lull-system still there: %v", err)
 	crds := kubectl(t, "get", "crd", "-o", "name")
@@ -603,4 +604,62 @@ func TestUninstall(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// TestHelmInstall installs lull a second time, now from the packaged Helm
+// chart (the release artifact) with the local cluster's values, drains a
+// simulated node with it, and uninstalls it as docs/install.md says.
+func TestHelmInstall(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	helm := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(framework.BinDir(), "helm"), append(args, "--kubeconfig", cluster.Kubeconfig)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	dir := t.TempDir()
+	out, err := exec.Command(filepath.Join(framework.BinDir(), "helm"), "package", filepath.Join(framework.RepoRoot(), "charts", "lull"),
+		"--app-version", version, "--destination", dir).CombinedOutput()
+	require.NoError(t, err, string(out))
+	chart, err := filepath.Glob(filepath.Join(dir, "lull-*.tgz"))
+	require.NoError(t, err)
+	require.Len(t, chart, 1)
+
+	start := time.Now()
+	// The same local changes as hack/local-overlay, as values.
+	var set []string
+	for _, c := range []string{"scheduler", "drainer"} {
+		set = append(set, "--set", c+".image.pullPolicy=Never",
+			"--set", c+".nodeSelector.kubernetes\\.io/hostname="+realNode,
+			"--set", c+".tolerations[0].key="+realNodeTaint, "--set", c+".tolerations[0].operator=Exists",
+			"--set", c+".tolerations[0].effect=NoSchedule")
+	}
+	helm(append([]string{"install", "lull", chart[0], "--namespace", "default", "--wait", "--timeout", "3m"}, set...)...)
+	t.Logf("helm install -> all Deployments Available: %v", time.Since(start).Round(100*time.Millisecond))
+	for _, name := range []string{"lull-scheduler", "lull-drainer"} {
+		d, err := cs.AppsV1().Deployments("lull-system").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, *d.Spec.Replicas, d.Status.AvailableReplicas, name)
+		require.Equal(t, "lull.dev/"+name+":"+version, d.Spec.Template.Spec.Containers[0].Image)
+	}
+
+	node := "kwok-node-0"
+	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
+	t.Cleanup(func() { patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`) })
+	waitNM(t, node, lullv1alpha1.PhaseDrained, 2*time.Minute)
+	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
+	waitNM(t, node, lullv1alpha1.PhaseCompleted, time.Minute)
+
+	helm("uninstall", "lull", "--namespace", "default", "--wait", "--timeout", "3m")
+	// Helm leaves CRDs; docs/install.md deletes them by name.
+	kubectl(t, "delete", "crd", "nodemaintenances.lull.dev", "maintenancewindows.lull.dev", "disruptionpolicies.lull.dev", "--wait=true", "--timeout=2m")
+	poll(t, "namespace lull-system gone", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "lull-system", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, n.Spec.Unschedulable)
 }

@@ -1,0 +1,16 @@
+// The image assembler behind `make images` (hack/images.sh), kept out of
+// lull's module: go-containerregistry is a packaging tool, not a product
+// dependency. Its version is GGCR_VERSION in hack/versions.env.
+module lull.dev/lull/hack/imagebuild
+
+go 1.26.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)

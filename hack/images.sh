@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Builds lull's OCI images from this repo alone — no base image, no registry,
+# no container daemon — with hack/imagebuild (go-containerregistry), and
+# writes each as one tar that is both an OCI image layout and a
+# docker-archive (what `docker save` writes since Docker 25):
+#
+#   _output/images/<name>-<tag>.tar      ctr -n k8s.io images import / docker load
+#   _output/images/<name>-<tag>.digest   the manifest digest (sha256:…)
+#
+#   hack/images.sh                        every image
+#   hack/images.sh pause lull-drainer     only the named ones
+#   VERSION=v0.1.0 hack/images.sh         another tag (default: git describe)
+#
+# Names and references:
+#   lull-scheduler  lull.dev/lull-scheduler:$VERSION   static Go, cmd/lull-scheduler
+#   lull-drainer    lull.dev/lull-drainer:$VERSION     static Go, cmd/lull-drainer
+#   pause           lull.dev/pause:$PAUSE_VERSION      static C, hack/images/pause/pause.c
+#   e2e-graceful    lull.dev/e2e-graceful:$VERSION     static Go, test/e2e/images/graceful
+#
+# Reproducible: file mtimes and the config's `created` are the commit time
+# (SOURCE_DATE_EPOCH, default `git log -1 --format=%ct`), files are owned by
+# 0:0 and sorted, binaries are static and built with -trimpath. Every image
+# is assembled a second time from the same binary and must give the same
+# digest and the same archive bytes (IMAGES_CHECK_REPRODUCIBLE=0 skips that),
+# and both views of every archive are read back and checked
+# (`imagebuild verify`).
+#
+# An image whose archive exists and whose inputs are unchanged (same tag,
+# commit, Go, tool; for pause: same pause.c and gcc) is not rebuilt; a dirty
+# tree (or a -dirty VERSION) always rebuilds lull's images.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=versions.env
+source "${ROOT}/hack/versions.env"
+BIN="${LULL_BIN_DIR:-${ROOT}/_output/bin}"
+OUT="${LULL_IMAGES_DIR:-${ROOT}/_output/images}"
+WORK="${OUT}/.work"
+STAMPS="${OUT}/.stamps"
+REGISTRY=lull.dev
+ALL=(lull-scheduler lull-drainer pause e2e-graceful)
+
+die() { echo "images: $*" >&2; exit 1; }
+
+for a in "$@"; do
+  case "$a" in
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    lull-scheduler|lull-drainer|pause|e2e-graceful) ;;
+    *) die "unknown image '$a' (known: ${ALL[*]})" ;;
+  esac
+done
+targets=("$@")
+[[ ${#targets[@]} -eq 0 ]] && targets=("${ALL[@]}")
+
+command -v go >/dev/null || die "go is not on PATH (Go 1.26 is required)"
+command -v git >/dev/null || die "git is not on PATH (versions and SOURCE_DATE_EPOCH come from git)"
+GOVER=$(go env GOVERSION)
+GOARCH=${GOARCH:-$(go env GOARCH)}
+PLATFORM="linux/${GOARCH}"
+
+VERSION=${VERSION:-$(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo dev)}
+# An OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}.
+[[ "$VERSION" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || die "VERSION='$VERSION' is not a valid image tag"
+[[ "$VERSION" != latest ]] || die "VERSION=latest: lull's images are tagged with their version, never latest"
+
+HEAD=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null) || die "not a git work tree: the images' revision and SOURCE_DATE_EPOCH come from the commit"
+HEAD_EPOCH=$(git -C "$ROOT" log -1 --format=%ct)
+# Lull's images are dirty when the version says so or the tree has any
+# change (tracked or untracked): their inputs are then not the commit's.
+DIRTY=0
+[[ "$VERSION" == *-dirty ]] && DIRTY=1
+[[ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ]] && DIRTY=1
+SOURCE_URL=${IMAGE_SOURCE_URL:-https://lull.dev/lull}
+CHECK_REPRO=${IMAGES_CHECK_REPRODUCIBLE:-1}
+
+mkdir -p "$OUT" "$WORK" "$STAMPS" "${BIN}/.stamps"
+# One run at a time in this output folder.
+exec 9>"${OUT}/.lock"
+flock 9
+
+# --- the assembler ------------------------------------------------------------
+TOOL="${BIN}/imagebuild"
+TOOL_SRC="${ROOT}/hack/imagebuild"
+grep -Eq "github\.com/google/go-containerregistry ${GGCR_VERSION//./\\.}( |$)" "${TOOL_SRC}/go.mod" ||
+  die "hack/imagebuild/go.mod does not require go-containerregistry ${GGCR_VERSION} (GGCR_VERSION in hack/versions.env); run: (cd hack/imagebuild && go get github.com/google/go-containerregistry@${GGCR_VERSION} && go mod tidy)"
+TOOL_KEY="imagebuild ${GGCR_VERSION} ${GOVER} $(cd "$TOOL_SRC" && cat go.mod go.sum $(ls *.go | grep -v '_test\.go$') | sha256sum | cut -c1-16)"
+if [[ -x "$TOOL" && -f "${BIN}/.stamps/imagebuild" && "$(cat "${BIN}/.stamps/imagebuild")" == "$TOOL_KEY" ]]; then
+  :
+else
+  echo "images: building the assembler (hack/imagebuild, go-containerregistry ${GGCR_VERSION}) ..."
+  rm -f "${BIN}/.stamps/imagebuild"
+  if ! (cd "$TOOL_SRC" && CGO_ENABLED=0 go build -trimpath -o "${TOOL}.tmp" .) >"${OUT}/.imagebuild.build.log" 2>&1; then
+    tail -n 20 "${OUT}/.imagebuild.build.log" >&2
+    grep -qE '403|404|410|Forbidden|Not Found|verifying module|reading https' "${OUT}/.imagebuild.build.log" &&
+      echo "images: the Go module proxy ($(go env GOPROXY)) refused a module; check GGCR_VERSION against ../shared/TOOLCHAIN.md" >&2
+    die "building hack/imagebuild failed (log: ${OUT}/.imagebuild.build.log)"
+  fi
+  mv "${TOOL}.tmp" "$TOOL"
+  echo "$TOOL_KEY" >"${BIN}/.stamps/imagebuild"
+fi
+
+# --- helpers --------------------------------------------------------------------
+rfc3339() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
+
+# go_static NAME PACKAGE [LDFLAGS-X]: a static, trimmed Go binary into $WORK/bin.
+go_static() {
+  local name=$1 pkg=$2 x=${3:-} log="${WORK}/${1}.build.log" start=$SECONDS
+  local ldflags="-s -w"
+  [[ -n "$x" ]] && ldflags+=" -X ${x}"
+  mkdir -p "${WORK}/bin"
+  echo "images: go build ${pkg} (${PLATFORM}, static) ..."
+  if ! (cd "$ROOT" && CGO_ENABLED=0 GOOS=linux GOARCH="$GOARCH" \
+        go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "${WORK}/bin/${name}.tmp" "$pkg") >"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    die "go build ${pkg} failed (log: ${log})"
+  fi
+  mv "${WORK}/bin/${name}.tmp" "${WORK}/bin/${name}"
+  echo "images: built ${name} binary in $((SECONDS - start))s ($(stat -c %s "${WORK}/bin/${name}") bytes)"
+}
+
+# pause_static: hack/images/pause/pause.c with gcc -static -Os into $WORK/bin.
+pause_static() {
+  local host
+  case "$(uname -m)" in x86_64) host=amd64 ;; aarch64) host=arm64 ;; *) host=$(uname -m) ;; esac
+  [[ "$host" == "$GOARCH" ]] || die "the pause image is compiled with this machine's gcc (${host}); GOARCH=${GOARCH} needs a cross gcc"
+  if [[ -x "${ROOT}/hack/install-deps.sh" ]]; then
+    "${ROOT}/hack/install-deps.sh" images || die "the pause image needs gcc and static glibc (Debian: gcc libc6-dev)"
+  fi
+  command -v gcc >/dev/null || die "gcc is not installed; the pause image needs it: apt-get install gcc libc6-dev"
+  mkdir -p "${WORK}/bin"
+  # -ffile-prefix-map: no build path in the binary. -s: no symbols.
+  if ! gcc -static -Os -s -Wall -Wextra -Werror -ffile-prefix-map="${ROOT}/=" \
+       -DVERSION="\"${PAUSE_VERSION}\"" -o "${WORK}/bin/pause.tmp" "${ROOT}/hack/images/pause/pause.c" 2>"${WORK}/pause.build.log"; then
+    cat "${WORK}/pause.build.log" >&2
+    grep -q 'cannot find -lc' "${WORK}/pause.build.log" &&
+      echo "images: static glibc is missing: apt-get install libc6-dev" >&2
+    die "gcc -static hack/images/pause/pause.c failed"
+  fi
+  mv "${WORK}/bin/pause.tmp" "${WORK}/bin/pause"
+}
+
+# assemble NAME OUTPUT-TAR DIGEST-FILE: runs imagebuild with IMG_ARGS.
+assemble() {
+  "$TOOL" "${IMG_ARGS[@]}" --output "$2" --digest-file "$3"
+}
+
+# image NAME: builds, checks and reports one image.
+image() {
+  local name=$1 tag ref epoch revision desc key src bin dest user
+  case "$name" in
+    pause)
+      tag=$PAUSE_VERSION
+      src="${ROOT}/hack/images/pause/pause.c"
+      # The pause image changes only with pause.c: its time and revision are
+      # those of the last commit that touched it (HEAD while uncommitted).
+      revision=$(git -C "$ROOT" log -1 --format=%H -- hack/images/pause)
+      epoch=$(git -C "$ROOT" log -1 --format=%ct -- hack/images/pause)
+      if [[ -z "$revision" || -n "$(git -C "$ROOT" status --porcelain -- hack/images/pause)" ]]; then
+        revision=$HEAD epoch=$HEAD_EPOCH
+      fi
+      epoch=${SOURCE_DATE_EPOCH:-$epoch}
+      key="pause ${tag} $(sha256sum "$src" | cut -c1-16) $(gcc -dumpfullversion 2>/dev/null || echo nogcc) ${epoch} ${revision} ${PLATFORM} ${TOOL_KEY}"
+      desc="Sandbox (pause) container for lull's nodes: holds a pod's namespaces, reaps children (static C)"
+      bin=pause dest=/pause user=65535:65535
+      ;;
+    *)
+      tag=$VERSION revision=$HEAD epoch=${SOURCE_DATE_EPOCH:-$HEAD_EPOCH}
+      key="${name} ${tag} ${revision} ${epoch} ${GOVER} ${PLATFORM} ${TOOL_KEY}"
+      [[ "$DIRTY" == 1 ]] && key+=" dirty"
+      bin=$name dest=/${name} user=65532:65532
+      case "$name" in
+        lull-scheduler) desc="lull-scheduler: kube-scheduler with lull's NodeDisruption plugin (secondary scheduler)" ;;
+        lull-drainer) desc="lull-drainer: cordons and drains nodes only inside maintenance windows, under their lease and budgets" ;;
+        e2e-graceful) desc="lull e2e test workload: serves :8080, exits 0 GRACEFUL_DELAY after SIGTERM" ;;
+      esac
+      ;;
+  esac
+  ref="${REGISTRY}/${name}:${tag}"
+  local archive="${OUT}/${name}-${tag}.tar" digestf="${OUT}/${name}-${tag}.digest" stamp="${STAMPS}/${name}-${tag}"
+
+  if [[ "$key" != *" dirty" && -f "$archive" && -f "$digestf" && -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then
+    report "$archive" "$digestf" "$ref" current
+    return 0
+  fi
+  rm -f "$stamp"
+
+  case "$name" in
+    lull-scheduler|lull-drainer) go_static "$name" "./cmd/${name}" "lull.dev/lull/pkg/version.Version=${VERSION}" ;;
+    e2e-graceful) go_static "$name" ./test/e2e/images/graceful ;;
+    pause) pause_static ;;
+  esac
+
+  IMG_ARGS=(
+    --ref "$ref" --platform "$PLATFORM" --created "$epoch"
+    --file "${WORK}/bin/${bin}:${dest}:0755"
+    --user "$user" --workdir / --entrypoint "$dest"
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    --created-by "hack/images.sh ${name}"
+    --label "org.opencontainers.image.title=${name}"
+    --label "org.opencontainers.image.description=${desc}"
+    --label "org.opencontainers.image.version=${tag}"
+    --label "org.opencontainers.image.revision=${revision}"
+    --label "org.opencontainers.image.created=$(rfc3339 "$epoch")"
+    --label "org.opencontainers.image.source=${SOURCE_URL}"
+    --label "org.opencontainers.image.licenses=Apache-2.0"
+  )
+  if [[ "$name" != pause ]]; then
+    # Names for the non-root user (65532, as in distroless), and a /tmp.
+    IMG_ARGS+=(
+      --file "${ROOT}/hack/images/rootfs/etc/passwd:/etc/passwd:0644"
+      --file "${ROOT}/hack/images/rootfs/etc/group:/etc/group:0644"
+      --dir /tmp:1777
+    )
+  fi
+  if [[ "$name" == e2e-graceful ]]; then
+    IMG_ARGS+=(--env GRACEFUL_DELAY=3s)
+  fi
+
+  echo "images: assembling ${ref} ..."
+  assemble "$name" "$archive" "$digestf" >"${WORK}/${name}.assemble.txt" || die "assembling ${ref} failed"
+
+  if [[ "$CHECK_REPRO" == 1 ]]; then
+    # Reproducible: the same binary and flags assembled again must give the
+    # same digest and the same bytes.
+    local again="${WORK}/${name}-${tag}.again.tar"
+    assemble "$name" "$again" "${again%.tar}.digest" >/dev/null || die "assembling ${ref} a second time failed"
+    [[ "$(cat "$digestf")" == "$(cat "${again%.tar}.digest")" ]] ||
+      die "${ref} is not reproducible: digest $(cat "$digestf") then $(cat "${again%.tar}.digest")"
+    cmp -s "$archive" "$again" || die "${ref} is not reproducible: the two archives differ"
+    rm -f "$again" "${again%.tar}.digest"
+  fi
+  "$TOOL" verify "$archive" >"${WORK}/${name}.verify.txt" || die "${archive} failed verification"
+  grep -q "digest=$(cat "$digestf") " "${WORK}/${name}.verify.txt" || die "${archive}: index.json's digest is not $(cat "$digestf")"
+
+  echo "$key" >"$stamp"
+  report "$archive" "$digestf" "$ref" built
+}
+
+report() { # report ARCHIVE DIGEST-FILE REF WHAT
+  local size
+  size=$(stat -c %s "$1")
+  printf 'images: %-7s %s  %s bytes (%s)  %s  %s\n' "$4" "${1#"${ROOT}"/}" "$size" "$(numfmt --to=iec "$size")" "$(cat "$2")" "$3"
+}
+
+for t in "${targets[@]}"; do
+  image "$t"
+done
