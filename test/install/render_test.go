@@ -1,0 +1,249 @@
+package install
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+
+	"lull.dev/lull/test/framework"
+)
+
+// renderKustomize is `kubectl kustomize manifests/install`.
+func renderKustomize(t *testing.T) map[string]object {
+	t.Helper()
+	out := run(t, nil, bin(t, "kubectl"), "kustomize", filepath.Join(framework.RepoRoot(), "manifests", "install"))
+	return objects(t, "kubectl kustomize manifests/install", out)
+}
+
+// renderHelm is `helm template` of charts/lull with the CRDs and extra
+// arguments (values).
+func renderHelm(t *testing.T, args ...string) map[string]object {
+	t.Helper()
+	a := append([]string{"template", "lull", filepath.Join(framework.RepoRoot(), "charts", "lull"), "--include-crds"}, args...)
+	out := run(t, nil, bin(t, "helm"), a...)
+	return objects(t, "helm template charts/lull", out)
+}
+
+// The chart with its default values renders exactly the objects of the
+// kustomization: same names, namespaces, labels and specs, nothing more.
+func TestChartDefaultsEqualKustomize(t *testing.T) {
+	k := renderKustomize(t)
+	h := renderHelm(t)
+	if diff := cmp.Diff(k, h); diff != "" {
+		t.Errorf("helm template charts/lull differs from kubectl kustomize manifests/install (-kustomize +helm):\n%s", diff)
+	}
+	// What the install must contain, so that an empty or partial render on
+	// both sides does not pass.
+	for _, want := range []string{
+		"apiextensions.k8s.io/v1/CustomResourceDefinition/<nil>/nodemaintenances.lull.dev",
+		"apiextensions.k8s.io/v1/CustomResourceDefinition/<nil>/maintenancewindows.lull.dev",
+		"apiextensions.k8s.io/v1/CustomResourceDefinition/<nil>/disruptionpolicies.lull.dev",
+		"v1/Namespace/<nil>/lull-system",
+		"lull.dev/v1alpha1/DisruptionPolicy/<nil>/default",
+		"v1/ConfigMap/lull-system/lull-scheduler-config",
+		"apps/v1/Deployment/lull-system/lull-scheduler",
+		"apps/v1/Deployment/lull-system/lull-drainer",
+		"rbac.authorization.k8s.io/v1/RoleBinding/kube-system/lull-scheduler-extension-apiserver-authentication-reader",
+	} {
+		if _, ok := k[want]; !ok {
+			t.Errorf("kubectl kustomize manifests/install has no %s; it has:\n%s", want, strings.Join(keys(k), "\n"))
+		}
+	}
+	// The kustomization's parts are what it renders.
+	cfg, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "manifests", "scheduler", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, k["v1/ConfigMap/lull-system/lull-scheduler-config"], "data", "config.yaml"); got != string(cfg) {
+		t.Errorf("the scheduler ConfigMap is not manifests/scheduler/config.yaml:\n%s", got)
+	}
+	for _, c := range []string{"lull-scheduler", "lull-drainer"} {
+		d := k["apps/v1/Deployment/lull-system/"+c]
+		if got, want := get(t, d, "spec", "template", "spec", "containers", 0, "image"), "lull.dev/"+c+":v0.1.0"; got != want {
+			t.Errorf("%s image = %v, want %s", c, got, want)
+		}
+		if got := get(t, d, "spec", "template", "spec", "containers", 0, "imagePullPolicy"); got != "IfNotPresent" {
+			t.Errorf("%s imagePullPolicy = %v, want IfNotPresent", c, got)
+		}
+	}
+}
+
+// The CRDs the chart ships are manifests/crds (hack/update-codegen.sh
+// copies them; --verify fails when they differ).
+func TestChartCRDsAreManifestCRDs(t *testing.T) {
+	root := framework.RepoRoot()
+	want, _ := filepath.Glob(filepath.Join(root, "manifests", "crds", "*.yaml"))
+	got, _ := filepath.Glob(filepath.Join(root, "charts", "lull", "crds", "*.yaml"))
+	base := func(ps []string) (bs []string) {
+		for _, p := range ps {
+			bs = append(bs, filepath.Base(p))
+		}
+		return bs
+	}
+	if diff := cmp.Diff(base(want), base(got)); diff != "" || len(want) == 0 {
+		t.Fatalf("charts/lull/crds differs from manifests/crds (-manifests +chart); run 'make generate':\n%s", diff)
+	}
+	for _, p := range want {
+		a, _ := os.ReadFile(p)
+		b, _ := os.ReadFile(filepath.Join(root, "charts", "lull", "crds", filepath.Base(p)))
+		if string(a) != string(b) {
+			t.Errorf("charts/lull/crds/%s differs from manifests/crds; run 'make generate'", filepath.Base(p))
+		}
+	}
+}
+
+// Non-default values land where they belong.
+func TestChartValues(t *testing.T) {
+	values := `
+namespace: lull
+leaseNamespace: lull-leases
+nodesWithoutWindow: Restrictive
+defaultPolicy: false
+scheduler:
+  image: {repository: registry.example/lull/lull-scheduler, tag: v9.9.9, pullPolicy: Always}
+  replicas: 1
+  schedulerName: night-shift
+  leaderElection: false
+  horizon: 48h
+  logLevel: 4
+  resources: {requests: {cpu: 200m}, limits: {memory: 1Gi}}
+  nodeSelector: {node-role.kubernetes.io/control-plane: ""}
+  tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+  affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app.kubernetes.io/name: lull-scheduler}}}}]}}
+drainer:
+  image: {repository: registry.example/lull/lull-drainer, tag: v9.9.8}
+  replicas: 3
+  leaderElection: false
+  allowForce: true
+  nodeSelector: {node-role.kubernetes.io/control-plane: ""}
+  tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+`
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := renderHelm(t, "--values", f)
+	has := func(k string) object {
+		t.Helper()
+		o, ok := h[k]
+		if !ok {
+			t.Fatalf("no %s; rendered:\n%s", k, strings.Join(keys(h), "\n"))
+		}
+		return o
+	}
+	hasNot := func(k string) {
+		t.Helper()
+		if _, ok := h[k]; ok {
+			t.Errorf("%s rendered, want none", k)
+		}
+	}
+	has("v1/Namespace/<nil>/lull")
+	has("v1/Namespace/<nil>/lull-leases")
+	hasNot("v1/Namespace/<nil>/lull-system")
+	hasNot("lull.dev/v1alpha1/DisruptionPolicy/<nil>/default")
+	has("rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-drainer-force")
+	has("rbac.authorization.k8s.io/v1/Role/lull-leases/lull-scheduler")
+	has("rbac.authorization.k8s.io/v1/Role/lull-leases/lull-drainer")
+	for _, k := range []string{
+		"rbac.authorization.k8s.io/v1/RoleBinding/lull-leases/lull-scheduler",
+		"rbac.authorization.k8s.io/v1/RoleBinding/lull-leases/lull-drainer",
+		"rbac.authorization.k8s.io/v1/ClusterRoleBinding/<nil>/lull-drainer-force",
+		"rbac.authorization.k8s.io/v1/ClusterRoleBinding/<nil>/lull-scheduler",
+		"rbac.authorization.k8s.io/v1/RoleBinding/kube-system/lull-scheduler-extension-apiserver-authentication-reader",
+	} {
+		if got := get(t, has(k), "subjects", 0, "namespace"); got != "lull" {
+			t.Errorf("%s: subject namespace %v, want lull", k, got)
+		}
+	}
+	for _, k := range keys(h) {
+		o := h[k]
+		if ns := get(t, o, "metadata", "namespace"); ns == "lull-system" {
+			t.Errorf("%s is still in lull-system", k)
+		}
+	}
+
+	// The scheduler's configuration: the profile, its opt-in comment, the
+	// leases, and kube-scheduler's own strict decoding accepts it.
+	cfgText := get(t, has("v1/ConfigMap/lull/lull-scheduler-config"), "data", "config.yaml").(string)
+	for _, want := range []string{
+		"one profile, night-shift,", "spec.schedulerName: night-shift.", "(lull-leases/lull-scheduler)",
+		"leaseNamespace: lull-leases", "nodesWithoutWindow: Restrictive", "horizon: 48h",
+	} {
+		if !strings.Contains(cfgText, want) {
+			t.Errorf("scheduler config lacks %q:\n%s", want, cfgText)
+		}
+	}
+	obj, _, err := kubeschedulerscheme.Codecs.UniversalDecoder().Decode([]byte(cfgText), nil, nil)
+	if err != nil {
+		t.Fatalf("kube-scheduler does not accept the rendered config: %v\n%s", err, cfgText)
+	}
+	sc := obj.(*kubeschedulerconfig.KubeSchedulerConfiguration)
+	if len(sc.Profiles) != 1 || sc.Profiles[0].SchedulerName != "night-shift" {
+		t.Errorf("profiles = %+v, want one named night-shift", sc.Profiles)
+	}
+	if sc.LeaderElection.LeaderElect || sc.LeaderElection.ResourceNamespace != "lull-leases" {
+		t.Errorf("leaderElection = %+v, want off, in lull-leases", sc.LeaderElection)
+	}
+
+	// The Deployments.
+	sched := has("apps/v1/Deployment/lull/lull-scheduler")
+	drain := has("apps/v1/Deployment/lull/lull-drainer")
+	for name, d := range map[string]object{"lull-scheduler": sched, "lull-drainer": drain} {
+		pod := get(t, d, "spec", "template", "spec")
+		if diff := cmp.Diff(map[string]any{"node-role.kubernetes.io/control-plane": ""}, get(t, pod, "nodeSelector")); diff != "" {
+			t.Errorf("%s nodeSelector (-want +got):\n%s", name, diff)
+		}
+		if got := get(t, pod, "tolerations", 0, "key"); got != "node-role.kubernetes.io/control-plane" {
+			t.Errorf("%s tolerations: %v", name, get(t, pod, "tolerations"))
+		}
+	}
+	if got := get(t, sched, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0, "weight"); got != float64(1) {
+		t.Errorf("scheduler affinity: %v", get(t, sched, "spec", "template", "spec", "affinity"))
+	}
+	if got := get(t, drain, "spec", "template", "spec", "affinity"); got != nil {
+		t.Errorf("drainer affinity %v, want none", got)
+	}
+	sc0 := get(t, sched, "spec", "template", "spec", "containers", 0)
+	for _, c := range []struct {
+		got, want any
+		what      string
+	}{
+		{get(t, sc0, "image"), "registry.example/lull/lull-scheduler:v9.9.9", "scheduler image"},
+		{get(t, sc0, "imagePullPolicy"), "Always", "scheduler pullPolicy"},
+		{get(t, sched, "spec", "replicas"), float64(1), "scheduler replicas"},
+		{get(t, sc0, "resources", "limits", "memory"), "1Gi", "scheduler memory limit"},
+		{get(t, sc0, "resources", "requests", "cpu"), "200m", "scheduler cpu request"},
+		{slices.Contains(get(t, sc0, "command").([]any), "--v=4"), true, "scheduler --v=4"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	dc0 := get(t, drain, "spec", "template", "spec", "containers", 0)
+	if got := get(t, dc0, "image"); got != "registry.example/lull/lull-drainer:v9.9.8" {
+		t.Errorf("drainer image %v", got)
+	}
+	if got := get(t, drain, "spec", "replicas"); got != float64(3) {
+		t.Errorf("drainer replicas %v", got)
+	}
+	args := get(t, dc0, "command").([]any)
+	for _, want := range []string{"--leader-elect=false", "--leader-election-namespace=lull-leases", "--lease-namespace=lull-leases", "--nodes-without-window=Restrictive", "--allow-force=true"} {
+		if !slices.Contains(args, any(want)) {
+			t.Errorf("drainer command lacks %s: %v", want, args)
+		}
+	}
+}
+
+// helm lint passes, with the defaults and with the values of a one-node
+// setup (no leader election).
+func TestChartLint(t *testing.T) {
+	chart := filepath.Join(framework.RepoRoot(), "charts", "lull")
+	run(t, nil, bin(t, "helm"), "lint", "--strict", chart)
+	run(t, nil, bin(t, "helm"), "lint", "--strict", chart, "--set", "scheduler.leaderElection=false,scheduler.replicas=1,drainer.leaderElection=false,drainer.replicas=1")
+}
