@@ -26,6 +26,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BIN="${LULL_BIN_DIR:-${ROOT}/_output/bin}"
+# shellcheck source=lib/install.sh
+source "${ROOT}/hack/lib/install.sh"
 
 VERSION=${VERSION:-}
 if [[ ! "$VERSION" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]]; then
@@ -137,18 +139,7 @@ fi
 
 # One install YAML: manifests/install with the release's image tags.
 step "lull-install.yaml"
-mkdir -p "$work/overlay"
-cat >"$work/overlay/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- $(realpath --relative-to="$work/overlay" "${ROOT}/manifests/install")
-images:
-- name: lull.dev/lull-scheduler
-  newTag: ${VERSION}
-- name: lull.dev/lull-drainer
-  newTag: ${VERSION}
-EOF
+write_tag_overlay "$work/overlay" "${ROOT}/manifests/install" "$VERSION"
 "$KUBECTL" kustomize "$work/overlay" >"$DIST/lull-install.yaml"
 
 # The Helm chart: image tags default to appVersion, the release.

@@ -11,18 +11,9 @@
 # ServiceAccounts' user names with client certificates, so they run with
 # exactly the RBAC of the manifests.
 if [[ "$LULL_INSTALL" == pods ]]; then
-  mkdir -p "$DIR/install"
-  cat >"$DIR/install/kustomization.yaml" <<KUST
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- $(realpath --relative-to="$DIR/install" "${ROOT}/hack/local-overlay")
-images:
-- name: lull.dev/lull-scheduler
-  newTag: ${LULL_VERSION}
-- name: lull.dev/lull-drainer
-  newTag: ${LULL_VERSION}
-KUST
+  # shellcheck source=../lib/install.sh
+  source "${ROOT}/hack/lib/install.sh"
+  write_tag_overlay "$DIR/install" "${ROOT}/hack/local-overlay" "$LULL_VERSION"
   install_start=$SECONDS
   # CRDs first (the default policy is one of their objects), then the rest.
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" kustomize "$DIR/install" >"$DIR/install/rendered.yaml"
