@@ -332,6 +332,44 @@ func TestInstalledAsPods(t *testing.T) {
 	}
 }
 
+// TestServiceAccountRights asks the API server what each of lull's
+// ServiceAccounts may do (kubectl auth can-i, as docs/install.md tells
+// admins to) and compares it with what docs/install.md says it grants.
+func TestServiceAccountRights(t *testing.T) {
+	for _, tc := range []struct {
+		sa, verb, resource, ns string
+		want                   bool
+	}{
+		{"lull-drainer", "create", "pods/eviction", "default", true},
+		{"lull-drainer", "delete", "pods", "default", false}, // drains through the eviction API only
+		{"lull-drainer", "patch", "nodes", "", true},
+		{"lull-drainer", "delete", "nodes", "", false},
+		{"lull-drainer", "list", "poddisruptionbudgets.policy", "default", true},
+		{"lull-drainer", "create", "nodemaintenances.lull.dev", "", true},
+		{"lull-drainer", "update", "nodemaintenances.lull.dev/status", "", true},
+		{"lull-drainer", "update", "disruptionpolicies.lull.dev", "", false},
+		{"lull-drainer", "update", "leases.coordination.k8s.io", "lull-system", true},
+		{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},
+		{"lull-drainer", "get", "secrets", "lull-system", false},
+		{"lull-scheduler", "list", "leases.coordination.k8s.io", "lull-system", true},
+		{"lull-scheduler", "delete", "leases.coordination.k8s.io", "lull-system", false}, // never releases a node lease
+		{"lull-scheduler", "update", "nodemaintenances.lull.dev", "", false},
+		{"lull-scheduler", "list", "disruptionpolicies.lull.dev", "", true},
+		{"lull-scheduler", "create", "pods/binding", "default", true},
+		{"lull-scheduler", "patch", "nodes", "", false},
+	} {
+		args := []string{"auth", "can-i", tc.verb, tc.resource, "--as=system:serviceaccount:lull-system:" + tc.sa}
+		if tc.ns != "" {
+			args = append(args, "-n", tc.ns)
+		}
+		out, _ := cluster.Kubectl(t.Context(), time.Minute, args...) // exit 1 means "no"
+		got := strings.TrimSpace(out) == "yes"
+		if got != tc.want {
+			t.Errorf("%s %s %s (namespace %q): can-i says %q, docs/install.md says %v", tc.sa, tc.verb, tc.resource, tc.ns, strings.TrimSpace(out), tc.want)
+		}
+	}
+}
+
 // TestDrainKwokNode is the core scenario with lull in pods: a labelled
 // simulated node is drained, and opted-in pods never land on it afterwards.
 func TestDrainKwokNode(t *testing.T) {
