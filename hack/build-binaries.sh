@@ -92,7 +92,7 @@ build_one() {
         # Static, without the cgo-only btrfs snapshotter: overlayfs is what
         # the node uses. The shim and ctr come from the same version.
         tmpbin=$(mktemp -d)
-        CGO_ENABLED=0 GOBIN="$tmpbin" GOFLAGS="-trimpath -tags=no_btrfs" go install \
+        GOBIN="$tmpbin" GOFLAGS="-trimpath -tags=no_btrfs" go install \
           -ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}" \
           "github.com/containerd/containerd/v2/cmd/containerd@${CONTAINERD_VERSION}" \
           "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@${CONTAINERD_VERSION}" \
@@ -110,7 +110,7 @@ build_one() {
         # Only what the node's network needs: a bridge in the cluster's own
         # address range, host-local addresses, and the loopback interface.
         tmpbin=$(mktemp -d)
-        CGO_ENABLED=0 GOBIN="$tmpbin" GOFLAGS=-trimpath go install -ldflags=-s \
+        GOBIN="$tmpbin" GOFLAGS=-trimpath go install -ldflags=-s \
           "github.com/containernetworking/plugins/plugins/main/bridge@${CNI_PLUGINS_VERSION}" \
           "github.com/containernetworking/plugins/plugins/main/loopback@${CNI_PLUGINS_VERSION}" \
           "github.com/containernetworking/plugins/plugins/ipam/host-local@${CNI_PLUGINS_VERSION}"
@@ -120,7 +120,7 @@ build_one() {
         # Helm's go.mod has no replace directives: install it by version,
         # outside lull's modules.
         tmpbin=$(mktemp -d)
-        CGO_ENABLED=0 GOBIN="$tmpbin" GOFLAGS=-trimpath go install \
+        GOBIN="$tmpbin" GOFLAGS=-trimpath go install \
           -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
           "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
         mv "$tmpbin/helm" "$out.tmp" && rmdir "$tmpbin" ;;
@@ -129,12 +129,9 @@ build_one() {
         # answers 403 for krew's version list): build it from its own module.
         grep -q "sigs.k8s.io/krew ${KREW_VERSION}" "${ROOT}/hack/tools/krew/go.mod" || {
           echo "hack/tools/krew/go.mod does not pin sigs.k8s.io/krew ${KREW_VERSION} (KREW_VERSION)"; exit 1; }
-        cd "${ROOT}/hack/tools/krew" && CGO_ENABLED=0 go build -trimpath \
+        cd "${ROOT}/hack/tools/krew" && go build -trimpath \
           -ldflags="-s -w -X sigs.k8s.io/krew/internal/version.gitTag=${KREW_VERSION}" \
           -o "$out.tmp" sigs.k8s.io/krew/cmd/krew ;;
-      kubelet|kube-proxy)
-        # The node components are static: the node runs them from any path.
-        cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags="$(kube_ldflags)" -o "$out.tmp" "k8s.io/kubernetes/cmd/${name}" ;;
       *)
         cd "$ROOT" && go build -trimpath -ldflags="$(kube_ldflags)" -o "$out.tmp" "k8s.io/kubernetes/cmd/${name}" ;;
     esac

@@ -63,13 +63,18 @@ func spec(bin, conf string) Spec {
 	}
 }
 
-func mustDigest(t *testing.T, s Spec) v1.Hash {
+func mustBuild(t *testing.T, s Spec) v1.Image {
 	t.Helper()
 	img, err := Build(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := img.Digest()
+	return img
+}
+
+func mustDigest(t *testing.T, s Spec) v1.Hash {
+	t.Helper()
+	d, err := mustBuild(t, s).Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,11 +342,8 @@ func TestArchiveHasBothViews(t *testing.T) {
 }
 
 func mustRawManifest(t *testing.T, s Spec) []byte {
-	img, err := Build(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := img.RawManifest()
+	t.Helper()
+	b, err := mustBuild(t, s).RawManifest()
 	if err != nil {
 		t.Fatal(err)
 	}

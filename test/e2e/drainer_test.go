@@ -33,7 +33,7 @@ func TestDrainerMaintenanceByLabel(t *testing.T) {
 	c, err := client.New(cluster.Config, client.Options{Scheme: lullscheme.New()})
 	require.NoError(t, err)
 
-	guardedApp(t, "drainme", 10, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	cluster.GuardedApp(t, "drainme", 10, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, nil)
 	byNode := waitAppRunning(ctx, t, "drainme", 10)
 	victim, most := "", 0
 	for n, k := range byNode {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,10 +45,10 @@ func TestLullSchedulerAvoidsDisruptedNodes(t *testing.T) {
 	labelNode(ctx, t, maint, ptr.To("kernel-update"))
 	t.Cleanup(func() { labelNode(context.Background(), t, maint, nil) })
 
-	dep := optedInDeployment("opted", 12)
+	dep := OptedInDeployment("opted", 12)
 	_, err = cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { removeApp(t, "opted") })
+	t.Cleanup(func() { cluster.RemoveApp(t, "opted") })
 	byNode := waitAppRunning(ctx, t, "opted", 12, maint, leased)
 	t.Logf("opted-in pods per node: %v (maintenance: %s, leased: %s)", byNode, maint, leased)
 
@@ -72,25 +71,6 @@ func TestLullSchedulerAvoidsDisruptedNodes(t *testing.T) {
 	byNode = waitAppRunning(ctx, t, "opted", 60, fresh)
 	t.Logf("after easing both nodes and scaling to 60: %v", byNode)
 	require.NotZero(t, byNode[maint]+byNode[leased], "eased nodes receive pods again")
-}
-
-func optedInDeployment(name string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					SchedulerName: "lull-scheduler",
-					Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
-				},
-			},
-		},
-	}
 }
 
 func kwokNode(name string, labels map[string]string) *corev1.Node {

@@ -58,7 +58,7 @@ func TestSmokeDeploymentSurvivesDrain(t *testing.T) {
 	}
 	_, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { removeApp(t, "smoke") })
+	t.Cleanup(func() { cluster.RemoveApp(t, "smoke") })
 
 	byNode := waitRunning(ctx, t, 20, "")
 	var victim string

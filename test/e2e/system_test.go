@@ -272,11 +272,11 @@ func TestSystemPDBBlocksThenUnblocks(t *testing.T) {
 	ctx := t.Context()
 	cs := cluster.Clientset
 	node := e.pickNodes("e2e-pdb", 1)[0]
-	dep := optedInDeployment("guarded", 3)
+	dep := OptedInDeployment("guarded", 3)
 	dep.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "e2e-pdb"}
 	_, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { removeApp(t, "guarded") })
+	t.Cleanup(func() { cluster.RemoveApp(t, "guarded") })
 	waitAppRunning(ctx, t, "guarded", 3)
 	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: "default"},
@@ -430,7 +430,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 		},
 	})
 	// Guarded pods spread over the nodes, so drains are paced by the PDB.
-	guardedApp(t, "crash", 9, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	cluster.GuardedApp(t, "crash", 9, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, nil)
 	waitAppRunning(ctx, t, "crash", 9)
 
 	budget := e.watchBudget(nodes...)
@@ -562,38 +562,6 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	}
 	e.patchNode(frozen, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
 	e.waitNM(frozen, "Completed", time.Minute, inPhase(lullv1alpha1.PhaseCompleted))
-}
-
-// guardedApp creates an opted-in Deployment and a PodDisruptionBudget for
-// its pods (spec's selector is filled in), both removed after the test.
-func guardedApp(t *testing.T, name string, replicas int32, spec policyv1.PodDisruptionBudgetSpec) {
-	t.Helper()
-	ctx, cs := t.Context(), cluster.Clientset
-	_, err := cs.AppsV1().Deployments("default").Create(ctx, optedInDeployment(name, replicas), metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { removeApp(t, name) })
-	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
-	_, err = cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: spec,
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-}
-
-// removeApp deletes a test's Deployment and waits until its pods are gone,
-// so their deletion is never seen by a later scenario's watchers.
-func removeApp(t *testing.T, name string) {
-	ctx := context.Background()
-	_ = cluster.Clientset.AppsV1().Deployments("default").Delete(ctx, name, metav1.DeleteOptions{})
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := cluster.Clientset.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		return err == nil && len(pods.Items) == 0, nil
-	})
-	if err != nil {
-		t.Logf("pods of %s still there after a minute: %v", name, err)
-	}
 }
 
 func allCompleted(e *sysEnv, nodes []string) bool {

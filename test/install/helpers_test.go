@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,14 +101,9 @@ func key(o object) string {
 	return fmt.Sprintf("%v/%v/%v/%v", o["apiVersion"], o["kind"], md["namespace"], md["name"])
 }
 
-// keys lists an object map's keys, sorted.
-func keys(m map[string]object) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
+// keys lists a map's keys, sorted.
+func keys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // get walks an object along a path of map keys and slice indexes.

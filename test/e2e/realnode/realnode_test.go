@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,42 +152,12 @@ func kubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// app is an opted-in Deployment (lull-scheduler) with a PodDisruptionBudget.
+// app is an opted-in Deployment (lull-scheduler) with a PodDisruptionBudget,
+// waited for until every pod is ready and the budget has seen them.
 func app(t *testing.T, name string, replicas int32, minAvailable int32, mutate func(*corev1.PodSpec)) {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	spec := corev1.PodSpec{
-		SchedulerName: "lull-scheduler",
-		Containers:    []corev1.Container{{Name: "app", Image: "registry.invalid/" + name + ":1"}},
-	}
-	if mutate != nil {
-		mutate(&spec)
-	}
 	cs := cluster.Clientset
-	_, err := cs.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Create(t.Context(), &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(minAvailable)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		_ = cs.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
-		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-			return err == nil && len(pods.Items) == 0, nil
-		})
-	})
+	cluster.GuardedApp(t, name, replicas, policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(minAvailable))}, mutate)
 	poll(t, name+" ready", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		pods := appPods(ctx, name)
 		ready := 0
@@ -533,32 +502,41 @@ func TestUpgradeDrainerDuringDrain(t *testing.T) {
 
 	// Invariants while the drainer is replaced: cordoned, leased by lull,
 	// nothing evicted past the budget.
-	violations := make(chan string, 100)
+	var (
+		vmu        sync.Mutex
+		violations []string
+	)
+	violated := func(v string) {
+		vmu.Lock()
+		defer vmu.Unlock()
+		if len(violations) < 20 {
+			violations = append(violations, v)
+		}
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for wctx.Err() == nil {
-			n, err := cs.CoreV1().Nodes().Get(wctx, node, metav1.GetOptions{})
-			if err == nil && !n.Spec.Unschedulable {
-				violations <- "node uncordoned during the upgrade"
+		// A sampling watcher: every 100 ms until the upgrade is over.
+		wait.UntilWithContext(wctx, func(ctx context.Context) {
+			if n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && !n.Spec.Unschedulable {
+				violated("node uncordoned during the upgrade")
 			}
-			l, err := cs.CoordinationV1().Leases("lull-system").Get(wctx, "node-"+node, metav1.GetOptions{})
-			if wctx.Err() == nil && (err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "lull-drainer")) {
-				violations <- fmt.Sprintf("node lease not held by lull: %v %v", err, l.Spec.HolderIdentity)
+			l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, "node-"+node, metav1.GetOptions{})
+			if ctx.Err() == nil && (err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "lull-drainer")) {
+				violated(fmt.Sprintf("node lease not held by lull: %v %+v", err, l))
 			}
 			ready := 0
-			for _, p := range appPods(wctx, "upgrade") {
+			for _, p := range appPods(ctx, "upgrade") {
 				if podReady(&p) {
 					ready++
 				}
 			}
-			if wctx.Err() == nil && ready < 2 {
-				violations <- fmt.Sprintf("only %d of 2 pods ready: PodDisruptionBudget violated", ready)
+			if ctx.Err() == nil && ready < 2 {
+				violated(fmt.Sprintf("only %d of 2 pods ready: PodDisruptionBudget violated", ready))
 			}
-			time.Sleep(100 * time.Millisecond) // a sampling watcher, not a wait for state
-		}
+		}, 100*time.Millisecond)
 	}()
 
 	next := version + "-next"
@@ -593,8 +571,7 @@ func TestUpgradeDrainerDuringDrain(t *testing.T) {
 	})
 	cancel()
 	wg.Wait()
-	close(violations)
-	for v := range violations {
+	for _, v := range violations {
 		t.Error(v)
 	}
 
