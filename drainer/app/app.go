@@ -64,7 +64,8 @@ func Run(args []string) int {
 	fs.DurationVar(&o.Horizon, "window-horizon", engine.DefaultHorizon, "how far ahead to search for the next maintenance window")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", lease.DefaultNamespace, "namespace of the node disruption leases")
 	fs.StringVar(&o.NodesWithoutWindow, "nodes-without-window", "Permissive", "Permissive or Restrictive: may maintenance of a node no MaintenanceWindow selects start at any time? (keep equal to lull-scheduler's nodesWithoutWindow)")
-	fs.StringVar(&o.Maintenance.Identity, "identity", "lull-drainer", "holder identity lull uses on node leases")
+	fs.StringVar(&o.Maintenance.Identity, "identity", "", "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
+	fs.StringVar(&o.Maintenance.BudgetNamespace, "budget-namespace", "lull-system", "namespace of the budget ledger ConfigMap lull-budget")
 	fs.DurationVar(&o.Maintenance.LeaseDuration, "lease-duration", time.Minute, "duration of the node leases lull holds (renewed every third of it)")
 	fs.DurationVar(&o.Maintenance.DrainTimeout, "drain-timeout", time.Hour, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")
 	fs.DurationVar(&o.Maintenance.RetryDelay, "eviction-retry-delay", 2*time.Second, "first delay between eviction rounds; doubles while blocked")
@@ -87,6 +88,9 @@ func Run(args []string) int {
 	}
 	ctrl.SetLogger(klog.NewKlogr())
 	logger := klog.Background().WithName("lull-drainer")
+	if o.Maintenance.Identity == "" {
+		o.Maintenance.Identity = DefaultIdentity()
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -138,6 +142,20 @@ func Run(args []string) int {
 	}
 	_ = os.Stdout.Sync()
 	return 0
+}
+
+// DefaultIdentity is this replica's holder identity: lull-drainer/ and the
+// pod's name (POD_NAME, from the downward API), or the host name outside
+// a pod.
+func DefaultIdentity() string {
+	replica := os.Getenv("POD_NAME")
+	if replica == "" {
+		replica, _ = os.Hostname()
+	}
+	if replica == "" {
+		return maintenance.DefaultIdentityFamily
+	}
+	return maintenance.DefaultIdentityFamily + "/" + replica
 }
 
 // SetupMaintenance wires the shared forecast to the manager's informers and
@@ -192,11 +210,13 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Kube:      kube,
-		Leases:    lease.New(kube, lease.Options{Namespace: o.LeaseNamespace, Clock: clk}),
-		Forecast:  f,
-		Clock:     clk,
-		Recorder:  mgr.GetEventRecorder("lull-drainer"),
-		Metrics:   metrics,
-		Options:   o.Maintenance,
+		// With leader election, the replica acting is the leader: a lease
+		// another replica holds is a deposed leader's, taken over at once.
+		Leases:   lease.New(kube, lease.Options{Namespace: o.LeaseNamespace, Clock: clk, TakeOverReplicas: o.LeaderElect}),
+		Forecast: f,
+		Clock:    clk,
+		Recorder: mgr.GetEventRecorder("lull-drainer"),
+		Metrics:  metrics,
+		Options:  o.Maintenance,
 	}).SetupWithManager(mgr)
 }

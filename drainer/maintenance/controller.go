@@ -35,6 +35,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/lease"
 )
@@ -47,6 +48,9 @@ const (
 	// removing the label completes it.
 	AnnotationRequestedBy = "lull.dev/requested-by"
 	requestedByLabel      = "label"
+	// DefaultIdentityFamily is the drainer's lease holder family; replicas
+	// hold leases as DefaultIdentityFamily/<replica>.
+	DefaultIdentityFamily = "lull-drainer"
 
 	// Condition types.
 	ConditionWindowPermits = "WindowPermits"
@@ -59,8 +63,12 @@ const (
 
 // Options configure the controller.
 type Options struct {
-	// Identity is the lease holder name.
+	// Identity is this replica's lease holder name, lull-drainer/<replica>:
+	// every replica's own, so each write says who made it; the family
+	// (lull-drainer) makes the replicas' leases lull's (lease.SameFamily).
 	Identity string
+	// BudgetNamespace holds the budget ledger (budget.Ledger).
+	BudgetNamespace string
 	// LeaseDuration of the node disruption lease lull holds.
 	LeaseDuration time.Duration
 	// DrainTimeout is how long a blocked drain waits before its
@@ -80,7 +88,10 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Identity == "" {
-		o.Identity = "lull-drainer"
+		o.Identity = DefaultIdentityFamily
+	}
+	if o.BudgetNamespace == "" {
+		o.BudgetNamespace = "lull-system"
 	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = time.Minute
@@ -107,8 +118,11 @@ type Reconciler struct {
 	// with it, never from a cache that may lag behind our own writes.
 	APIReader client.Reader
 	// Kube lists and evicts pods.
-	Kube     kubernetes.Interface
-	Leases   *lease.Client
+	Kube   kubernetes.Interface
+	Leases *lease.Client
+	// Budget fences starts in the API server (a ledger in
+	// Options.BudgetNamespace when nil).
+	Budget   *budget.Ledger
 	Forecast *forecast.Forecast
 	Clock    clock.Clock
 	Recorder events.EventRecorder
@@ -126,6 +140,10 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	r.Options.defaults()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.Budget == nil {
+		r.Budget = &budget.Ledger{Client: r.Client, Live: r.APIReader, Namespace: r.Options.BudgetNamespace,
+			Holder: r.Options.Identity, Clock: r.Clock}
 	}
 	if r.Wake == nil {
 		r.Wake = make(chan event.GenericEvent, 1024)

@@ -89,7 +89,9 @@ func (s *step) gate() (reconcile.Result, error) {
 		s.releaseIfHeld()
 		return s.save(lullv1alpha1.PhaseWaitingForWindow, res)
 	}
-	if b, err := budget.Check(s.ctx, s.r.APIReader, s.r.Client, budget.Request{Node: s.node.Name, Windows: s.windows(),
+	// The budget slot is taken (not only checked) here, in one write the
+	// API server serialises with every other replica's: see budget.Ledger.
+	if b, err := s.r.Budget.Reserve(s.ctx, s.r.Client, s.nm, budget.Request{Node: s.node.Name, Windows: s.windows(),
 		DefaultMaxUnavailable: s.r.Options.DefaultMaxUnavailable}); err != nil {
 		return reconcile.Result{}, err
 	} else if !b.Free {
@@ -103,7 +105,18 @@ func (s *step) gate() (reconcile.Result, error) {
 
 	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.Class)
 	info, err := s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
+	if held, ok := lease.IsHeld(err); ok && lease.SameFamily(held.Holder, s.r.Options.Identity) {
+		// Another replica of the drainer holds it and is carrying this
+		// request out (replicas without leader election, or a deposed
+		// leader not yet stopped): leave the request, its slot and its
+		// status to that replica; look again once its lease could expire.
+		s.logger.V(2).Info("Another drainer replica holds the lease", "holder", held.Holder)
+		return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, nil
+	}
 	if held, ok := lease.IsHeld(err); ok {
+		// Waiting for another actor must not keep a budget slot others
+		// could use; the gate takes it again when the lease is free.
+		s.releaseBudget()
 		msg := held.Error()
 		if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
 			s.event(corev1.EventTypeNormal, "WaitingForLease", msg)
@@ -310,8 +323,11 @@ func (s *step) renew() (reconcile.Result, bool, error) {
 	s.r.Metrics.LeaseRenewFailures.Inc()
 	if errors.Is(err, lease.ErrNotHolder) || apierrors.IsNotFound(err) {
 		holder := ""
-		if info, gerr := s.r.Leases.Get(s.ctx, s.node.Name); gerr == nil {
+		if info, gerr := s.r.Leases.Get(s.ctx, s.node.Name); gerr == nil && info != nil {
 			holder = info.Holder
+		}
+		if lease.SameFamily(holder, s.r.Options.Identity) {
+			return s.replicaHolds(holder)
 		}
 		msg := fmt.Sprintf("lost the node's lease (now held by %q); evictions stopped", holder)
 		s.logger.Info("Lost the lease", "holder", holder)
@@ -326,14 +342,45 @@ func (s *step) renew() (reconcile.Result, bool, error) {
 	return reconcile.Result{}, false, fmt.Errorf("renewing the lease of node %s: %w", s.node.Name, err)
 }
 
-// releaseIfHeld gives up a lease lull holds for a request that is not
-// (or no longer) disrupting the node.
+// replicaHolds handles a renewal that found another replica of the
+// drainer holding the node's lease: it took the request over (we were
+// deposed as leader, or replicas run without leader election). Take it
+// back only where Acquire allows (we lead, or its lease expired by
+// observation); otherwise stand down without writing anything.
+func (s *step) replicaHolds(holder string) (reconcile.Result, bool, error) {
+	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.Class)
+	_, err := s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
+	if err == nil {
+		s.logger.Info("Took the lease back from another drainer replica", "holder", holder)
+		s.r.memo.renewed(s.node.Name, s.now)
+		return reconcile.Result{}, false, nil
+	}
+	s.r.memo.forget(s.node.Name)
+	if _, held := lease.IsHeld(err); held {
+		s.logger.Info("Another drainer replica holds the lease; standing down", "holder", holder)
+		return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, true, nil
+	}
+	return reconcile.Result{}, true, fmt.Errorf("taking back the lease of node %s from %s: %w", s.node.Name, holder, err)
+}
+
+// releaseIfHeld gives up a lease and a budget slot lull holds for a
+// request that is not (or no longer) disrupting the node.
 func (s *step) releaseIfHeld() {
 	if err := s.r.Leases.Release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
 		s.logger.V(2).Info("Released a lease not needed while waiting")
 		s.status.LeaseHolder = ""
 	}
 	s.r.memo.forget(s.node.Name)
+	s.releaseBudget()
+}
+
+// releaseBudget gives up the request's budget slot. A failure keeps the
+// slot counted (fail closed) until a later round or the ledger's pruning
+// of finished requests drops it.
+func (s *step) releaseBudget() {
+	if err := s.r.Budget.Release(s.ctx, s.nm.Spec.NodeName, s.nm.UID); err != nil {
+		s.logger.Error(err, "Releasing the budget slot; it stays counted until a later round")
+	}
 }
 
 // abort undoes what lull did (its own cordon, its lease) and returns the
@@ -379,10 +426,11 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	if err := r.uncordonIfOurs(ctx, node, s.status); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.Leases.Release(ctx, node.Name, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
+	if err := r.Leases.ReleaseForTool(ctx, node.Name, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", node.Name, err)
 	}
 	r.memo.forget(node.Name)
+	s.releaseBudget()
 	if hasLabel(node) {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
 		if err := r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
@@ -396,10 +444,11 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 // and the lease goes (also garbage-collected with the node).
 func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (reconcile.Result, error) {
 	s := &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
-	if err := r.Leases.Release(ctx, nm.Spec.NodeName, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
+	if err := r.Leases.ReleaseForTool(ctx, nm.Spec.NodeName, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of deleted node %s: %w", nm.Spec.NodeName, err)
 	}
 	r.memo.forget(nm.Spec.NodeName)
+	s.releaseBudget()
 	s.status.CordonedByLull = false
 	return s.finish("NodeDeleted", "the node was deleted; request ended")
 }

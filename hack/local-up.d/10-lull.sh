@@ -28,13 +28,13 @@ if [[ "$LULL_INSTALL" == pods ]]; then
 fi
 
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/crds" >/dev/null
-"$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" create namespace lull-system --dry-run=client -o yaml |
-  "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f - >/dev/null
+# lull-system and lull-leases, as the install creates them.
+"$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/install/namespace.yaml" >/dev/null
 wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev crd/disruptionpolicies.lull.dev
 # The shipped default DisruptionPolicy (ssh-keys -> None, kernel-update -> Drain, ...).
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/policy" >/dev/null
 if [[ -x "$BIN/lull-drainer" ]]; then
-  "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/drainer/rbac.yaml" >/dev/null
+  "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/drainer/rbac.yaml" -f "${ROOT}/manifests/drainer/budget.yaml" >/dev/null
   client_cert lull-drainer "system:serviceaccount:lull-system:lull-drainer" "system:serviceaccounts"
   write_kubeconfig "$DIR/lull-drainer.kubeconfig" "$CERTS/lull-drainer.crt" "$CERTS/lull-drainer.key" lull-drainer
   # Two replicas, as the Deployment runs it: one leads, the other takes
@@ -45,7 +45,9 @@ if [[ -x "$BIN/lull-drainer" ]]; then
     if [[ "$i" -gt 1 ]]; then
       name=lull-drainer-$i metrics=$DRAINER2_METRICS_PORT probe=$DRAINER2_PROBE_PORT
     fi
+    # Each replica its own lease holder identity, as POD_NAME gives pods.
     KUBECONFIG="$DIR/lull-drainer.kubeconfig" start_proc "$name" "$BIN/lull-drainer" \
+      --identity="lull-drainer/${name}" --lease-namespace=lull-leases --budget-namespace=lull-system \
       --metrics-bind-address="127.0.0.1:${metrics}" --health-probe-bind-address="127.0.0.1:${probe}" \
       --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s
     wait_for "$name healthy" 30 curl -sf "http://127.0.0.1:${probe}/healthz"

@@ -48,19 +48,32 @@ func usesBudget(nm *lullv1alpha1.NodeMaintenance) bool {
 
 // Check counts the requests in progress from live (read it from the API
 // server, never from a cache that may lag behind the caller's own writes)
-// and the nodes and windows from cached.
+// and the nodes and windows from cached. It only answers; the drainer
+// starts a node through Ledger.Reserve, which counts the same way and
+// records the start atomically.
 func Check(ctx context.Context, live, cached client.Reader, req Request) (Result, error) {
 	var all lullv1alpha1.NodeMaintenanceList
 	if err := live.List(ctx, &all); err != nil {
 		return Result{}, fmt.Errorf("listing NodeMaintenances: %w", err)
 	}
-	active := append([]string(nil), req.Also...)
-	for i := range all.Items {
-		o := &all.Items[i]
-		if o.Spec.NodeName != req.Node && usesBudget(o) {
+	return evaluate(ctx, cached, req, append(activeRequests(all.Items, req.Node), req.Also...))
+}
+
+// activeRequests are the nodes of requests using budget, except node.
+func activeRequests(items []lullv1alpha1.NodeMaintenance, node string) []string {
+	var active []string
+	for i := range items {
+		o := &items[i]
+		if o.Spec.NodeName != node && usesBudget(o) {
 			active = append(active, o.Spec.NodeName)
 		}
 	}
+	return active
+}
+
+// evaluate answers whether req's node fits in its windows' budgets (or the
+// default budget) with the nodes in active already disrupted.
+func evaluate(ctx context.Context, cached client.Reader, req Request, active []string) (Result, error) {
 	nodeLabels := func(name string) (labels.Set, bool) {
 		var n corev1.Node
 		if err := cached.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {

@@ -46,7 +46,7 @@ type drainerFlags struct {
 func (d *drainerFlags) add(fs *pflag.FlagSet) {
 	def := plan.DefaultOptions()
 	fs.StringVar(&d.nodesWithoutWindow, "nodes-without-window", "Permissive", "the drainer's --nodes-without-window (Permissive or Restrictive)")
-	fs.StringVar(&d.identity, "drainer-identity", def.Identity, "the drainer's --identity (its lease holder name)")
+	fs.StringVar(&d.identity, "drainer-identity", def.Identity, "the drainer's lease holder family (its replicas hold leases as <family>/<replica>)")
 	fs.IntVar(&d.defaultMaxUnavailable, "default-max-unavailable", def.DefaultMaxUnavailable, "the drainer's --default-max-unavailable")
 	fs.BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", def.DeleteEmptyDirData, "the drainer's --delete-emptydir-data")
 	fs.DurationVar(&d.horizon, "window-horizon", 0, "the drainer's --window-horizon (0: the default)")

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/window"
 )
 
@@ -29,7 +30,7 @@ func node(name string, lbls map[string]string) *v1.Node {
 
 func leaseFor(nodeName, holder string, rv string) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-" + nodeName, Namespace: "lull-system", ResourceVersion: rv,
+		ObjectMeta: metav1.ObjectMeta{Name: "node-" + nodeName, Namespace: lease.DefaultNamespace, ResourceVersion: rv,
 			Annotations: map[string]string{"lull.dev/operation": "reboot"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](60)},
 	}
@@ -223,7 +224,7 @@ func TestEventsAndTransitions(t *testing.T) {
 	other := leaseFor("n2", "kubelet", "3")
 	other.Namespace = "kube-node-lease"
 	f.SetLease(other)
-	f.SetLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lull-drainer", Namespace: "lull-system"}})
+	f.SetLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lull-drainer", Namespace: lease.DefaultNamespace}})
 	if f.Snapshot().Get("n2") != nil {
 		t.Fatalf("foreign lease counted")
 	}

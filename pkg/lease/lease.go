@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +23,10 @@ import (
 )
 
 const (
-	// DefaultNamespace holds lull's node leases.
-	DefaultNamespace = "lull-system"
+	// DefaultNamespace holds the node disruption leases: a namespace of
+	// their own, so tools invited to write Leases there cannot touch the
+	// components' leader-election leases (in lull-system).
+	DefaultNamespace = "lull-leases"
 	// Medik8sNamespace is where medik8s tools (node-maintenance-operator,
 	// self-node-remediation) keep node leases of the same name and shape.
 	Medik8sNamespace = "medik8s-leases"
@@ -107,12 +110,34 @@ func IsHeld(err error) (*HeldError, bool) {
 // someone else (or by nobody).
 var ErrNotHolder = errors.New("not the lease holder")
 
+// Family is the tool a holder identity belongs to: the part before the
+// first "/". Replicas of one tool hold leases as <tool>/<replica>
+// ("lull-drainer/lull-drainer-7d9f-x2"), so each write says which replica
+// made it, while every replica still recognises the others' leases as
+// its tool's.
+func Family(holder string) string {
+	if i := strings.IndexByte(holder, '/'); i >= 0 {
+		return holder[:i]
+	}
+	return holder
+}
+
+// SameFamily reports whether two holder identities are replicas of one
+// tool ("lull-drainer" and "lull-drainer/b" are).
+func SameFamily(a, b string) bool { return a != "" && b != "" && Family(a) == Family(b) }
+
 // Options configure a Client.
 type Options struct {
 	// Namespace of the node leases (DefaultNamespace if empty).
 	Namespace string
 	// Clock measures expiry by observation (a real clock if nil).
 	Clock clock.PassiveClock
+	// TakeOverReplicas makes Acquire take a lease held by another replica
+	// of the caller's tool (SameFamily) at once, without waiting for it to
+	// expire. Set it only when the replicas elect a leader, so that the
+	// caller acting means the holder was deposed; the deposed replica's
+	// next renewal fails with ErrNotHolder and it stops.
+	TakeOverReplicas bool
 }
 
 // observation is when this client first saw a lease version.
@@ -128,6 +153,7 @@ type Client struct {
 	cs        kubernetes.Interface
 	namespace string
 	clock     clock.PassiveClock
+	takeOver  bool
 
 	mu       sync.Mutex
 	observed map[string]observation
@@ -138,7 +164,7 @@ type Client struct {
 
 // New returns a Client.
 func New(cs kubernetes.Interface, opts Options) *Client {
-	c := &Client{cs: cs, namespace: opts.Namespace, clock: opts.Clock,
+	c := &Client{cs: cs, namespace: opts.Namespace, clock: opts.Clock, takeOver: opts.TakeOverReplicas,
 		observed: map[string]observation{}, held: map[string]*coordinationv1.Lease{}}
 	if c.namespace == "" {
 		c.namespace = DefaultNamespace
@@ -177,7 +203,7 @@ func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason st
 	switch {
 	case curHolder == holder:
 		// Already ours: acquiring again renews and may update the operation.
-	case curHolder == "" || expired:
+	case curHolder == "" || expired || (c.takeOver && SameFamily(curHolder, holder)):
 		cur.Spec.LeaseTransitions = ptr.To(ptr.Deref(cur.Spec.LeaseTransitions, 0) + 1)
 		cur.Spec.AcquireTime = c.now()
 	default:
@@ -240,7 +266,7 @@ func (c *Client) Renew(ctx context.Context, node, holder string) (*Info, error) 
 	leases := c.cs.CoordinationV1().Leases(c.namespace)
 	stale := c.cached(node)
 	for attempt := 0; attempt < 2; attempt++ {
-		cur, err := c.heldBy(ctx, node, holder, stale)
+		cur, err := c.heldBy(ctx, node, func(h string) bool { return h == holder }, stale)
 		if err != nil {
 			return nil, fmt.Errorf("renewing lease of node %s: %w", node, err)
 		}
@@ -268,10 +294,21 @@ func (c *Client) Renew(ctx context.Context, node, holder string) (*Info, error) 
 // the meantime is never deleted. Releasing a lease that does not exist
 // succeeds.
 func (c *Client) Release(ctx context.Context, node, holder string) error {
+	return c.release(ctx, node, holder, func(h string) bool { return h == holder })
+}
+
+// ReleaseForTool is Release for a request that has ended for every replica
+// of holder's tool: it deletes the lease also when another replica of the
+// tool (SameFamily) holds it, for instance one that stopped mid-request.
+func (c *Client) ReleaseForTool(ctx context.Context, node, holder string) error {
+	return c.release(ctx, node, holder, func(h string) bool { return SameFamily(h, holder) })
+}
+
+func (c *Client) release(ctx context.Context, node, holder string, ours func(string) bool) error {
 	leases := c.cs.CoordinationV1().Leases(c.namespace)
 	stale := c.cached(node)
 	for attempt := 0; attempt < 2; attempt++ {
-		cur, err := c.heldBy(ctx, node, holder, stale)
+		cur, err := c.heldBy(ctx, node, ours, stale)
 		if err != nil {
 			return fmt.Errorf("releasing lease of node %s: %w", node, err)
 		}
@@ -293,11 +330,11 @@ func (c *Client) Release(ctx context.Context, node, holder string) error {
 	return fmt.Errorf("releasing lease of node %s: conflicting updates; retry", node)
 }
 
-// heldBy returns node's lease if holder holds it: cached when given (a
+// heldBy returns node's lease if its holder is ours: cached when given (a
 // stale copy makes the write fail with Conflict), otherwise read. It
 // returns nil, nil when there is no lease, and ErrNotHolder when another
 // actor holds it.
-func (c *Client) heldBy(ctx context.Context, node, holder string, cached *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+func (c *Client) heldBy(ctx context.Context, node string, ours func(string) bool, cached *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	cur := cached
 	if cur == nil {
 		got, err := c.cs.CoordinationV1().Leases(c.namespace).Get(ctx, Name(node), metav1.GetOptions{})
@@ -310,7 +347,7 @@ func (c *Client) heldBy(ctx context.Context, node, holder string, cached *coordi
 		}
 		cur = got
 	}
-	if h := ptr.Deref(cur.Spec.HolderIdentity, ""); h != holder {
+	if h := ptr.Deref(cur.Spec.HolderIdentity, ""); !ours(h) {
 		c.forget(node)
 		return nil, fmt.Errorf("held by %q: %w", h, ErrNotHolder)
 	}

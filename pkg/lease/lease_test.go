@@ -177,3 +177,50 @@ func TestLeaseWithoutDurationIsNotTakenOnSecondLook(t *testing.T) {
 	require.NoError(t, err, "taken after DefaultDuration without change")
 	assert.Equal(t, "lull-drainer", info.Holder)
 }
+
+// Replicas of one tool hold leases as <tool>/<replica>: each is the other's
+// sibling, which Acquire takes over at once only with TakeOverReplicas (a
+// leader taking over a deposed leader's lease), and ReleaseForTool releases.
+func TestReplicasOfOneTool(t *testing.T) {
+	cs, clk := setup(t)
+	ctx := t.Context()
+	assert.Equal(t, "lull-drainer", Family("lull-drainer/pod-a"))
+	assert.Equal(t, "lull-drainer", Family("lull-drainer"))
+	assert.True(t, SameFamily("lull-drainer/pod-a", "lull-drainer"))
+	assert.False(t, SameFamily("lull-drainer/pod-a", "kured/pod-a"))
+	assert.False(t, SameFamily("", ""))
+
+	a := New(cs, Options{Clock: clk})
+	_, err := a.Acquire(ctx, "n1", "lull-drainer/a", "drain", "", time.Minute)
+	require.NoError(t, err)
+
+	// Without leader election, another replica waits like anyone else.
+	peer := New(cs, Options{Clock: clk})
+	_, err = peer.Acquire(ctx, "n1", "lull-drainer/b", "drain", "", time.Minute)
+	_, held := IsHeld(err)
+	require.True(t, held, "a live sibling lease is not taken without TakeOverReplicas: %v", err)
+	// Releasing as one replica never deletes another's lease...
+	require.ErrorIs(t, peer.Release(ctx, "n1", "lull-drainer/b"), ErrNotHolder)
+	// ...and never another tool's.
+	require.ErrorIs(t, New(cs, Options{Clock: clk}).ReleaseForTool(ctx, "n1", "kured/x"), ErrNotHolder)
+
+	// The leader takes a deposed leader's lease at once; the deposed
+	// replica's renewal then fails.
+	leader := New(cs, Options{Clock: clk, TakeOverReplicas: true})
+	info, err := leader.Acquire(ctx, "n1", "lull-drainer/b", "drain", "", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, "lull-drainer/b", info.Holder)
+	assert.Equal(t, int32(1), info.Transitions, "a takeover is a transition: the fencing token changes")
+	// (A fresh client: the fake clientset does not refuse a's stale cached
+	// copy with a conflict the way the API server does.)
+	_, err = New(cs, Options{Clock: clk}).Renew(ctx, "n1", "lull-drainer/a")
+	require.ErrorIs(t, err, ErrNotHolder)
+	require.NoError(t, leader.ReleaseForTool(ctx, "n1", "lull-drainer/c"), "a request ended for the tool releases any replica's lease")
+	_, err = cs.CoordinationV1().Leases(DefaultNamespace).Get(ctx, "node-n1", metav1.GetOptions{})
+	require.Error(t, err, "released")
+	_, err = New(cs, Options{Clock: clk}).Acquire(ctx, "n1", "kured/node-1", "reboot", "", time.Minute)
+	require.NoError(t, err)
+	_, err = leader.Acquire(ctx, "n1", "lull-drainer/b", "drain", "", time.Minute)
+	_, held = IsHeld(err)
+	require.True(t, held, "TakeOverReplicas never takes another tool's lease: %v", err)
+}

@@ -317,7 +317,7 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 		fc := f.ComputeRequest(nm, withLabel(node.Labels, req.Class))
 		if fc != nil && fc.Lease != nil {
 			p.LeaseHolder = fc.Lease.Holder
-			if fc.Lease.Holder != o.Identity {
+			if !lease.SameFamily(fc.Lease.Holder, o.Identity) { // any drainer replica's lease is lull's
 				p.ForeignLease = true
 				what := fc.Lease.Holder
 				if fc.Lease.Operation != "" {

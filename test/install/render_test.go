@@ -172,7 +172,7 @@ drainer:
 	// leases, and kube-scheduler's own strict decoding accepts it.
 	cfgText := get(t, has("v1/ConfigMap/lull/lull-scheduler-config"), "data", "config.yaml").(string)
 	for _, want := range []string{
-		"one profile, night-shift,", "spec.schedulerName: night-shift.", "(lull-leases/lull-scheduler)",
+		"one profile, night-shift,", "spec.schedulerName: night-shift.", "(lull/lull-scheduler)",
 		"leaseNamespace: lull-leases", "nodesWithoutWindow: Restrictive", "horizon: 48h",
 	} {
 		if !strings.Contains(cfgText, want) {
@@ -187,8 +187,8 @@ drainer:
 	if len(sc.Profiles) != 1 || sc.Profiles[0].SchedulerName != "night-shift" {
 		t.Errorf("profiles = %+v, want one named night-shift", sc.Profiles)
 	}
-	if sc.LeaderElection.LeaderElect || sc.LeaderElection.ResourceNamespace != "lull-leases" {
-		t.Errorf("leaderElection = %+v, want off, in lull-leases", sc.LeaderElection)
+	if sc.LeaderElection.LeaderElect || sc.LeaderElection.ResourceNamespace != "lull" {
+		t.Errorf("leaderElection = %+v, want off, in the components' namespace lull", sc.LeaderElection)
 	}
 
 	// The Deployments.
@@ -233,7 +233,7 @@ drainer:
 		t.Errorf("drainer replicas %v", got)
 	}
 	args := get(t, dc0, "command").([]any)
-	for _, want := range []string{"--leader-elect=false", "--leader-election-namespace=lull-leases", "--lease-namespace=lull-leases", "--nodes-without-window=Restrictive", "--allow-force=true"} {
+	for _, want := range []string{"--leader-elect=false", "--leader-election-namespace=lull", "--lease-namespace=lull-leases", "--budget-namespace=lull", "--nodes-without-window=Restrictive", "--allow-force=true"} {
 		if !slices.Contains(args, any(want)) {
 			t.Errorf("drainer command lacks %s: %v", want, args)
 		}

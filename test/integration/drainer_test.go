@@ -64,8 +64,11 @@ func newDrainEnv(t *testing.T) *drainEnv {
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}) })
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lease.DefaultNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
+	// The node leases' namespace and the budget ledger's (lull-system).
+	for _, ns := range []string{lease.DefaultNamespace, "lull-system"} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
 	}
 	return e
 }

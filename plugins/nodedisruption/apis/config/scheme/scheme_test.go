@@ -117,7 +117,7 @@ profiles:
       - name: NodeDisruption
 `)
 	got := argsOf(t, cfg)
-	if got.Horizon.Duration != 24*time.Hour || got.LeaseNamespace != "lull-system" || got.FilterRequestedOutsideWindow {
+	if got.Horizon.Duration != 24*time.Hour || got.LeaseNamespace != "lull-leases" || got.FilterRequestedOutsideWindow {
 		t.Errorf("defaults not applied: %+v", got)
 	}
 }

@@ -11,7 +11,7 @@ import (
 type NodeDisruptionArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
-	// LeaseNamespace holds the node disruption leases. Default lull-system.
+	// LeaseNamespace holds the node disruption leases. Default lull-leases.
 	LeaseNamespace *string `json:"leaseNamespace,omitempty"`
 	// MaintenanceLabel is the node label that requests maintenance.
 	// Default lull.dev/maintenance.

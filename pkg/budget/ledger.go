@@ -1,0 +1,257 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+// DefaultLedgerName is the ConfigMap that records who holds budget.
+const DefaultLedgerName = "lull-budget"
+
+// Entry is one node's budget slot in the ledger.
+type Entry struct {
+	// Request is the NodeMaintenance holding the slot, and UID its UID (a
+	// later request for the same node is another request).
+	Request string    `json:"request"`
+	UID     types.UID `json:"uid"`
+	// Holder is the replica that took the slot.
+	Holder string      `json:"holder"`
+	Since  metav1.Time `json:"since"`
+}
+
+// Ledger fences the budget in the API server. Starting one more node is a
+// write of one object, a ConfigMap with a key per node holding a slot,
+// made with the resourceVersion the budget was checked against: the API
+// server serialises those writes, so of two replicas deciding at the same
+// moment on the same ledger version only one write lands, and the other
+// checks again against the ledger that now counts the first. One object
+// for every window (rather than one per window) makes a start atomic also
+// for a node that several windows govern, and covers the default budget
+// of nodes no window selects.
+type Ledger struct {
+	// Client writes the ledger; Live reads it and the requests from the
+	// API server (never from a cache).
+	Client client.Client
+	Live   client.Reader
+	// Namespace and Name of the ConfigMap (Name: DefaultLedgerName).
+	Namespace, Name string
+	// Holder is written into the entries this replica makes.
+	Holder string
+	Clock  clock.PassiveClock
+
+	mu sync.Mutex
+	// last is the ledger as last read or written, to skip the API call
+	// when a release finds nothing to release.
+	last map[string]Entry
+}
+
+// Reserve takes a budget slot for the request's node when the budget has
+// room, atomically with the check. A request that already holds its slot
+// keeps it (Free, nothing written). Entries of requests that no longer
+// exist or have finished are dropped in the same write.
+func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1alpha1.NodeMaintenance, req Request) (Result, error) {
+	for attempt := 0; ; attempt++ {
+		cm, entries, err := l.read(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if e, ok := entries[req.Node]; ok && e.UID == nm.UID {
+			return Result{Free: true}, nil
+		}
+		var all lullv1alpha1.NodeMaintenanceList
+		if err := l.Live.List(ctx, &all); err != nil {
+			return Result{}, fmt.Errorf("listing NodeMaintenances: %w", err)
+		}
+		pruned := prune(entries, all.Items)
+		active := append(activeRequests(all.Items, req.Node), req.Also...)
+		for _, node := range sortedNodes(entries) {
+			if node != req.Node {
+				active = append(active, node)
+			}
+		}
+		res, err := evaluate(ctx, cached, req, dedupe(active))
+		if err != nil || !res.Free {
+			return res, err
+		}
+		entries[req.Node] = Entry{Request: nm.Name, UID: nm.UID, Holder: l.Holder, Since: l.now()}
+		err = l.write(ctx, cm, entries)
+		if err == nil {
+			return res, nil
+		}
+		if (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err)) || attempt >= 4 {
+			return Result{}, fmt.Errorf("reserving budget for node %s in ConfigMap %s/%s (%d stale entries dropped): %w", req.Node, l.Namespace, l.name(), pruned, err)
+		}
+		// Another replica wrote the ledger since we read it: check again
+		// against what it wrote.
+	}
+}
+
+// Release gives up node's slot if request uid holds it. It reads the
+// ledger only when the last version seen has the node (or none was seen
+// yet), so a request that waits does not read it on every round.
+func (l *Ledger) Release(ctx context.Context, node string, uid types.UID) error {
+	l.mu.Lock()
+	known := l.last != nil
+	_, listed := l.last[node]
+	l.mu.Unlock()
+	if known && !listed {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		cm, entries, err := l.read(ctx)
+		if err != nil {
+			return err
+		}
+		e, ok := entries[node]
+		if !ok || (uid != "" && e.UID != uid) {
+			return nil
+		}
+		delete(entries, node)
+		err = l.write(ctx, cm, entries)
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= 4 {
+			return fmt.Errorf("releasing the budget of node %s in ConfigMap %s/%s: %w", node, l.Namespace, l.name(), err)
+		}
+	}
+}
+
+// Entries returns the ledger as it is in the API server.
+func (l *Ledger) Entries(ctx context.Context) (map[string]Entry, error) {
+	_, entries, err := l.read(ctx)
+	return entries, err
+}
+
+func (l *Ledger) name() string {
+	if l.Name == "" {
+		return DefaultLedgerName
+	}
+	return l.Name
+}
+
+func (l *Ledger) now() metav1.Time {
+	if l.Clock == nil {
+		return metav1.Now()
+	}
+	return metav1.Time{Time: l.Clock.Now()}
+}
+
+// read returns the ledger ConfigMap (nil when it does not exist yet) and
+// its entries. An entry that cannot be parsed counts as holding budget
+// (fail closed) under a placeholder request.
+func (l *Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, error) {
+	var cm corev1.ConfigMap
+	err := l.Live.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.name()}, &cm)
+	if apierrors.IsNotFound(err) {
+		l.remember(map[string]Entry{})
+		return nil, map[string]Entry{}, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the budget ledger ConfigMap %s/%s: %w", l.Namespace, l.name(), err)
+	}
+	entries := make(map[string]Entry, len(cm.Data))
+	for node, raw := range cm.Data {
+		var e Entry
+		if json.Unmarshal([]byte(raw), &e) != nil {
+			e = Entry{Request: "(unreadable entry)"}
+		}
+		entries[node] = e
+	}
+	l.remember(entries)
+	return &cm, entries, nil
+}
+
+// write stores entries with the resourceVersion cm was read at (creating
+// the ConfigMap when cm is nil): a conflict means someone wrote first.
+func (l *Ledger) write(ctx context.Context, cm *corev1.ConfigMap, entries map[string]Entry) error {
+	data := make(map[string]string, len(entries))
+	for node, e := range entries {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		data[node] = string(b)
+	}
+	if cm == nil {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.name(),
+			Labels: map[string]string{"app.kubernetes.io/part-of": "lull"}}, Data: data}
+		err := l.Client.Create(ctx, cm)
+		if err == nil {
+			l.remember(entries)
+		}
+		return err
+	}
+	cm = cm.DeepCopy()
+	cm.Data = data
+	err := l.Client.Update(ctx, cm) // carries cm.ResourceVersion: a precondition
+	if err == nil {
+		l.remember(entries)
+	}
+	return err
+}
+
+func (l *Ledger) remember(entries map[string]Entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = make(map[string]Entry, len(entries))
+	for k, v := range entries {
+		l.last[k] = v
+	}
+}
+
+// prune drops entries whose request is gone (or replaced by another with
+// the node's name) or has finished, and returns how many it dropped.
+// Entries of requests still waiting stay: their own reconcile releases
+// them, and one just reserved looks exactly like that until its status is
+// written.
+func prune(entries map[string]Entry, items []lullv1alpha1.NodeMaintenance) int {
+	live := make(map[types.UID]*lullv1alpha1.NodeMaintenance, len(items))
+	for i := range items {
+		live[items[i].UID] = &items[i]
+	}
+	n := 0
+	for node, e := range entries {
+		if e.UID == "" {
+			continue // unreadable: kept, counts against the budget
+		}
+		if nm, ok := live[e.UID]; !ok || nm.Status.Phase.Finished() {
+			delete(entries, node)
+			n++
+		}
+	}
+	return n
+}
+
+func sortedNodes(entries map[string]Entry) []string {
+	out := make([]string, 0, len(entries))
+	for k := range entries {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func dedupe(nodes []string) []string {
+	seen := make(map[string]bool, len(nodes))
+	out := nodes[:0]
+	for _, n := range nodes {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+package budget
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	lullscheme "lull.dev/lull/pkg/scheme"
+)
+
+func ledgerFixture(t *testing.T) (client.Client, *lullv1alpha1.MaintenanceWindow, map[string]*lullv1alpha1.NodeMaintenance) {
+	t.Helper()
+	w := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+	objs := []client.Object{w}
+	nms := map[string]*lullv1alpha1.NodeMaintenance{}
+	for _, n := range []string{"a", "b"} {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: n, UID: types.UID("uid-" + n)},
+			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: n, Class: "kernel-update"}}
+		nms[n] = nm
+		objs = append(objs, nm)
+	}
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).
+		WithStatusSubresource(&lullv1alpha1.NodeMaintenance{}).Build()
+	return c, w, nms
+}
+
+// A reservation is a write of the ledger: the second node of a
+// maxUnavailable 1 window is refused while the first holds the slot,
+// even though neither request's status says it is disrupting yet.
+func TestLedgerReserveRelease(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	req := func(n string) Request {
+		return Request{Node: n, Windows: []*lullv1alpha1.MaintenanceWindow{w}, DefaultMaxUnavailable: 1}
+	}
+	res, err := l.Reserve(ctx, c, nms["a"], req("a"))
+	require.NoError(t, err)
+	require.True(t, res.Free)
+	entries, err := l.Entries(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Entry{Request: "a", UID: "uid-a", Holder: "lull-drainer/x", Since: entries["a"].Since}, entries["a"])
+
+	// Another replica's ledger, with its own view: it sees the slot taken.
+	other := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/y"}
+	res, err = other.Reserve(ctx, c, nms["b"], req("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free)
+	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; in use by a", res.Message)
+	// Reserving again for the holder keeps its slot.
+	res, err = other.Reserve(ctx, c, nms["a"], req("a"))
+	require.NoError(t, err)
+	assert.True(t, res.Free)
+
+	// A release by a request that does not hold the slot changes nothing.
+	require.NoError(t, other.Release(ctx, "a", "uid-of-an-older-request"))
+	require.NoError(t, l.Release(ctx, "a", "uid-a"))
+	res, err = other.Reserve(ctx, c, nms["b"], req("b"))
+	require.NoError(t, err)
+	assert.True(t, res.Free)
+
+	// A finished request's slot is dropped by the next reservation.
+	nms["b"].Status.Phase = lullv1alpha1.PhaseCompleted
+	require.NoError(t, c.Status().Update(ctx, nms["b"]))
+	res, err = l.Reserve(ctx, c, nms["a"], req("a"))
+	require.NoError(t, err)
+	assert.True(t, res.Free)
+	entries, err = l.Entries(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, sortedNodes(entries))
+}
+
+// A ledger entry that cannot be read still counts (fail closed).
+func TestLedgerUnreadableEntryCounts(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	require.NoError(t, c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lull-system", Name: DefaultLedgerName},
+		Data: map[string]string{"a": "not json"}}))
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system"}
+	res, err := l.Reserve(ctx, c, nms["b"], Request{Node: "b", Windows: []*lullv1alpha1.MaintenanceWindow{w}})
+	require.NoError(t, err)
+	assert.False(t, res.Free)
+}
