@@ -104,11 +104,15 @@ current-context: lull-local
 KC
 }
 
-# client_cert NAME CN [O]: a client certificate signed by the cluster CA.
+# client_cert NAME CN [O...]: a client certificate signed by the cluster CA;
+# each O is one of the user's groups.
 client_cert() {
-  local name=$1 cn=$2 org=${3:-}
-  local subj="/CN=${cn}"
-  [[ -n "$org" ]] && subj="/O=${org}/CN=${cn}"
+  local name=$1 cn=$2 org subj=""
+  shift 2
+  for org in "$@"; do
+    subj+="/O=${org}"
+  done
+  subj+="/CN=${cn}"
   openssl req -new -newkey rsa:2048 -nodes -keyout "$CERTS/$name.key" -subj "$subj" -out "$CERTS/$name.csr" 2>/dev/null
   printf 'extendedKeyUsage=clientAuth\n' >"$CERTS/$name.ext"
   openssl x509 -req -in "$CERTS/$name.csr" -CA "$CERTS/ca.crt" -CAkey "$CERTS/ca.key" -CAcreateserial \
@@ -138,7 +142,9 @@ EXT
   openssl genrsa -out "$CERTS/sa.key" 2048 2>/dev/null
   openssl rsa -in "$CERTS/sa.key" -pubout -out "$CERTS/sa.pub" 2>/dev/null
 
-  client_cert admin admin system:masters
+  # The admin is also a lull maintainer and may make emergency changes
+  # (manifests/admission): the tests and the walkthrough act as the admin.
+  client_cert admin admin system:masters lull:maintainers lull:emergency
   client_cert kube-controller-manager system:kube-controller-manager
   client_cert kube-scheduler system:kube-scheduler
   # kwok plays every kubelet: it updates node and pod status cluster-wide.

@@ -5,8 +5,8 @@
 # overlay (hack/local-overlay: pull policy Never, pinned to the real node),
 # with the images just built and imported into the node's containerd.
 #
-# LULL_INSTALL=host (development): the CRDs, default policy and RBAC from
-# the same manifests, and lull-drainer / lull-scheduler (20-lull-scheduler.sh)
+# LULL_INSTALL=host (development): the CRDs, default policy, RBAC and
+# admission guard from the same manifests, and lull-drainer / lull-scheduler (20-lull-scheduler.sh)
 # as host processes from _output/bin, authenticating as their
 # ServiceAccounts' user names with client certificates, so they run with
 # exactly the RBAC of the manifests.
@@ -33,6 +33,11 @@ fi
 wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev crd/disruptionpolicies.lull.dev
 # The shipped default DisruptionPolicy (ssh-keys -> None, kernel-update -> Drain, ...).
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/policy" >/dev/null
+# The admission guard, as installed (docs/security.md): every scenario runs
+# under it. The admin's certificate carries the maintainers and emergency
+# groups (hack/lib/cluster.sh); lull-drainer authenticates as its
+# ServiceAccount's user name, the drainer the guard's parameters name.
+"$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply --server-side -k "${ROOT}/manifests/admission" >/dev/null
 if [[ -x "$BIN/lull-drainer" ]]; then
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/drainer/rbac.yaml" -f "${ROOT}/manifests/drainer/budget.yaml" >/dev/null
   client_cert lull-drainer "system:serviceaccount:lull-system:lull-drainer" "system:serviceaccounts"
