@@ -50,6 +50,7 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 		"apps/v1/Deployment/lull-system/lull-scheduler",
 		"apps/v1/Deployment/lull-system/lull-drainer",
 		"rbac.authorization.k8s.io/v1/RoleBinding/kube-system/lull-scheduler-extension-apiserver-authentication-reader",
+		"rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-metrics-reader",
 	} {
 		if _, ok := k[want]; !ok {
 			t.Errorf("kubectl kustomize manifests/install has no %s; it has:\n%s", want, strings.Join(keys(k), "\n"))
