@@ -50,6 +50,7 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 		"apps/v1/Deployment/lull-system/lull-scheduler",
 		"apps/v1/Deployment/lull-system/lull-drainer",
 		"rbac.authorization.k8s.io/v1/RoleBinding/kube-system/lull-scheduler-extension-apiserver-authentication-reader",
+		"policy/v1/PodDisruptionBudget/lull-system/lull-drainer",
 		"rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-metrics-reader",
 	} {
 		if _, ok := k[want]; !ok {
@@ -120,6 +121,7 @@ scheduler:
 drainer:
   image: {repository: registry.example/lull/lull-drainer, tag: v9.9.8}
   replicas: 3
+  podDisruptionBudget: {maxUnavailable: 2}
   leaderElection: false
   allowForce: true
   nodeSelector: {node-role.kubernetes.io/control-plane: ""}
@@ -207,8 +209,12 @@ drainer:
 	if got := get(t, sched, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0, "weight"); got != float64(1) {
 		t.Errorf("scheduler affinity: %v", get(t, sched, "spec", "template", "spec", "affinity"))
 	}
-	if got := get(t, drain, "spec", "template", "spec", "affinity"); got != nil {
-		t.Errorf("drainer affinity %v, want none", got)
+	// The drainer keeps its default: replicas preferably on different nodes.
+	if got := get(t, drain, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0, "podAffinityTerm", "topologyKey"); got != "kubernetes.io/hostname" {
+		t.Errorf("drainer affinity: %v", get(t, drain, "spec", "template", "spec", "affinity"))
+	}
+	if got := get(t, has("policy/v1/PodDisruptionBudget/lull/lull-drainer"), "spec", "maxUnavailable"); got != float64(2) {
+		t.Errorf("drainer PodDisruptionBudget maxUnavailable %v, want 2", got)
 	}
 	sc0 := get(t, sched, "spec", "template", "spec", "containers", 0)
 	for _, c := range []struct {
@@ -238,6 +244,18 @@ drainer:
 		if !slices.Contains(args, any(want)) {
 			t.Errorf("drainer command lacks %s: %v", want, args)
 		}
+	}
+}
+
+// The drainer's budget and anti-affinity can be switched off (null removes
+// a default map in Helm; {} would be merged with it).
+func TestChartDrainerWithoutBudgetOrAffinity(t *testing.T) {
+	h := renderHelm(t, "--set", "drainer.podDisruptionBudget.enabled=false", "--set", "drainer.affinity=null")
+	if _, ok := h["policy/v1/PodDisruptionBudget/lull-system/lull-drainer"]; ok {
+		t.Error("PodDisruptionBudget rendered with drainer.podDisruptionBudget.enabled=false")
+	}
+	if got := get(t, h["apps/v1/Deployment/lull-system/lull-drainer"], "spec", "template", "spec", "affinity"); got != nil {
+		t.Errorf("drainer affinity %v with drainer.affinity=null, want none", got)
 	}
 }
 
