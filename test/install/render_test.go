@@ -76,6 +76,52 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 	}
 }
 
+// lull-drainer's metrics are HTTPS behind authentication and authorization,
+// it may create the reviews that takes, and its budget and anti-affinity
+// leave one replica to lead through a node drain.
+func TestDrainerMetricsAndAvailability(t *testing.T) {
+	k := renderKustomize(t)
+	d := k["apps/v1/Deployment/lull-system/lull-drainer"]
+	c0 := get(t, d, "spec", "template", "spec", "containers", 0)
+	for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true"} {
+		if !slices.Contains(get(t, c0, "command").([]any), any(want)) {
+			t.Errorf("drainer command lacks %s: %v", want, get(t, c0, "command"))
+		}
+	}
+	if got := get(t, c0, "ports", 0); !cmp.Equal(got, map[string]any{"name": "metrics", "containerPort": float64(8443)}) {
+		t.Errorf("drainer metrics port %v", got)
+	}
+	rules := get(t, k["rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-drainer"], "rules").([]any)
+	for _, want := range []map[string]any{
+		{"apiGroups": []any{"authentication.k8s.io"}, "resources": []any{"tokenreviews"}, "verbs": []any{"create"}},
+		{"apiGroups": []any{"authorization.k8s.io"}, "resources": []any{"subjectaccessreviews"}, "verbs": []any{"create"}},
+	} {
+		if !slices.ContainsFunc(rules, func(r any) bool { return cmp.Equal(r, any(want)) }) {
+			t.Errorf("lull-drainer ClusterRole lacks %v", want)
+		}
+	}
+	reader := get(t, k["rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-metrics-reader"], "rules")
+	if diff := cmp.Diff([]any{map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}}, reader); diff != "" {
+		t.Errorf("lull-metrics-reader rules (-want +got):\n%s", diff)
+	}
+	pdb := k["policy/v1/PodDisruptionBudget/lull-system/lull-drainer"]
+	if got := get(t, pdb, "spec", "maxUnavailable"); got != float64(1) {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v, want 1", got)
+	}
+	if diff := cmp.Diff(get(t, d, "spec", "selector"), get(t, pdb, "spec", "selector")); diff != "" {
+		t.Errorf("PodDisruptionBudget selects other pods than the Deployment (-deployment +budget):\n%s", diff)
+	}
+	// Preferred only: the local overlay pins both replicas to one node.
+	aff := get(t, d, "spec", "template", "spec", "affinity", "podAntiAffinity").(map[string]any)
+	if _, required := aff["requiredDuringSchedulingIgnoredDuringExecution"]; required || len(aff) != 1 {
+		t.Errorf("drainer anti-affinity must be preferred only: %v", aff)
+	}
+	term := get(t, aff, "preferredDuringSchedulingIgnoredDuringExecution", 0, "podAffinityTerm")
+	if get(t, term, "topologyKey") != "kubernetes.io/hostname" || !cmp.Equal(get(t, term, "labelSelector"), get(t, d, "spec", "selector")) {
+		t.Errorf("drainer anti-affinity term %v", term)
+	}
+}
+
 // The CRDs the chart ships are manifests/crds (hack/update-codegen.sh
 // copies them; --verify fails when they differ).
 func TestChartCRDsAreManifestCRDs(t *testing.T) {
