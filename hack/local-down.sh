@@ -26,6 +26,10 @@ if [[ -d "$NODE_DIR" ]]; then
   node_stop_containers
 fi
 stop_all
-[[ -d "$NODE_DIR" || -f "$NODE_LOCK" ]] && node_cleanup
+# Only this cluster's node: the lock may name another cluster's, whose
+# bridge and iptables rules node_cleanup would remove.
+if [[ -d "$NODE_DIR" ]] || [[ -f "$NODE_LOCK" && "$(cat "$NODE_LOCK")" == "$DIR" ]]; then
+  node_cleanup
+fi
 rm -rf "$DIR"
 echo "local-down: stopped and removed $DIR"

@@ -14,7 +14,9 @@
 # another runs.
 
 REAL_NODE_NAME=${LULL_REAL_NODE_NAME:-real-node-0}
-NODE_BRIDGE=lull0
+# LULL_NODE_BRIDGE: another name where a stray lull0 must be left alone
+# (older checkouts' local-down.sh removed lull0 whoever owned it).
+NODE_BRIDGE=${LULL_NODE_BRIDGE:-lull0}
 NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.0.0.0/24

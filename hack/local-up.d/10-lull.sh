@@ -44,6 +44,9 @@ if [[ -x "$BIN/lull-drainer" ]]; then
   write_kubeconfig "$DIR/lull-drainer.kubeconfig" "$CERTS/lull-drainer.crt" "$CERTS/lull-drainer.key" lull-drainer
   # Two replicas, as the Deployment runs it: one leads, the other takes
   # over (short leader-election timings so a takeover is quick to watch).
+  # Metrics over plain HTTP on loopback (--metrics-secure=false): the e2e
+  # harness and `make bench-drain` read them with no token; only this
+  # machine can reach them. In pods they are HTTPS behind authn/authz.
   replicas=${LULL_DRAINER_REPLICAS:-2}
   for i in $(seq 1 "$replicas"); do
     name=lull-drainer metrics=$DRAINER_METRICS_PORT probe=$DRAINER_PROBE_PORT
@@ -53,7 +56,7 @@ if [[ -x "$BIN/lull-drainer" ]]; then
     # Each replica its own lease holder identity, as POD_NAME gives pods.
     KUBECONFIG="$DIR/lull-drainer.kubeconfig" start_proc "$name" "$BIN/lull-drainer" \
       --identity="lull-drainer/${name}" --lease-namespace=lull-leases --budget-namespace=lull-system \
-      --metrics-bind-address="127.0.0.1:${metrics}" --health-probe-bind-address="127.0.0.1:${probe}" \
+      --metrics-bind-address="127.0.0.1:${metrics}" --metrics-secure=false --health-probe-bind-address="127.0.0.1:${probe}" \
       --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s
     wait_for "$name healthy" 30 curl -sf "http://127.0.0.1:${probe}/healthz"
     log "$name metrics: http://127.0.0.1:${metrics}/metrics"

@@ -50,6 +50,8 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 		"apps/v1/Deployment/lull-system/lull-scheduler",
 		"apps/v1/Deployment/lull-system/lull-drainer",
 		"rbac.authorization.k8s.io/v1/RoleBinding/kube-system/lull-scheduler-extension-apiserver-authentication-reader",
+		"policy/v1/PodDisruptionBudget/lull-system/lull-drainer",
+		"rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-metrics-reader",
 	} {
 		if _, ok := k[want]; !ok {
 			t.Errorf("kubectl kustomize manifests/install has no %s; it has:\n%s", want, strings.Join(keys(k), "\n"))
@@ -71,6 +73,52 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 		if got := get(t, d, "spec", "template", "spec", "containers", 0, "imagePullPolicy"); got != "IfNotPresent" {
 			t.Errorf("%s imagePullPolicy = %v, want IfNotPresent", c, got)
 		}
+	}
+}
+
+// lull-drainer's metrics are HTTPS behind authentication and authorization,
+// it may create the reviews that takes, and its budget and anti-affinity
+// leave one replica to lead through a node drain.
+func TestDrainerMetricsAndAvailability(t *testing.T) {
+	k := renderKustomize(t)
+	d := k["apps/v1/Deployment/lull-system/lull-drainer"]
+	c0 := get(t, d, "spec", "template", "spec", "containers", 0)
+	for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true"} {
+		if !slices.Contains(get(t, c0, "command").([]any), any(want)) {
+			t.Errorf("drainer command lacks %s: %v", want, get(t, c0, "command"))
+		}
+	}
+	if got := get(t, c0, "ports", 0); !cmp.Equal(got, map[string]any{"name": "metrics", "containerPort": float64(8443)}) {
+		t.Errorf("drainer metrics port %v", got)
+	}
+	rules := get(t, k["rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-drainer"], "rules").([]any)
+	for _, want := range []map[string]any{
+		{"apiGroups": []any{"authentication.k8s.io"}, "resources": []any{"tokenreviews"}, "verbs": []any{"create"}},
+		{"apiGroups": []any{"authorization.k8s.io"}, "resources": []any{"subjectaccessreviews"}, "verbs": []any{"create"}},
+	} {
+		if !slices.ContainsFunc(rules, func(r any) bool { return cmp.Equal(r, any(want)) }) {
+			t.Errorf("lull-drainer ClusterRole lacks %v", want)
+		}
+	}
+	reader := get(t, k["rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-metrics-reader"], "rules")
+	if diff := cmp.Diff([]any{map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}}, reader); diff != "" {
+		t.Errorf("lull-metrics-reader rules (-want +got):\n%s", diff)
+	}
+	pdb := k["policy/v1/PodDisruptionBudget/lull-system/lull-drainer"]
+	if got := get(t, pdb, "spec", "maxUnavailable"); got != float64(1) {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v, want 1", got)
+	}
+	if diff := cmp.Diff(get(t, d, "spec", "selector"), get(t, pdb, "spec", "selector")); diff != "" {
+		t.Errorf("PodDisruptionBudget selects other pods than the Deployment (-deployment +budget):\n%s", diff)
+	}
+	// Preferred only: the local overlay pins both replicas to one node.
+	aff := get(t, d, "spec", "template", "spec", "affinity", "podAntiAffinity").(map[string]any)
+	if _, required := aff["requiredDuringSchedulingIgnoredDuringExecution"]; required || len(aff) != 1 {
+		t.Errorf("drainer anti-affinity must be preferred only: %v", aff)
+	}
+	term := get(t, aff, "preferredDuringSchedulingIgnoredDuringExecution", 0, "podAffinityTerm")
+	if get(t, term, "topologyKey") != "kubernetes.io/hostname" || !cmp.Equal(get(t, term, "labelSelector"), get(t, d, "spec", "selector")) {
+		t.Errorf("drainer anti-affinity term %v", term)
 	}
 }
 
@@ -119,6 +167,7 @@ scheduler:
 drainer:
   image: {repository: registry.example/lull/lull-drainer, tag: v9.9.8}
   replicas: 3
+  podDisruptionBudget: {maxUnavailable: 2}
   leaderElection: false
   allowForce: true
   nodeSelector: {node-role.kubernetes.io/control-plane: ""}
@@ -206,8 +255,12 @@ drainer:
 	if got := get(t, sched, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0, "weight"); got != float64(1) {
 		t.Errorf("scheduler affinity: %v", get(t, sched, "spec", "template", "spec", "affinity"))
 	}
-	if got := get(t, drain, "spec", "template", "spec", "affinity"); got != nil {
-		t.Errorf("drainer affinity %v, want none", got)
+	// The drainer keeps its default: replicas preferably on different nodes.
+	if got := get(t, drain, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0, "podAffinityTerm", "topologyKey"); got != "kubernetes.io/hostname" {
+		t.Errorf("drainer affinity: %v", get(t, drain, "spec", "template", "spec", "affinity"))
+	}
+	if got := get(t, has("policy/v1/PodDisruptionBudget/lull/lull-drainer"), "spec", "maxUnavailable"); got != float64(2) {
+		t.Errorf("drainer PodDisruptionBudget maxUnavailable %v, want 2", got)
 	}
 	sc0 := get(t, sched, "spec", "template", "spec", "containers", 0)
 	for _, c := range []struct {
@@ -237,6 +290,18 @@ drainer:
 		if !slices.Contains(args, any(want)) {
 			t.Errorf("drainer command lacks %s: %v", want, args)
 		}
+	}
+}
+
+// The drainer's budget and anti-affinity can be switched off (null removes
+// a default map in Helm; {} would be merged with it).
+func TestChartDrainerWithoutBudgetOrAffinity(t *testing.T) {
+	h := renderHelm(t, "--set", "drainer.podDisruptionBudget.enabled=false", "--set", "drainer.affinity=null")
+	if _, ok := h["policy/v1/PodDisruptionBudget/lull-system/lull-drainer"]; ok {
+		t.Error("PodDisruptionBudget rendered with drainer.podDisruptionBudget.enabled=false")
+	}
+	if got := get(t, h["apps/v1/Deployment/lull-system/lull-drainer"], "spec", "template", "spec", "affinity"); got != nil {
+		t.Errorf("drainer affinity %v with drainer.affinity=null, want none", got)
 	}
 }
 

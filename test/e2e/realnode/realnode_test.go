@@ -7,7 +7,10 @@ package realnode
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -317,17 +321,33 @@ func TestServiceAccountRights(t *testing.T) {
 		{"lull-drainer", "create", "nodemaintenances.lull.dev", "", true},
 		{"lull-drainer", "update", "nodemaintenances.lull.dev/status", "", true},
 		{"lull-drainer", "update", "disruptionpolicies.lull.dev", "", false},
-		{"lull-drainer", "update", "leases.coordination.k8s.io", "lull-system", true},
+		{"lull-drainer", "update", "leases.coordination.k8s.io", "lull-leases", true},    // the node disruption leases
+		{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-leases", true},
+		{"lull-drainer", "update", "leases.coordination.k8s.io/lull-drainer", "lull-system", true},    // its own leader lease, by name
+		{"lull-drainer", "update", "leases.coordination.k8s.io/lull-scheduler", "lull-system", false}, // not the scheduler's
+		{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-system", false},
+		{"lull-drainer", "update", "configmaps/lull-budget", "lull-system", true}, // the budget ledger
+		{"lull-drainer", "update", "configmaps/lull-admission", "lull-system", false},
 		{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},
 		{"lull-drainer", "get", "secrets", "lull-system", false},
-		{"lull-scheduler", "list", "leases.coordination.k8s.io", "lull-system", true},
-		{"lull-scheduler", "delete", "leases.coordination.k8s.io", "lull-system", false}, // never releases a node lease
+		{"lull-drainer", "create", "tokenreviews.authentication.k8s.io", "", true},        // its metrics endpoint authenticates callers
+		{"lull-drainer", "create", "subjectaccessreviews.authorization.k8s.io", "", true}, // and authorizes them
+		{"lull-scheduler", "create", "tokenreviews.authentication.k8s.io", "", true},      // the same for its secure port (system:kube-scheduler)
+		{"lull-scheduler", "create", "subjectaccessreviews.authorization.k8s.io", "", true},
+		{"lull-scheduler", "list", "leases.coordination.k8s.io", "lull-leases", true},
+		{"lull-scheduler", "delete", "leases.coordination.k8s.io", "lull-leases", false}, // never releases a node lease
+		{"lull-scheduler", "update", "leases.coordination.k8s.io/lull-drainer", "lull-system", false},
 		{"lull-scheduler", "update", "nodemaintenances.lull.dev", "", false},
 		{"lull-scheduler", "list", "disruptionpolicies.lull.dev", "", true},
 		{"lull-scheduler", "create", "pods/binding", "default", true},
 		{"lull-scheduler", "patch", "nodes", "", false},
 	} {
+		// resource/subresource, or resource/name for the objects granted by name.
 		resource, sub, _ := strings.Cut(tc.resource, "/")
+		byName := strings.HasPrefix(resource, "leases") || resource == "configmaps"
+		if byName && sub != "" {
+			resource, sub = resource+"/"+sub, ""
+		}
 		args := []string{"auth", "can-i", tc.verb, resource, "--as=system:serviceaccount:lull-system:" + tc.sa}
 		if sub != "" {
 			args = append(args, "--subresource="+sub)
@@ -523,7 +543,7 @@ func TestUpgradeDrainerDuringDrain(t *testing.T) {
 			if n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && !n.Spec.Unschedulable {
 				violated("node uncordoned during the upgrade")
 			}
-			l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, "node-"+node, metav1.GetOptions{})
+			l, err := cs.CoordinationV1().Leases("lull-leases").Get(ctx, "node-"+node, metav1.GetOptions{})
 			if ctx.Err() == nil && (err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "lull-drainer")) {
 				violated(fmt.Sprintf("node lease not held by lull: %v %+v", err, l))
 			}
@@ -586,6 +606,179 @@ func TestUpgradeDrainerDuringDrain(t *testing.T) {
 	waitNM(t, node, lullv1alpha1.PhaseCompleted, time.Minute)
 }
 
+// TestMetricsEndpoints scrapes lull-drainer's metrics (HTTPS on :8443) and
+// lull-scheduler's (:10259) on every pod's IP, reached from the host through
+// the node's bridge, as Prometheus would: only a caller whose token the API
+// server authenticates and whose user may get /metrics (the ClusterRole
+// lull-metrics-reader) is served.
+func TestMetricsEndpoints(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	const nobody, scraper = "e2e-metrics-nobody", "e2e-metrics-scraper"
+	for _, sa := range []string{nobody, scraper} {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.CoreV1().ServiceAccounts(ns).Delete(context.Background(), sa, metav1.DeleteOptions{}) })
+	}
+	// Not named lull-*: TestUninstall requires no such binding left.
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: scraper},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "lull-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: scraper, Namespace: ns}},
+	}
+	_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), scraper, metav1.DeleteOptions{})
+	})
+	token := func(sa string) string {
+		out := kubectl(t, "-n", ns, "create", "token", sa, "--duration=10m")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		return strings.TrimSpace(lines[len(lines)-1])
+	}
+	nobodyToken, scraperToken := token(nobody), token(scraper)
+
+	// Both endpoints serve self-signed certificates (docs/install.md):
+	// Prometheus is configured with insecure_skip_verify as well.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(ctx context.Context, url, token string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	for _, tc := range []struct {
+		component, port, metric string
+		anonymous               int // the status of a request without a token
+	}{
+		// controller-runtime's filter turns anonymous requests away.
+		{"lull-drainer", "8443", "lull_lease_renew_failures_total", http.StatusUnauthorized},
+		// kube-scheduler's delegated authentication lets them in as
+		// system:anonymous, whom authorization then refuses. Its own
+		// metrics have values only on the leader; the build info is
+		// everywhere.
+		{"lull-scheduler", "10259", "kubernetes_build_info", http.StatusForbidden},
+	} {
+		pods, err := cs.CoreV1().Pods("lull-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + tc.component})
+		require.NoError(t, err)
+		require.NotEmpty(t, pods.Items)
+		for _, p := range pods.Items {
+			if !podReady(&p) {
+				continue
+			}
+			url := "https://" + p.Status.PodIP + ":" + tc.port + "/metrics"
+			code, body, err := get(ctx, url, "")
+			require.NoError(t, err, url)
+			require.Equal(t, tc.anonymous, code, "%s without a token: %s", url, body)
+			code, body, err = get(ctx, url, nobodyToken)
+			require.NoError(t, err, url)
+			require.Equal(t, http.StatusForbidden, code, "%s as %s (no rights): %s", url, nobody, body)
+			// The binding may take a moment to reach the authorizer.
+			poll(t, url+" as "+scraper, time.Minute, func(ctx context.Context) (bool, string) {
+				code, body, err := get(ctx, url, scraperToken)
+				if err != nil {
+					return false, err.Error()
+				}
+				return code == http.StatusOK, fmt.Sprintf("%d %.200s", code, body)
+			})
+			_, body, err = get(ctx, url, scraperToken)
+			require.NoError(t, err)
+			require.True(t, strings.Contains(body, "\n"+tc.metric), "%s serves no %s", url, tc.metric)
+			// No plain HTTP on the metrics port.
+			resp, err := http.Get("http://" + p.Status.PodIP + ":" + tc.port + "/metrics")
+			if err == nil {
+				_ = resp.Body.Close()
+				require.NotEqual(t, http.StatusOK, resp.StatusCode, "plain HTTP served on %s", url)
+			}
+			t.Logf("%s %s: anonymous %d, %s 403, %s 200 (%d bytes)", tc.component, url, tc.anonymous, nobody, scraper, len(body))
+		}
+	}
+}
+
+// TestDrainerDisruptionBudget: lull-drainer's PodDisruptionBudget lets the
+// eviction API take one replica, refuses the other until the first one's
+// replacement is ready, then allows one again.
+func TestDrainerDisruptionBudget(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	const sys = "lull-system"
+	pdb, err := cs.PolicyV1().PodDisruptionBudgets(sys).Get(ctx, "lull-drainer", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, intstr.FromInt32(1), *pdb.Spec.MaxUnavailable)
+	poll(t, "the budget allows one disruption", time.Minute, func(ctx context.Context) (bool, string) {
+		p, err := cs.PolicyV1().PodDisruptionBudgets(sys).Get(ctx, "lull-drainer", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 2 && p.Status.DisruptionsAllowed == 1, fmt.Sprintf("%+v", p.Status)
+	})
+	drainers := func(ctx context.Context) []corev1.Pod {
+		pods, err := cs.CoreV1().Pods(sys).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lull-drainer"})
+		if err != nil {
+			return nil
+		}
+		return pods.Items
+	}
+	before := drainers(ctx)
+	require.Len(t, before, 2)
+	evict := func(ctx context.Context, name string, dryRun bool) error {
+		e := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sys}}
+		if dryRun {
+			e.DeleteOptions = &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+		}
+		return cs.CoreV1().Pods(sys).EvictV1(ctx, e)
+	}
+	first, second := before[0].Name, before[1].Name
+	require.NoError(t, evict(ctx, first, false), "evicting %s", first)
+	err = evict(ctx, second, false)
+	require.True(t, apierrors.IsTooManyRequests(err), "evicting %s while %s is gone: want 429 from the budget, got %v", second, first, err)
+	t.Logf("evicted %s; %s refused: %v", first, second, err)
+
+	// Refused as long as the replacement is not ready; allowed once it is.
+	start := time.Now()
+	refusals := 0
+	poll(t, "the budget allows evicting "+second+" again", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		err := evict(ctx, second, true)
+		ready := 0
+		for _, p := range drainers(ctx) {
+			if p.Name != first && p.Name != second && podReady(&p) {
+				ready++
+			}
+		}
+		switch {
+		case apierrors.IsTooManyRequests(err):
+			refusals++
+			return false, fmt.Sprintf("refused (%d replacement ready): %v", ready, err)
+		case err != nil:
+			return false, err.Error()
+		}
+		require.Equal(t, 1, ready, "the budget allowed evicting %s before %s's replacement was ready", second, first)
+		return true, ""
+	})
+	t.Logf("refused %d times, allowed again %v after the first eviction", refusals, time.Since(start).Round(100*time.Millisecond))
+	require.NoError(t, evict(ctx, second, false), "evicting %s once the replacement is ready", second)
+	kubectl(t, "-n", sys, "rollout", "status", "deployment/lull-drainer", "--timeout=3m")
+	poll(t, "two drainers ready", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		ready := 0
+		for _, p := range drainers(ctx) {
+			if podReady(&p) {
+				ready++
+			}
+		}
+		return ready == 2, fmt.Sprint(ready)
+	})
+}
+
 // TestUninstall removes lull as docs/install.md says (requests finished
 // first, then the install): nothing is left behind.
 func TestUninstall(t *testing.T) {
@@ -597,9 +790,14 @@ func TestUninstall(t *testing.T) {
 		require.True(t, nm.Status.Phase == lullv1alpha1.PhaseCompleted || nm.Status.Phase == lullv1alpha1.PhaseFailed,
 			"%s is %s: finish requests before uninstalling", nm.Name, nm.Status.Phase)
 	}
+	// docs/install.md's order: the admission guard first (its ConfigMap
+	// gone before its bindings would refuse what it protects), then the rest.
+	kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-k", filepath.Join(framework.RepoRoot(), "manifests", "admission"))
 	kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-f", filepath.Join(cluster.Dir, "install", "rendered.yaml"))
-	_, err := cs.CoreV1().Namespaces().Get(ctx, "lull-system", metav1.GetOptions{})
-	require.True(t, apierrors.IsNotFound(err), "namespace lull-system still there: %v", err)
+	for _, ns := range []string{"lull-system", "lull-leases"} {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "namespace %s still there: %v", ns, err)
+	}
 	crds := kubectl(t, "get", "crd", "-o", "name")
 	require.NotContains(t, crds, "lull.dev")
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -613,7 +811,7 @@ func TestUninstall(t *testing.T) {
 	leases, err := cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, l := range leases.Items {
-		require.False(t, strings.HasPrefix(l.Name, "lull-") || l.Namespace == "lull-system", "lease %s/%s left", l.Namespace, l.Name)
+		require.False(t, strings.HasPrefix(l.Name, "lull-") || l.Namespace == "lull-system" || l.Namespace == "lull-leases", "lease %s/%s left", l.Namespace, l.Name)
 	}
 	rbac := kubectl(t, "get", "clusterroles,clusterrolebindings", "-o", "name")
 	require.NotContains(t, rbac, "lull-")
