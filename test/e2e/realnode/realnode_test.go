@@ -321,7 +321,7 @@ func TestServiceAccountRights(t *testing.T) {
 		{"lull-drainer", "create", "nodemaintenances.lull.dev", "", true},
 		{"lull-drainer", "update", "nodemaintenances.lull.dev/status", "", true},
 		{"lull-drainer", "update", "disruptionpolicies.lull.dev", "", false},
-		{"lull-drainer", "update", "leases.coordination.k8s.io", "lull-leases", true},    // the node disruption leases
+		{"lull-drainer", "update", "leases.coordination.k8s.io", "lull-leases", true}, // the node disruption leases
 		{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-leases", true},
 		{"lull-drainer", "update", "leases.coordination.k8s.io/lull-drainer", "lull-system", true},    // its own leader lease, by name
 		{"lull-drainer", "update", "leases.coordination.k8s.io/lull-scheduler", "lull-system", false}, // not the scheduler's
