@@ -368,6 +368,9 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 			}
 			if !b.Free {
 				p.Start, p.WaitingFor = StartBudget, b.Message
+				if msg, frozen := budget.Frozen(ws); frozen {
+					p.WaitingFor = msg
+				}
 				break
 			}
 			if p.ForeignLease {
@@ -434,7 +437,7 @@ func (cl *Cluster) warnSharedWindows(res *Result) {
 			}
 		}
 		max, err := budget.MaxUnavailable(mw, selected)
-		if err != nil || len(idx) <= max {
+		if err != nil || max == 0 || len(idx) <= max {
 			continue
 		}
 		for _, i := range idx {
