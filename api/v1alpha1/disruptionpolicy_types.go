@@ -62,8 +62,10 @@ type DisruptionRule struct {
 type RuleDrain struct {
 	// Timeout after which a drain that is still blocked escalates.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="drain timeout must be positive"
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// A Go duration, more than 0 and at most 744h: a drain blocked for a
+	// month is better left to Wait than escalated by a timer.
+	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) > duration('0s') && duration(self) <= duration('744h'))",message="drain timeout must be positive and at most 744h (31 days), such as 15m"
+	Timeout *Duration `json:"timeout,omitempty"`
 	// Escalation when the drain is still blocked after Timeout.
 	// +optional
 	Escalation Escalation `json:"escalation,omitempty"`

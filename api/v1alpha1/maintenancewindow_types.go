@@ -18,6 +18,16 @@ const (
 	StrategyRestrictive Strategy = "Restrictive"
 )
 
+// OverrideStrategy is the strategy an override imposes: an opening or a
+// freeze (Schedule would say nothing an override could impose).
+// +kubebuilder:validation:Enum=Permissive;Restrictive
+type OverrideStrategy string
+
+const (
+	OverridePermissive  OverrideStrategy = "Permissive"
+	OverrideRestrictive OverrideStrategy = "Restrictive"
+)
+
 // Frequency is the period of a recurrence.
 // +kubebuilder:validation:Enum=Daily;Weekly;Monthly;Yearly
 type Frequency string
@@ -82,18 +92,21 @@ type MaintenanceWindowSpec struct {
 	Schedule *Schedule `json:"schedule,omitempty"`
 
 	// MaxUnavailable is how many of the selected nodes lull may disrupt at
-	// once (a count or a percentage of the selected nodes, rounded down but
-	// at least 1 when the percentage is not 0). Default 1.
+	// once: a count (0 to 100000) or a percentage of the selected nodes
+	// (0% to 100%, rounded down but at least 1 when it is not 0%). 0 and 0%
+	// freeze the window's nodes: none may be disrupted. Default 1.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="maxUnavailable must be a non-negative count or a percentage such as '10%'"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? (self >= 0 && self <= 100000) : self.matches('^(100|[1-9]?[0-9])%$')",message="maxUnavailable must be a node count from 0 to 100000 or a percentage from 0% to 100% such as '10%'; 0 or 0% freezes the window (no node may be disrupted)"
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// MinTimeRemaining: a node's drain does not start when less than this is
-	// left in the current window.
+	// left in the current window. A Go duration from 0s to 744h (a window
+	// lasts at most 744h, so more would never let a drain start).
+	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) >= duration('0s') && duration(self) <= duration('744h'))",message="minTimeRemaining must be from 0s to 744h (the longest a window lasts), such as 30m"
 	// +optional
-	MinTimeRemaining *metav1.Duration `json:"minTimeRemaining,omitempty"`
+	MinTimeRemaining *Duration `json:"minTimeRemaining,omitempty"`
 
 	// WindowEnd says what happens to a drain still running when the window
 	// closes: Pause (default), Continue or Abort.
@@ -105,9 +118,8 @@ type MaintenanceWindowSpec struct {
 // Override replaces a window's strategy until a time.
 type Override struct {
 	// Strategy in force until Until: Permissive or Restrictive.
-	// +kubebuilder:validation:Enum=Permissive;Restrictive
 	// +required
-	Strategy Strategy `json:"strategy"`
+	Strategy OverrideStrategy `json:"strategy"`
 	// Until is when the override expires and the window's own strategy
 	// applies again.
 	// +required
@@ -145,14 +157,15 @@ type Schedule struct {
 
 	// Duration is the elapsed time a window stays open (so a window across a
 	// daylight-saving change is still this long). At most 31 days.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('744h')",message="duration must be more than 0 and at most 744h (31 days)"
+	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) > duration('0s') && duration(self) <= duration('744h'))",message="duration must be more than 0 and at most 744h (31 days), such as 4h"
 	// +required
-	Duration metav1.Duration `json:"duration"`
+	Duration Duration `json:"duration"`
 
 	// Anchor is the local date ("YYYY-MM-DD") intervals count from: with
 	// interval 2, Weekly windows fall in the anchor's week and every second
 	// week after and before it. Default 2000-01-03 (a Monday).
-	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')",message="must be a date YYYY-MM-DD such as 2026-12-19"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$') || (int(self.substring(5,7)) >= 1 && int(self.substring(5,7)) <= 12 && int(self.substring(8,10)) >= 1 && int(self.substring(8,10)) <= [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][int(self.substring(5,7)) - 1] + (int(self.substring(5,7)) == 2 && int(self.substring(0,4)) % 4 == 0 && (int(self.substring(0,4)) % 100 != 0 || int(self.substring(0,4)) % 400 == 0) ? 1 : 0))",message="must be a date that exists (month 01-12, a day the month has: 2026-02-28, not 2026-02-30)"
 	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	Anchor string `json:"anchor,omitempty"`
@@ -232,11 +245,13 @@ type OrdinalWeekday struct {
 type Exclusion struct {
 	// StartDate and EndDate are local dates ("YYYY-MM-DD"), both included,
 	// in the schedule's time zone: whole local days.
-	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')",message="must be a date YYYY-MM-DD such as 2026-12-19"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$') || (int(self.substring(5,7)) >= 1 && int(self.substring(5,7)) <= 12 && int(self.substring(8,10)) >= 1 && int(self.substring(8,10)) <= [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][int(self.substring(5,7)) - 1] + (int(self.substring(5,7)) == 2 && int(self.substring(0,4)) % 4 == 0 && (int(self.substring(0,4)) % 100 != 0 || int(self.substring(0,4)) % 400 == 0) ? 1 : 0))",message="must be a date that exists (month 01-12, a day the month has: 2026-02-28, not 2026-02-30)"
 	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	StartDate string `json:"startDate,omitempty"`
-	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')",message="must be a date YYYY-MM-DD such as 2026-12-19"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$') || (int(self.substring(5,7)) >= 1 && int(self.substring(5,7)) <= 12 && int(self.substring(8,10)) >= 1 && int(self.substring(8,10)) <= [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][int(self.substring(5,7)) - 1] + (int(self.substring(5,7)) == 2 && int(self.substring(0,4)) % 4 == 0 && (int(self.substring(0,4)) % 100 != 0 || int(self.substring(0,4)) % 400 == 0) ? 1 : 0))",message="must be a date that exists (month 01-12, a day the month has: 2026-02-28, not 2026-02-30)"
 	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	EndDate string `json:"endDate,omitempty"`

@@ -26,7 +26,7 @@ const (
 
 // MaintenancePhase is where a maintenance request is in its life. It is for
 // people; machines read the conditions.
-// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;Cordoning;Cordoned;Draining;Drained;Uncordoning;Completed;Failed
+// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;Cordoning;Cordoned;Draining;Drained;Uncordoning;Completed;Failed;NodeNotFound
 type MaintenancePhase string
 
 const (
@@ -43,6 +43,10 @@ const (
 	PhaseUncordoning MaintenancePhase = "Uncordoning"
 	PhaseCompleted   MaintenancePhase = "Completed"
 	PhaseFailed      MaintenancePhase = "Failed"
+	// PhaseNodeNotFound: the request named a node that did not exist when
+	// the drainer first looked at it; nothing was done. (A node deleted
+	// while its request was under way ends Completed, reason NodeDeleted.)
+	PhaseNodeNotFound MaintenancePhase = "NodeNotFound"
 )
 
 // Disrupting reports whether a node in this phase is being, or has been,
@@ -53,7 +57,7 @@ func (p MaintenancePhase) Disrupting() bool {
 
 // Finished reports whether the request has ended.
 func (p MaintenancePhase) Finished() bool {
-	return p == PhaseCompleted || p == PhaseFailed
+	return p == PhaseCompleted || p == PhaseFailed || p == PhaseNodeNotFound
 }
 
 // Escalation says what to do about a drain blocked by PodDisruptionBudgets.
@@ -111,8 +115,10 @@ type NodeMaintenanceSpec struct {
 type DrainOptions struct {
 	// Timeout after which a drain that is still blocked escalates.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="drain timeout must be positive"
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// A Go duration, more than 0 and at most 744h: a drain blocked for a
+	// month is better left to Wait than escalated by a timer.
+	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) > duration('0s') && duration(self) <= duration('744h'))",message="drain timeout must be positive and at most 744h (31 days), such as 15m"
+	Timeout *Duration `json:"timeout,omitempty"`
 
 	// PodSelector limits eviction to matching pods.
 	// +optional
@@ -165,7 +171,7 @@ type Decision struct {
 	Rule string `json:"rule"`
 	// Timeout and Escalation from the rule, when it sets them.
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 	// +optional
 	Escalation Escalation `json:"escalation,omitempty"`
 }

@@ -412,9 +412,12 @@ func (s *step) escalate(blocked map[string]*corev1.Pod) (reconcile.Result, bool,
 	}
 	// The request's own settings win over its policy rule's, which win
 	// over the drainer's flags.
+	// A timeout stored before admission checked it and unreadable now is
+	// ignored, never read as 0 (which would escalate at once); the
+	// message says so.
 	timeout, esc := s.r.Options.DrainTimeout, lullv1alpha1.EscalationWait
 	if d := s.status.Decision; d != nil {
-		if d.Timeout != nil {
+		if d.Timeout != nil && d.Timeout.Err() == nil {
 			timeout = d.Timeout.Duration
 		}
 		if d.Escalation != "" {
@@ -422,7 +425,9 @@ func (s *step) escalate(blocked map[string]*corev1.Pod) (reconcile.Result, bool,
 		}
 	}
 	if d := s.nm.Spec.Drain; d != nil {
-		if d.Timeout != nil {
+		if err := d.Timeout.Err(); err != nil {
+			s.cond(ConditionBlocked, true, "EvictionRefused", msg+"; spec.drain.timeout ignored: "+err.Error())
+		} else if d.Timeout != nil {
 			timeout = d.Timeout.Duration
 		}
 		if d.Escalation != "" {

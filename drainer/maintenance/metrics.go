@@ -79,7 +79,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range []lullv1alpha1.MaintenancePhase{lullv1alpha1.PhasePending, lullv1alpha1.PhaseWaitingForWindow,
 		lullv1alpha1.PhaseWaitingForBudget, lullv1alpha1.PhaseWaitingForLease, lullv1alpha1.PhaseCordoning, lullv1alpha1.PhaseCordoned,
 		lullv1alpha1.PhaseDraining, lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseUncordoning,
-		lullv1alpha1.PhaseCompleted, lullv1alpha1.PhaseFailed} {
+		lullv1alpha1.PhaseCompleted, lullv1alpha1.PhaseFailed, lullv1alpha1.PhaseNodeNotFound} {
 		perPhase[p] = 0
 	}
 	for _, nm := range list.Items {

@@ -440,16 +440,35 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	return s.finish("Completed", "maintenance completed; node returned to service")
 }
 
-// nodeGone ends a request whose node was deleted: nothing to uncordon,
-// and the lease goes (also garbage-collected with the node).
+// nodeGone ends a request whose node is not there: nothing to uncordon,
+// and the lease goes (also garbage-collected with the node). A request the
+// drainer never saw its node for (no phase yet) named a node that does not
+// exist, which is asked of the API server itself so that a node the cache
+// has not caught up with is not taken for missing: it ends NodeNotFound,
+// not Completed, since no maintenance happened.
 func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (reconcile.Result, error) {
 	s := &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
+	neverSeen := nm.Status.Phase == ""
+	if neverSeen && r.APIReader != nil {
+		var node corev1.Node
+		err := r.APIReader.Get(ctx, client.ObjectKey{Name: nm.Spec.NodeName}, &node)
+		if err == nil {
+			return reconcile.Result{RequeueAfter: time.Second}, nil // the cache lags; look again
+		}
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("getting node %s: %w", nm.Spec.NodeName, err)
+		}
+	}
 	if err := r.Leases.ReleaseForTool(ctx, nm.Spec.NodeName, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of deleted node %s: %w", nm.Spec.NodeName, err)
 	}
 	r.memo.forget(nm.Spec.NodeName)
 	s.releaseBudget()
 	s.status.CordonedByLull = false
+	if neverSeen {
+		return s.finishAs(lullv1alpha1.PhaseNodeNotFound, corev1.EventTypeWarning, "NodeNotFound",
+			fmt.Sprintf("node %q does not exist; nothing was done. Check spec.nodeName (kubectl get nodes) and create the request again", nm.Spec.NodeName))
+	}
 	return s.finish("NodeDeleted", "the node was deleted; request ended")
 }
 
@@ -473,16 +492,21 @@ func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, nm))
 }
 
-// finish records a finished request and drops the finalizer.
+// finish records a completed request and drops the finalizer.
 func (s *step) finish(reason, msg string) (reconcile.Result, error) {
+	return s.finishAs(lullv1alpha1.PhaseCompleted, corev1.EventTypeNormal, reason, msg)
+}
+
+// finishAs records a request ended in phase and drops the finalizer.
+func (s *step) finishAs(phase lullv1alpha1.MaintenancePhase, eventType, reason, msg string) (reconcile.Result, error) {
 	s.status.CompletedAt = &metav1.Time{Time: s.now}
 	s.status.WaitingFor = ""
 	s.status.LeaseHolder = ""
 	s.status.Blockers = nil
 	s.cond(ConditionLeaseHeld, false, "Released", msg)
 	s.cond(ConditionCordoned, false, reason, msg)
-	s.event(corev1.EventTypeNormal, reason, msg)
-	if _, err := s.save(lullv1alpha1.PhaseCompleted, reconcile.Result{}); err != nil {
+	s.event(eventType, reason, msg)
+	if _, err := s.save(phase, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
 	if s.nm.DeletionTimestamp == nil && controllerutil.ContainsFinalizer(s.nm, Finalizer) {

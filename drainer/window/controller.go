@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/budget"
 	engine "lull.dev/lull/pkg/window"
 )
 
@@ -112,6 +113,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	status.SelectedNodes, status.NodesInMaintenance, status.NodesWaiting = counts.selected, counts.inMaintenance, counts.waiting
 	r.Metrics.SetWaiting(mw.Name, counts.waiting)
 	setStatus(status, mw.Generation, w, res, now, selErr)
+	if msg, frozen := budget.Frozen([]*lullv1alpha1.MaintenanceWindow{&mw}); frozen {
+		// The schedule may permit, but the budget lets no node start:
+		// say so where people look first.
+		if c := meta.FindStatusCondition(status.Conditions, ConditionPermitted); c != nil {
+			c.Message += "; " + msg
+		}
+	}
 
 	if !equality.Semantic.DeepEqual(&mw.Status, status) {
 		mw.Status = *status

@@ -18,7 +18,7 @@ import (
 func nightly() *lullv1alpha1.MaintenanceWindow {
 	return &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Generation: 3},
 		Spec: lullv1alpha1.MaintenanceWindowSpec{Schedule: &lullv1alpha1.Schedule{StartTime: "01:00",
-			Duration: metav1.Duration{Duration: 2 * time.Hour}, Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
+			Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour}, Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
 }
 
 func TestSetStatus(t *testing.T) {

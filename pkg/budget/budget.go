@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/window"
 )
 
 // Request is one prospective disruption.
@@ -119,6 +120,14 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []s
 				inUse = append(inUse, name)
 			}
 		}
+		if max == 0 {
+			// A freeze: say so, rather than "in use by" nobody.
+			msg, frozen := Frozen([]*lullv1alpha1.MaintenanceWindow{w})
+			if !frozen {
+				msg = fmt.Sprintf("window %s allows no node to be disrupted (maxUnavailable %s of %d node(s))", w.Name, w.Spec.MaxUnavailable.String(), len(selected.Items))
+			}
+			return Result{InUse: inUse, Message: msg}, nil
+		}
 		if len(inUse) >= max {
 			return Result{InUse: inUse, Message: fmt.Sprintf("window %s allows %d node(s) disrupted at once; in use by %s", w.Name, max, strings.Join(inUse, ", "))}, nil
 		}
@@ -149,19 +158,37 @@ func anyMatches(sels []labels.Selector, l labels.Set) bool {
 	return false
 }
 
-// MaxUnavailable resolves a window's budget against its node count; a
-// percentage rounds down but never below one node.
+// MaxUnavailable resolves a window's budget against its node count. A
+// count is taken as it is; a percentage of the selected nodes rounds down
+// but never below one node, except 0%. 0 and 0% are a freeze: no node of
+// the window may be disrupted (Frozen). A value admission would refuse
+// (negative, above 100%, not a number) is an error, which callers treat
+// as no room (fail closed).
 func MaxUnavailable(w *lullv1alpha1.MaintenanceWindow, nodes int) (int, error) {
 	v := intstr.FromInt32(1)
 	if w.Spec.MaxUnavailable != nil {
 		v = *w.Spec.MaxUnavailable
 	}
+	if err := window.ValidateMaxUnavailable(v); err != nil {
+		return 0, fmt.Errorf("maxUnavailable %s: %w", v.String(), err)
+	}
 	n, err := intstr.GetScaledValueFromIntOrPercent(&v, nodes, false)
 	if err != nil {
 		return 0, fmt.Errorf("maxUnavailable %s: %w", v.String(), err)
 	}
-	if n < 1 && v.Type == intstr.String {
+	if n < 1 && v.Type == intstr.String && v.StrVal != "0%" {
 		n = 1
 	}
 	return n, nil
+}
+
+// Frozen reports the first of windows whose maxUnavailable is 0 or 0%, a
+// freeze of its nodes, and says so in a message for statuses.
+func Frozen(windows []*lullv1alpha1.MaintenanceWindow) (string, bool) {
+	for _, w := range windows {
+		if v := w.Spec.MaxUnavailable; v != nil && ((v.Type == intstr.Int && v.IntVal == 0) || (v.Type == intstr.String && v.StrVal == "0%")) {
+			return fmt.Sprintf("window %s is frozen: maxUnavailable %s allows no node to be disrupted", w.Name, v.String()), true
+		}
+	}
+	return "", false
 }

@@ -93,3 +93,14 @@ func TestLedgerUnreadableEntryCounts(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Free)
 }
+
+// A frozen window (maxUnavailable 0) refuses every start and says why.
+func TestLedgerFrozenWindow(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	w.Spec.MaxUnavailable = ptr.To(intstr.FromString("0%"))
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system"}
+	res, err := l.Reserve(context.Background(), c, nms["a"], Request{Node: "a", Windows: []*lullv1alpha1.MaintenanceWindow{w}})
+	require.NoError(t, err)
+	assert.False(t, res.Free)
+	assert.Equal(t, "window pool is frozen: maxUnavailable 0% allows no node to be disrupted", res.Message)
+}

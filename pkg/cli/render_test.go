@@ -107,7 +107,7 @@ func TestWindowsTable(t *testing.T) {
 		Strategy:       lullv1alpha1.StrategySchedule,
 		NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "general"}},
 		MaxUnavailable: ptr.To(intstr.FromString("50%")),
-		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "02:00", Duration: metav1.Duration{Duration: 4 * time.Hour},
+		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "02:00", Duration: lullv1alpha1.Duration{Duration: 4 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Weekly, DaysOfWeek: []lullv1alpha1.Weekday{lullv1alpha1.Saturday, lullv1alpha1.Sunday}}}}}
 	always := lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "canary"}, Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}}
 	nodes := []corev1.Node{

@@ -47,7 +47,7 @@ func dailyWindow(name string) *lullv1alpha1.MaintenanceWindow {
 				TimeZone:   "UTC",
 				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily},
 				StartTime:  "12:00",
-				Duration:   metav1.Duration{Duration: 2 * time.Hour},
+				Duration:   lullv1alpha1.Duration{Duration: 2 * time.Hour},
 			},
 		},
 	}

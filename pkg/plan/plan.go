@@ -434,7 +434,7 @@ func (cl *Cluster) warnSharedWindows(res *Result) {
 			}
 		}
 		max, err := budget.MaxUnavailable(mw, selected)
-		if err != nil || len(idx) <= max {
+		if err != nil || max == 0 || len(idx) <= max {
 			continue
 		}
 		for _, i := range idx {

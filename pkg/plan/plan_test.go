@@ -90,7 +90,7 @@ func TestPreviewNoneCompletesAtOnce(t *testing.T) {
 func TestPreviewWaitsForWindowAndNamesBlockers(t *testing.T) {
 	noon := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "noon"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 		Strategy: lullv1alpha1.StrategySchedule,
-		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: metav1.Duration{Duration: 2 * time.Hour},
+		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
 	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), noon, shippedPolicy(t),
 		pod("db-0", "n1", "db", 30), pod("db-1", "n1", "db", 30), pod("web-0", "n1", "web", 60), pdb("db", "db", 1))
@@ -127,7 +127,7 @@ func TestPreviewForeignLeaseAndShortWindow(t *testing.T) {
 			AcquireTime: &metav1.MicroTime{Time: t0}, RenewTime: &metav1.MicroTime{Time: t0}}}
 	short := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "short"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 		Strategy: lullv1alpha1.StrategySchedule,
-		Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "09:55", Duration: metav1.Duration{Duration: 10 * time.Minute},
+		Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "09:55", Duration: lullv1alpha1.Duration{Duration: 10 * time.Minute},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
 	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), held, short, pod("slow-0", "n1", "slow", 900))
 	n := res.Nodes[0]
@@ -148,7 +148,7 @@ func TestPreviewUnknownNode(t *testing.T) {
 func TestPreviewWarnsWhenAWindowsBudgetIsShared(t *testing.T) {
 	night := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "night"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 		Strategy: lullv1alpha1.StrategySchedule, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-		Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "01:00", Duration: metav1.Duration{Duration: 2 * time.Hour},
+		Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "01:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
 	res := preview(t, Request{Nodes: []string{"a", "b"}, Class: "hardware"}, node("a", nil), node("b", nil), node("c", nil), night)
 	for _, n := range res.Nodes {
@@ -225,4 +225,15 @@ func TestPreviewNamesAStaleForeignLease(t *testing.T) {
 	n := res.Nodes[0]
 	require.Equal(t, StartHolder, n.Start)
 	require.Equal(t, "node is leased by crashed-tool; its holder last renewed it at 2026-11-21T09:00:00Z, more than its duration (1m0s) ago: unless it renews, the drainer takes the lease over after seeing it unrenewed for 1m0s", n.Warnings[0])
+}
+
+// maxUnavailable 0 (or 0%) is a freeze, and the preview says so.
+func TestPreviewFrozenWindow(t *testing.T) {
+	for _, v := range []intstr.IntOrString{intstr.FromInt32(0), intstr.FromString("0%")} {
+		frozen := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "freeze"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+			Strategy: lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(v)}}
+		res := preview(t, Request{Nodes: []string{"n1"}, Class: "hardware"}, node("n1", nil), frozen)
+		require.Equal(t, StartBudget, res.Nodes[0].Start)
+		require.Equal(t, "window freeze is frozen: maxUnavailable "+v.String()+" allows no node to be disrupted", res.Nodes[0].WaitingFor)
+	}
 }

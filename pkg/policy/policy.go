@@ -86,7 +86,9 @@ func (s *Set) Decide(class string) lullv1alpha1.Decision {
 		}
 		d := lullv1alpha1.Decision{Action: r.Action, Policy: r.Policy, Rule: r.Name}
 		if r.Drain != nil {
-			if r.Drain.Timeout != nil {
+			// An unreadable timeout (stored before admission checked
+			// it) is left out: the request then uses the drainer's.
+			if r.Drain.Timeout != nil && r.Drain.Timeout.Err() == nil {
 				t := *r.Drain.Timeout
 				d.Timeout = &t
 			}

@@ -26,7 +26,7 @@ func glob(name, pattern string, a lullv1alpha1.DisruptionAction) lullv1alpha1.Di
 
 func TestDecide(t *testing.T) {
 	drain := glob("kernel", "kernel-*", lullv1alpha1.ActionDrain)
-	drain.Drain = &lullv1alpha1.RuleDrain{Timeout: &metav1.Duration{Duration: 10 * time.Minute}, Escalation: lullv1alpha1.EscalationAbort}
+	drain.Drain = &lullv1alpha1.RuleDrain{Timeout: &lullv1alpha1.Duration{Duration: 10 * time.Minute}, Escalation: lullv1alpha1.EscalationAbort}
 	deleting := pol("going", 50, exact("all", "ssh-keys", lullv1alpha1.ActionDrain))
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	s := Merge([]lullv1alpha1.DisruptionPolicy{

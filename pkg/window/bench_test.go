@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
 
@@ -97,7 +95,7 @@ func BenchmarkEvaluate1000Windows(b *testing.B) {
 func BenchmarkCompile(b *testing.B) {
 	r := weekly(lullv1alpha1.Saturday)
 	spec := &lullv1alpha1.MaintenanceWindowSpec{Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "02:00",
-		Duration: metav1.Duration{Duration: time.Hour}, Recurrence: r}}
+		Duration: lullv1alpha1.Duration{Duration: time.Hour}, Recurrence: r}}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if _, err := Compile(spec, Options{}); err != nil {

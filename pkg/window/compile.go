@@ -2,11 +2,13 @@ package window
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -81,13 +83,29 @@ func compile(spec *lullv1alpha1.MaintenanceWindowSpec, opts Options) (*Window, f
 		w.horizon = DefaultHorizon
 	}
 	if o := spec.Override; o != nil {
-		if o.Strategy != lullv1alpha1.StrategyPermissive && o.Strategy != lullv1alpha1.StrategyRestrictive {
+		if o.Strategy != lullv1alpha1.OverridePermissive && o.Strategy != lullv1alpha1.OverrideRestrictive {
 			errs = append(errs, field.NotSupported(p.Child("override", "strategy"), o.Strategy, []string{"Permissive", "Restrictive"}))
 		}
 		if o.Until.IsZero() {
 			errs = append(errs, field.Required(p.Child("override", "until"), "an override must expire"))
 		}
-		w.override = &override{permissive: o.Strategy == lullv1alpha1.StrategyPermissive, until: o.Until.Time, reason: o.Reason}
+		w.override = &override{permissive: o.Strategy == lullv1alpha1.OverridePermissive, until: o.Until.Time, reason: o.Reason}
+	}
+	// The engine does not use these two, but a window whose budget or
+	// minimum cannot be read must not permit (fail closed), and its status
+	// must say why: admission refuses such values, this catches the ones
+	// stored before it did.
+	if m := spec.MinTimeRemaining; m != nil {
+		if err := m.Err(); err != nil {
+			errs = append(errs, field.Invalid(p.Child("minTimeRemaining"), m.Invalid, err.Error()))
+		} else if m.Duration < 0 || m.Duration > MaxDuration {
+			errs = append(errs, field.Invalid(p.Child("minTimeRemaining"), m.Duration.String(), "must be from 0s to 744h (the longest a window lasts)"))
+		}
+	}
+	if mu := spec.MaxUnavailable; mu != nil {
+		if err := ValidateMaxUnavailable(*mu); err != nil {
+			errs = append(errs, field.Invalid(p.Child("maxUnavailable"), mu.String(), err.Error()))
+		}
 	}
 	if spec.Schedule != nil {
 		s, schedErrs := compileSchedule(spec.Schedule)
@@ -122,7 +140,9 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 		errs = append(errs, field.Invalid(p.Child("startTime"), in.StartTime, `must be local wall time "HH:MM" (00:00 to 23:59)`))
 	}
 	s.dur = in.Duration.Duration
-	if s.dur <= 0 || s.dur > MaxDuration {
+	if err := in.Duration.Err(); err != nil {
+		errs = append(errs, field.Invalid(p.Child("duration"), in.Duration.Invalid, err.Error()))
+	} else if s.dur <= 0 || s.dur > MaxDuration {
 		errs = append(errs, field.Invalid(p.Child("duration"), in.Duration.Duration.String(), "must be more than 0 and at most 744h (31 days)"))
 	}
 
@@ -132,7 +152,7 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 	}
 	anchorDay, ok := parseDate(anchor)
 	if !ok {
-		errs = append(errs, field.Invalid(p.Child("anchor"), in.Anchor, `must be a date "YYYY-MM-DD"`))
+		errs = append(errs, field.Invalid(p.Child("anchor"), in.Anchor, `must be a date that exists, "YYYY-MM-DD"`))
 	}
 
 	rec := in.Recurrence
@@ -165,10 +185,10 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 			sd, ok1 := parseDate(ex.StartDate)
 			ed, ok2 := parseDate(ex.EndDate)
 			if !ok1 {
-				errs = append(errs, field.Invalid(ep.Child("startDate"), ex.StartDate, `must be a date "YYYY-MM-DD"`))
+				errs = append(errs, field.Invalid(ep.Child("startDate"), ex.StartDate, `must be a date that exists, "YYYY-MM-DD"`))
 			}
 			if !ok2 {
-				errs = append(errs, field.Invalid(ep.Child("endDate"), ex.EndDate, `must be a date "YYYY-MM-DD"`))
+				errs = append(errs, field.Invalid(ep.Child("endDate"), ex.EndDate, `must be a date that exists, "YYYY-MM-DD"`))
 			}
 			if ex.Start != nil || ex.End != nil {
 				errs = append(errs, field.Invalid(ep, "", "use either startDate/endDate or start/end, not both"))
@@ -313,4 +333,24 @@ func MustCompile(spec *lullv1alpha1.MaintenanceWindowSpec) *Window {
 		panic(fmt.Sprintf("window.MustCompile: %v", err))
 	}
 	return w
+}
+
+// MaxMaxUnavailable is the largest count maxUnavailable may be: more nodes
+// than any cluster has, and far from the int32 limit a larger number would
+// break decoding at.
+const MaxMaxUnavailable = 100000
+
+var percent = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
+
+// ValidateMaxUnavailable checks a window's maxUnavailable as admission
+// does: a count from 0 to MaxMaxUnavailable or a percentage from 0% to
+// 100%.
+func ValidateMaxUnavailable(v intstr.IntOrString) error {
+	switch {
+	case v.Type == intstr.Int && v.IntVal >= 0 && v.IntVal <= MaxMaxUnavailable:
+		return nil
+	case v.Type == intstr.String && percent.MatchString(v.StrVal):
+		return nil
+	}
+	return fmt.Errorf("must be a node count from 0 to %d or a percentage from 0%% to 100%% such as '10%%'; 0 or 0%% freezes the window", MaxMaxUnavailable)
 }

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
 
@@ -118,7 +116,7 @@ func TestDSTAllZones(t *testing.T) {
 			for st := range wallTimes {
 				checked++
 				spec := &lullv1alpha1.MaintenanceWindowSpec{Schedule: &lullv1alpha1.Schedule{
-					TimeZone: name, StartTime: st, Duration: metav1.Duration{Duration: time.Hour},
+					TimeZone: name, StartTime: st, Duration: lullv1alpha1.Duration{Duration: time.Hour},
 					Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily},
 				}}
 				w, err := Compile(spec, Options{})

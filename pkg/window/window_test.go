@@ -22,7 +22,7 @@ func mustTime(t *testing.T, s string) time.Time {
 
 func sched(tz, start string, dur time.Duration, rec *lullv1alpha1.Recurrence) *lullv1alpha1.MaintenanceWindowSpec {
 	return &lullv1alpha1.MaintenanceWindowSpec{Schedule: &lullv1alpha1.Schedule{
-		TimeZone: tz, StartTime: start, Duration: metav1.Duration{Duration: dur}, Recurrence: rec,
+		TimeZone: tz, StartTime: start, Duration: lullv1alpha1.Duration{Duration: dur}, Recurrence: rec,
 	}}
 }
 
@@ -149,7 +149,7 @@ func TestRecurrences(t *testing.T) {
 		{
 			name: "rrule spelling of last Monday",
 			spec: &lullv1alpha1.MaintenanceWindowSpec{Schedule: &lullv1alpha1.Schedule{
-				StartTime: "03:00", Duration: metav1.Duration{Duration: 2 * time.Hour}, RRule: "FREQ=MONTHLY;BYDAY=-1MO"}},
+				StartTime: "03:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour}, RRule: "FREQ=MONTHLY;BYDAY=-1MO"}},
 			now:  "2026-01-01T00:00:00Z",
 			want: []string{"2026-01-26T03:00:00Z/2h0m0s", "2026-02-23T03:00:00Z/2h0m0s", "2026-03-30T03:00:00Z/2h0m0s"},
 		},
@@ -175,7 +175,7 @@ func TestEvaluate(t *testing.T) {
 		{StartDate: "2026-12-19", EndDate: "2027-01-03", Reason: "holiday freeze"},
 		{Start: &metav1.Time{Time: time.Date(2027, 1, 9, 3, 0, 0, 0, time.UTC)}, End: &metav1.Time{Time: time.Date(2027, 1, 9, 4, 0, 0, 0, time.UTC)}, Reason: "db migration"},
 	}
-	overridden := func(strategy lullv1alpha1.Strategy, until string) *lullv1alpha1.MaintenanceWindowSpec {
+	overridden := func(strategy lullv1alpha1.OverrideStrategy, until string) *lullv1alpha1.MaintenanceWindowSpec {
 		s := sched("Europe/Berlin", "02:00", 4*time.Hour, weekly(lullv1alpha1.Saturday, lullv1alpha1.Sunday))
 		s.Override = &lullv1alpha1.Override{Strategy: strategy, Until: metav1.Time{Time: mustTime(t, until)}, Reason: "INC-42"}
 		return s
@@ -208,11 +208,11 @@ func TestEvaluate(t *testing.T) {
 			want{true, ReasonSchedule, "2027-01-09T01:00:00Z", "2027-01-09T03:00:00Z", "2027-01-09T01:00:00Z", 0}},
 		{"after the instant exclusion", withExclusion, "2027-01-09T03:30:00Z",
 			want{false, ReasonExcluded, "2027-01-09T03:00:00Z", "2027-01-09T04:00:00Z", "2027-01-09T04:00:00Z", 1800}},
-		{"emergency override opens a closed window", overridden(lullv1alpha1.StrategyPermissive, "2026-11-25T18:00:00Z"), "2026-11-25T12:00:00Z",
+		{"emergency override opens a closed window", overridden(lullv1alpha1.OverridePermissive, "2026-11-25T18:00:00Z"), "2026-11-25T12:00:00Z",
 			want{true, ReasonOverride, "", "2026-11-25T18:00:00Z", "2026-11-25T12:00:00Z", 0}},
-		{"an expired override does nothing", overridden(lullv1alpha1.StrategyPermissive, "2026-11-25T18:00:00Z"), "2026-11-25T18:00:00Z",
+		{"an expired override does nothing", overridden(lullv1alpha1.OverridePermissive, "2026-11-25T18:00:00Z"), "2026-11-25T18:00:00Z",
 			want{false, ReasonSchedule, "2026-11-22T05:00:00Z", "2026-11-28T01:00:00Z", "2026-11-28T01:00:00Z", 2*86400 + 7*3600}},
-		{"a freeze closes an open window until it expires", overridden(lullv1alpha1.StrategyRestrictive, "2026-11-28T03:00:00Z"), "2026-11-28T02:00:00Z",
+		{"a freeze closes an open window until it expires", overridden(lullv1alpha1.OverrideRestrictive, "2026-11-28T03:00:00Z"), "2026-11-28T02:00:00Z",
 			want{false, ReasonOverride, "", "2026-11-28T03:00:00Z", "2026-11-28T03:00:00Z", 3600}},
 		{"Permissive", &lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}, "2026-11-25T12:00:00Z",
 			want{true, ReasonPermissive, "", "", "2026-11-25T12:00:00Z", 0}},
@@ -257,7 +257,7 @@ func TestMessages(t *testing.T) {
 	if got := r.Message(); !strings.Contains(got, `excluded by "Christmas"`) {
 		t.Errorf("message %q does not name the exclusion", got)
 	}
-	spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.StrategyRestrictive, Until: metav1.Time{Time: mustTime(t, "2027-01-01T00:00:00Z")}, Reason: "CAB freeze"}
+	spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverrideRestrictive, Until: metav1.Time{Time: mustTime(t, "2027-01-01T00:00:00Z")}, Reason: "CAB freeze"}
 	r = MustCompile(spec).Evaluate(mustTime(t, "2026-12-20T02:30:00Z"))
 	if got := r.Message(); !strings.Contains(got, "frozen by override until 2027-01-01T00:00:00Z: CAB freeze") {
 		t.Errorf("message %q", got)
@@ -325,4 +325,4 @@ func TestAnchorFarInThePastGivesSameAnswer(t *testing.T) {
 	}
 }
 
-func durationOf(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+func durationOf(d time.Duration) lullv1alpha1.Duration { return lullv1alpha1.Duration{Duration: d} }

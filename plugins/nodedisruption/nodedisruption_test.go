@@ -96,7 +96,7 @@ func mkWindow(name, pool, start string) *lullv1alpha1.MaintenanceWindow {
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
 			Strategy:     lullv1alpha1.StrategySchedule,
 			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily},
-				StartTime: start, Duration: metav1.Duration{Duration: 2 * time.Hour}},
+				StartTime: start, Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour}},
 		},
 	}
 }

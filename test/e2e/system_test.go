@@ -216,7 +216,7 @@ func TestSystemClosedWindowThenOverride(t *testing.T) {
 		Spec: lullv1alpha1.MaintenanceWindowSpec{
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-closed"}},
 			Strategy:     lullv1alpha1.StrategySchedule,
-			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: start, Duration: metav1.Duration{Duration: time.Hour},
+			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: start, Duration: lullv1alpha1.Duration{Duration: time.Hour},
 				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}},
 		},
 	})
@@ -236,7 +236,7 @@ func TestSystemClosedWindowThenOverride(t *testing.T) {
 	var w lullv1alpha1.MaintenanceWindow
 	require.NoError(t, e.c.Get(t.Context(), client.ObjectKey{Name: "e2e-closed"}, &w))
 	require.Empty(t, deleted.on(node), "evicted outside the window")
-	w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.StrategyPermissive,
+	w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverridePermissive,
 		Until: metav1.Time{Time: time.Now().Add(time.Hour)}, Reason: "emergency: CVE fix"}
 	require.NoError(t, e.c.Update(t.Context(), &w))
 	opened := time.Now()

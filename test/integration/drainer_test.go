@@ -340,7 +340,7 @@ func TestDrainerWaitsForWindow(t *testing.T) {
 	e.window("noon", func(w *lullv1alpha1.MaintenanceWindow) {
 		w.Spec.Strategy = lullv1alpha1.StrategySchedule
 		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
-		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: metav1.Duration{Duration: 2 * time.Hour},
+		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
 	})
 	e.node("n1", map[string]string{"pool": "a"})
@@ -520,7 +520,7 @@ func TestDrainerWindowEnd(t *testing.T) {
 			e.window("morning", func(w *lullv1alpha1.MaintenanceWindow) {
 				w.Spec.Strategy = lullv1alpha1.StrategySchedule
 				w.Spec.WindowEnd = policy
-				w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "09:30", Duration: metav1.Duration{Duration: time.Hour},
+				w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "09:30", Duration: lullv1alpha1.Duration{Duration: time.Hour},
 					Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
 			})
 			e.node("n1", nil)
@@ -648,7 +648,7 @@ func TestNodeMaintenanceAdmission(t *testing.T) {
 			nm.Spec.Drain = &lullv1alpha1.DrainOptions{GracePeriodSeconds: ptr.To[int64](-1)}
 		}, "gracePeriodSeconds"},
 		"zero drain timeout": {func(nm *lullv1alpha1.NodeMaintenance) {
-			nm.Spec.Drain = &lullv1alpha1.DrainOptions{Timeout: &metav1.Duration{}}
+			nm.Spec.Drain = &lullv1alpha1.DrainOptions{Timeout: &lullv1alpha1.Duration{}}
 		}, "drain timeout must be positive"},
 		"unknown escalation": {func(nm *lullv1alpha1.NodeMaintenance) {
 			nm.Spec.Drain = &lullv1alpha1.DrainOptions{Escalation: "Panic"}

@@ -112,7 +112,7 @@ func TestDrainerAppliesDisruptionPolicy(t *testing.T) {
 	e.window("noon", func(w *lullv1alpha1.MaintenanceWindow) {
 		w.Spec.Strategy = lullv1alpha1.StrategySchedule
 		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
-		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "12:00", Duration: metav1.Duration{Duration: 2 * time.Hour},
+		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "12:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
 	})
 	e.node("keys", nil)
@@ -221,9 +221,11 @@ func TestDisruptionPolicyAdmission(t *testing.T) {
 			r.Action = lullv1alpha1.ActionNone
 			r.Drain = &lullv1alpha1.RuleDrain{}
 		}), "drain settings apply only to rules whose action is Drain"},
-		"zero timeout": {rule(func(r *lullv1alpha1.DisruptionRule) { r.Drain = &lullv1alpha1.RuleDrain{Timeout: &metav1.Duration{}} }), "drain timeout must be positive"},
-		"bad pattern":  {rule(func(r *lullv1alpha1.DisruptionRule) { r.Class = ""; r.ClassPattern = "Kernel/[a-z]" }), "classPattern"},
-		"no rules":     {&lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "adm"}}, "spec.rules"},
+		"zero timeout": {rule(func(r *lullv1alpha1.DisruptionRule) {
+			r.Drain = &lullv1alpha1.RuleDrain{Timeout: &lullv1alpha1.Duration{}}
+		}), "drain timeout must be positive"},
+		"bad pattern": {rule(func(r *lullv1alpha1.DisruptionRule) { r.Class = ""; r.ClassPattern = "Kernel/[a-z]" }), "classPattern"},
+		"no rules":    {&lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "adm"}}, "spec.rules"},
 		"duplicate names": {&lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "adm"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
 			{Name: "a", Class: "x", Action: lullv1alpha1.ActionNone}, {Name: "a", Class: "y", Action: lullv1alpha1.ActionNone}}}}, "Duplicate value"},
 	} {

@@ -246,7 +246,7 @@ func (e *schedEnv) window(name, pool, start string) {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: lullv1alpha1.MaintenanceWindowSpec{
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
-			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: start, Duration: metav1.Duration{Duration: 2 * time.Hour},
+			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: start, Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
 				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}},
 		},
 	}

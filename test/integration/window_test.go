@@ -26,7 +26,7 @@ func weekendWindow(name string) *lullv1alpha1.MaintenanceWindow {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: lullv1alpha1.MaintenanceWindowSpec{
 			Schedule: &lullv1alpha1.Schedule{
-				TimeZone: "Europe/Berlin", StartTime: "02:00", Duration: metav1.Duration{Duration: 4 * time.Hour},
+				TimeZone: "Europe/Berlin", StartTime: "02:00", Duration: lullv1alpha1.Duration{Duration: 4 * time.Hour},
 				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Weekly, DaysOfWeek: []lullv1alpha1.Weekday{lullv1alpha1.Saturday, lullv1alpha1.Sunday}},
 			},
 		},
@@ -45,8 +45,8 @@ func TestWindowAdmission(t *testing.T) {
 		{"recurrence and rrule", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.RRule = "FREQ=DAILY" }, "set exactly one of schedule.recurrence and schedule.rrule"},
 		{"schedule strategy without schedule", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule = nil }, "strategy Schedule needs a schedule"},
 		{"bad start time", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.StartTime = "25:00" }, "spec.schedule.startTime"},
-		{"zero duration", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Duration = metav1.Duration{} }, "duration must be more than 0 and at most 744h"},
-		{"bad maxUnavailable", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("half")) }, "maxUnavailable must be a non-negative count or a percentage"},
+		{"zero duration", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Duration = lullv1alpha1.Duration{} }, "duration must be more than 0 and at most 744h"},
+		{"bad maxUnavailable", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("half")) }, "maxUnavailable must be a node count from 0 to 100000 or a percentage"},
 		{"exclusion dates reversed", func(w *lullv1alpha1.MaintenanceWindow) {
 			w.Spec.Schedule.Exclude = []lullv1alpha1.Exclusion{{StartDate: "2026-12-31", EndDate: "2026-12-01"}}
 		}, "exclusion endDate must not be before startDate"},
@@ -58,7 +58,7 @@ func TestWindowAdmission(t *testing.T) {
 		}, "ordinal must be 1..5 or -5..-1"},
 		{"unknown strategy", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Strategy = "Sometimes" }, `Unsupported value: "Sometimes"`},
 		{"override without expiry", func(w *lullv1alpha1.MaintenanceWindow) {
-			w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.StrategyPermissive}
+			w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverridePermissive}
 		}, "spec.override.until"},
 	}
 	for i, tc := range tests {

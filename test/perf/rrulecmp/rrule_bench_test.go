@@ -43,7 +43,7 @@ func TestSameAnswers(t *testing.T) {
 
 func engines(tb testing.TB) (*window.Window, *rrule.RRule) {
 	w, err := window.Compile(&lullv1alpha1.MaintenanceWindowSpec{Schedule: &lullv1alpha1.Schedule{
-		TimeZone: "UTC", StartTime: "02:00", Duration: metav1.Duration{Duration: 4 * time.Hour}, RRule: rule, Anchor: "1970-01-05",
+		TimeZone: "UTC", StartTime: "02:00", Duration: lullv1alpha1.Duration{Duration: 4 * time.Hour}, RRule: rule, Anchor: "1970-01-05",
 	}}, window.Options{})
 	if err != nil {
 		tb.Fatal(err)

@@ -123,7 +123,7 @@ func disruptNodes(tCtx ktesting.TContext, _ *scheduler.Scheduler, w *perf.Worklo
 		Spec: lullv1alpha1.MaintenanceWindowSpec{
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{benchPoolLabel: "pending"}},
 			Strategy:     lullv1alpha1.StrategySchedule,
-			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: opens.Format("15:04"), Duration: metav1.Duration{Duration: time.Hour},
+			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: opens.Format("15:04"), Duration: lullv1alpha1.Duration{Duration: time.Hour},
 				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}},
 		},
 	}

@@ -1,0 +1,281 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/drainer/maintenance"
+	windowctrl "lull.dev/lull/drainer/window"
+	"lull.dev/lull/test/framework"
+)
+
+// bad is a duration as a client that skips Go's types would send it.
+func bad(text string) *lullv1alpha1.Duration {
+	return &lullv1alpha1.Duration{Invalid: fmt.Sprintf("%q", text)}
+}
+
+func dur(d time.Duration) *lullv1alpha1.Duration { return lullv1alpha1.NewDuration(d) }
+
+const durationFormatMsg = "must be a Go duration such as 30m, 1h30m or 90s"
+
+// TestFieldAdmission: every field a user sets is checked by the API server,
+// format first (one message saying what to write, never CEL's "type
+// conversion error"), then bounds; the boundary values are accepted.
+func TestFieldAdmission(t *testing.T) {
+	ctx := t.Context()
+	windows := map[string]struct {
+		mutate func(*lullv1alpha1.MaintenanceWindow)
+		want   string // "" accepted
+	}{
+		"minTimeRemaining soon":       {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MinTimeRemaining = bad("soon") }, `spec.minTimeRemaining: Invalid value: "soon": ` + durationFormatMsg},
+		"minTimeRemaining negative":   {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MinTimeRemaining = dur(-time.Minute) }, "minTimeRemaining must be from 0s to 744h"},
+		"minTimeRemaining above 744h": {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MinTimeRemaining = dur(745 * time.Hour) }, "minTimeRemaining must be from 0s to 744h"},
+		"minTimeRemaining overflows":  {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MinTimeRemaining = bad("9999999999h") }, durationFormatMsg},
+		"minTimeRemaining 0s":         {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MinTimeRemaining = bad("0") }, ""},
+		"minTimeRemaining 744h":       {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MinTimeRemaining = dur(744 * time.Hour) }, ""},
+		"minTimeRemaining 1.5h":       {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MinTimeRemaining = bad("1.5h") }, ""},
+		"duration four hours":         {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Duration = *bad("four hours") }, `spec.schedule.duration: Invalid value: "four hours": ` + durationFormatMsg},
+		"duration zero":               {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Duration = *bad("0s") }, "duration must be more than 0 and at most 744h"},
+		"duration negative":           {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Duration = *bad("-4h") }, "duration must be more than 0 and at most 744h"},
+		"duration 744h":               {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Duration = *bad("744h") }, ""},
+		"duration 1ns":                {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Duration = *bad("1ns") }, ""},
+		"maxUnavailable 0":            {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromInt32(0)) }, ""},
+		"maxUnavailable 0%":           {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("0%")) }, ""},
+		"maxUnavailable 100%":         {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("100%")) }, ""},
+		"maxUnavailable 100000":       {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromInt32(100000)) }, ""},
+		"maxUnavailable 150%":         {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("150%")) }, "a percentage from 0% to 100%"},
+		"maxUnavailable 101%":         {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("101%")) }, "a percentage from 0% to 100%"},
+		"maxUnavailable 05%":          {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("05%")) }, "a percentage from 0% to 100%"},
+		"maxUnavailable -1":           {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromInt32(-1)) }, "a node count from 0 to 100000"},
+		"maxUnavailable 100001":       {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.MaxUnavailable = ptrIntStr(intstr.FromInt32(100001)) }, "a node count from 0 to 100000"},
+		"override strategy Schedule": {func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Override = &lullv1alpha1.Override{Strategy: "Schedule", Until: metav1.Now()}
+		}, `Unsupported value: "Schedule": supported values: "Permissive", "Restrictive"`},
+		"override strategy Restrictive": {func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Override = &lullv1alpha1.Override{Strategy: "Restrictive", Until: metav1.Now()}
+		}, ""},
+		"anchor 2026-02-30": {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Anchor = "2026-02-30" }, `spec.schedule.anchor: Invalid value: "2026-02-30": must be a date that exists`},
+		"anchor 2026-13-01": {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Anchor = "2026-13-01" }, "must be a date that exists"},
+		"anchor 2026-2-3":   {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Anchor = "2026-2-3" }, "must be a date YYYY-MM-DD such as 2026-12-19"},
+		"anchor 2100-02-29": {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Anchor = "2100-02-29" }, "must be a date that exists"},
+		"anchor 2028-02-29": {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Anchor = "2028-02-29" }, ""},
+		"anchor 2000-02-29": {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Schedule.Anchor = "2000-02-29" }, ""},
+		"exclusion 2026-04-31": {func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Schedule.Exclude = []lullv1alpha1.Exclusion{{StartDate: "2026-04-01", EndDate: "2026-04-31"}}
+		}, `spec.schedule.exclude[0].endDate: Invalid value: "2026-04-31": must be a date that exists`},
+		"exclusion 2026-12-31": {func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Schedule.Exclude = []lullv1alpha1.Exclusion{{StartDate: "2026-12-01", EndDate: "2026-12-31"}}
+		}, ""},
+	}
+	i := 0
+	for name, tc := range windows {
+		i++
+		t.Run("MaintenanceWindow/"+name, func(t *testing.T) {
+			w := weekendWindow(fmt.Sprintf("adm-fields-%d", i))
+			tc.mutate(w)
+			err := cp.Client.Create(ctx, w)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, cp.Client.Delete(ctx, w))
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			require.NotContains(t, err.Error(), "type conversion error")
+		})
+	}
+
+	timeouts := map[string]struct {
+		d    *lullv1alpha1.Duration
+		want string
+	}{
+		"later":    {bad("later"), durationFormatMsg},
+		"0s":       {bad("0s"), "drain timeout must be positive and at most 744h"},
+		"-5m":      {bad("-5m"), "drain timeout must be positive and at most 744h"},
+		"745h":     {bad("745h"), "drain timeout must be positive and at most 744h"},
+		"744h":     {bad("744h"), ""},
+		"1ms":      {bad("1ms"), ""},
+		"1h30m":    {bad("1h30m"), ""},
+		"2 hours":  {bad("2 hours"), durationFormatMsg},
+		"as 1800":  {&lullv1alpha1.Duration{Invalid: "1800"}, "spec.drain.timeout: Invalid value: \"integer\": spec.drain.timeout in body must be of type string"},
+		"too long": {bad("1h1h1h1h1h1h1h1h1h1h1h"), "Too long: may not be more than 20 bytes"},
+	}
+	for name, tc := range timeouts {
+		t.Run("NodeMaintenance/timeout "+name, func(t *testing.T) {
+			nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "adm-timeout"},
+				Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "adm-timeout", Class: "kernel-update", Drain: &lullv1alpha1.DrainOptions{Timeout: tc.d}}}
+			err := cp.Client.Create(ctx, nm)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, cp.Client.Delete(ctx, nm))
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			require.NotContains(t, err.Error(), "type conversion error")
+		})
+		if strings.HasPrefix(name, "as ") {
+			continue
+		}
+		t.Run("DisruptionPolicy/timeout "+name, func(t *testing.T) {
+			p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "adm-timeout"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
+				{Name: "r", Class: "kernel-update", Action: lullv1alpha1.ActionDrain, Drain: &lullv1alpha1.RuleDrain{Timeout: tc.d}}}}}
+			err := cp.Client.Create(ctx, p)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, cp.Client.Delete(ctx, p))
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			require.NotContains(t, err.Error(), "type conversion error")
+		})
+	}
+}
+
+// withoutValidation replaces the MaintenanceWindow CRD by one without the
+// rules this package's CRD has (as a cluster installed before they existed)
+// and returns a function that puts the real one back.
+func withoutValidation(t *testing.T, name string) func() {
+	t.Helper()
+	ctx := t.Context()
+	ac := apiextensionsclient.NewForConfigOrDie(cp.Config)
+	crd, err := ac.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	orig := crd.Spec.DeepCopy()
+	for i := range crd.Spec.Versions {
+		strip(crd.Spec.Versions[i].Schema.OpenAPIV3Schema)
+	}
+	_, err = ac.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	restore := func() {
+		require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			crd, err := ac.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			crd.Spec = *orig
+			_, err = ac.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+			return err == nil, nil
+		}))
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+func strip(s *apiextensionsv1.JSONSchemaProps) {
+	if s == nil {
+		return
+	}
+	s.XValidations, s.Pattern, s.MaxLength, s.Enum = nil, "", nil, nil
+	for k, p := range s.Properties {
+		strip(&p)
+		s.Properties[k] = p
+	}
+	if s.Items != nil {
+		strip(s.Items.Schema)
+	}
+}
+
+// TestUnreadableWindowDoesNotStall: a window stored before admission
+// checked its fields (here: minTimeRemaining "soon" and a schedule
+// duration "four hours", written while the CRD lacked the rules) neither
+// stops the drainer's typed informers nor any other request; the window's
+// status says what is wrong, and it keeps the nodes it selects closed.
+func TestUnreadableWindowDoesNotStall(t *testing.T) {
+	e := newDrainEnv(t)
+	restore := withoutValidation(t, "maintenancewindows.lull.dev")
+	legacy := weekendWindow("legacy")
+	legacy.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "legacy"}}
+	legacy.Spec.MinTimeRemaining = bad("soon")
+	legacy.Spec.Schedule.Duration = *bad("four hours")
+	legacy.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("150%"))
+	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return cp.Client.Create(ctx, legacy.DeepCopy()) == nil, nil // until the stripped CRD is in force
+	}))
+	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), legacy) })
+	restore()
+	// The real rules are back: the same object would be refused now.
+	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		again := legacy.DeepCopy()
+		again.Name = "legacy-again"
+		err := cp.Client.Create(ctx, again)
+		if err == nil {
+			_ = cp.Client.Delete(ctx, again)
+		}
+		return err != nil && strings.Contains(err.Error(), durationFormatMsg), nil
+	}))
+
+	e.node("fine", nil)
+	e.node("old", map[string]string{"pool": "legacy"})
+	e.start(nil)
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: framework.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	require.NoError(t, err)
+	require.NoError(t, (&windowctrl.Reconciler{Client: mgr.GetClient(), Clock: e.clock, Metrics: windowctrl.NewCollector(e.clock)}).SetupWithManager(mgr))
+	go func() { _ = mgr.Start(e.ctx) }()
+
+	e.label("fine", ptr.To("kernel-update"))
+	e.label("old", ptr.To("kernel-update"))
+	e.waitNM("fine", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
+	nm := e.waitNM("old", "WaitingForWindow", phaseIs(lullv1alpha1.PhaseWaitingForWindow))
+	require.False(t, e.nodeObj("old").Spec.Unschedulable, "an invalid window permits nothing")
+	require.Contains(t, nm.Status.Windows, "legacy")
+
+	got := waitWindow(t, "legacy", func(w *lullv1alpha1.MaintenanceWindow) bool {
+		return condStatus(w, windowctrl.ConditionReady) == metav1.ConditionFalse
+	})
+	ready := meta.FindStatusCondition(got.Status.Conditions, windowctrl.ConditionReady)
+	require.Equal(t, "InvalidSpec", ready.Reason)
+	for _, want := range []string{`spec.minTimeRemaining: Invalid value: "\"soon\""`, `"four hours" is not a Go duration`, "spec.maxUnavailable"} {
+		require.Contains(t, ready.Message, want)
+	}
+	// Nothing rewrote the stored values.
+	require.Equal(t, `"soon"`, got.Spec.MinTimeRemaining.Invalid)
+}
+
+// A request for a node that does not exist ends NodeNotFound, with a
+// condition and an event saying so, not Completed.
+func TestDrainerNodeNotFound(t *testing.T) {
+	e := newDrainEnv(t)
+	e.start(nil)
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "ghost"},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "ghost", Class: "kernel-update"}}
+	require.NoError(t, e.c.Create(e.ctx, nm))
+	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), nm) })
+	got := e.waitNM("ghost", "NodeNotFound without finalizer", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		return nm.Status.Phase == lullv1alpha1.PhaseNodeNotFound && len(nm.Finalizers) == 0
+	})
+	c := meta.FindStatusCondition(got.Status.Conditions, maintenance.ConditionCordoned)
+	require.Equal(t, "NodeNotFound", c.Reason)
+	require.Contains(t, c.Message, `node "ghost" does not exist`)
+	require.True(t, got.Status.Phase.Finished())
+	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := e.cs.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, ev := range evs.Items {
+			if ev.Regarding.Name == "ghost" && ev.Reason == "NodeNotFound" && ev.Type == "Warning" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}))
+}
