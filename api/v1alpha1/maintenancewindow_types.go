@@ -122,7 +122,12 @@ type Override struct {
 	Strategy OverrideStrategy `json:"strategy"`
 	// Until is when the override expires and the window's own strategy
 	// applies again.
+	// Written as RFC 3339 with upper-case T and Z (2026-11-25T18:00:00Z): the
+	// API server would accept lower case, which lull cannot read.
 	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	Until metav1.Time `json:"until"`
 	// Reason is shown in status and events, e.g. a ticket number.
 	// +kubebuilder:validation:MaxLength=256
@@ -256,9 +261,17 @@ type Exclusion struct {
 	// +optional
 	EndDate string `json:"endDate,omitempty"`
 	// Start and End are instants; the range is half-open [start, end).
+	// Written as RFC 3339 with upper-case T and Z (2026-11-25T18:00:00Z): the
+	// API server would accept lower case, which lull cannot read.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	Start *metav1.Time `json:"start,omitempty"`
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	End *metav1.Time `json:"end,omitempty"`
 	// Reason is shown in status, e.g. "year-end freeze".
 	// +kubebuilder:validation:MaxLength=256

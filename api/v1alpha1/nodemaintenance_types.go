@@ -97,7 +97,12 @@ type NodeMaintenanceSpec struct {
 
 	// Deadline is a hard time after which maintenance windows no longer
 	// gate this request.
+	// Written as RFC 3339 with upper-case T and Z (2026-11-25T18:00:00Z): the
+	// API server would accept lower case, which lull cannot read.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	Deadline *metav1.Time `json:"deadline,omitempty"`
 
 	// Complete marks the maintenance done: lull uncordons the node (if it
