@@ -21,7 +21,7 @@ var cluster *Cluster
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.Background())
-	c, err := UpCluster(5)
+	c, err := UpCluster(8) // the crash scenario uses 7 nodes at once
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(1)
