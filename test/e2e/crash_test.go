@@ -291,6 +291,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	iv := e.watchInvariants(append(append([]string(nil), nodes...), frozen, pauseNode, abortNode, spare)...)
 	iv.budget("e2e-crash", 1, nodes...)
 	iv.restrict(frozen) // never permitted
+	iv.restrict(spare)  // no request: nothing may leave it
 	windows := []*windowDrain{
 		e.newWindowDrain(iv, lullv1alpha1.WindowEndPause, pauseNode),
 		e.newWindowDrain(iv, lullv1alpha1.WindowEndAbort, abortNode),

@@ -68,6 +68,7 @@ func newFaultEnv(t *testing.T, name string) *faultEnv {
 	waitAppRunning(t.Context(), t, f.key, 4)
 	f.iv = e.watchInvariants(f.a, f.b, f.spare)
 	f.iv.budget("e2e-"+name, 1, f.a, f.b)
+	f.iv.restrict(f.spare) // no request: nothing may leave it
 	return f
 }
 
