@@ -338,11 +338,15 @@ func TestFaultLeaderPartitioned(t *testing.T) {
 	plog, _ := os.ReadFile(filepath.Join(cluster.Dir, "logs", proxied.name+".log"))
 	t.Logf("the proxied replica's log says %q %d times (controller-runtime ends the process when it loses leader election)",
 		"leader election lost", strings.Count(string(plog), "leader election lost"))
+	for _, a := range during {
+		t.Logf("  received while cut (sent before the cut, in flight): %s", a)
+	}
 	for _, a := range before[max(0, len(before)-5):] {
 		t.Logf("  last writes before the cut: %s", a)
 	}
 	require.Empty(t, after, "the cut-off replica wrote after reconnecting")
 	require.False(t, p.leading(), "the cut-off replica leads again")
+	require.True(t, proxied.alive(), "the cut-off replica does not stand by: its process is not running; %s", cluster.LogsHint())
 	summary("leader-partitioned", map[string]any{"outages": 1, "takeover": takeover, "cut": reconnectAt.Sub(cutAt),
 		"writes_before": len(before), "writes_cut": len(during), "writes_after": len(after), "proxied_restarts": restarts,
 		"violations": violations, "duration": time.Since(start)})
