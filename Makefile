@@ -81,7 +81,7 @@ bench:
 ## soak: crash-anywhere with 200 kills of the leading lull-drainer (LULL_CRASH_KILLS=N for
 ## another count, LULL_CRASH_SEED=S to replay a printed seed); about 25 minutes
 soak: binaries build
-	LULL_CRASH_KILLS=$${LULL_CRASH_KILLS:-200} go test ./test/e2e -run '^TestSystemCrashAnywhere$$' -v -timeout 90m
+	LULL_CRASH_KILLS=$${LULL_CRASH_KILLS:-200} go test ./test/e2e -count=1 -run '^TestSystemCrashAnywhere$$' -v -timeout 90m
 
 ## bench-drain: drain one kwok node of 110 pods with lull and with kubectl drain (same run)
 bench-drain: binaries build
