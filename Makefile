@@ -11,7 +11,7 @@ export CGO_ENABLED ?= 0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \
-        bench bench-scheduler bench-drain bench-plan run demo cluster-up cluster-down clean
+        bench bench-scheduler bench-drain bench-plan soak run demo cluster-up cluster-down clean
 .PHONY: release
 .PHONY: images
 
@@ -77,6 +77,11 @@ update-deps:
 ## bench: benchmarks with ratios against the baseline measured in the same run
 bench:
 	hack/bench.sh
+
+## soak: crash-anywhere with 200 kills of the leading lull-drainer (LULL_CRASH_KILLS=N for
+## another count, LULL_CRASH_SEED=S to replay a printed seed); about 25 minutes
+soak: binaries build
+	LULL_CRASH_KILLS=$${LULL_CRASH_KILLS:-200} go test ./test/e2e -count=1 -run '^TestSystemCrashAnywhere$$' -v -timeout 90m
 
 ## bench-drain: drain one kwok node of 110 pods with lull and with kubectl drain (same run)
 bench-drain: binaries build

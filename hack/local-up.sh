@@ -106,7 +106,9 @@ if [[ "$REAL_NODE" == 1 ]]; then
 else
   apiserver_address_flags=(--advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
 fi
+write_audit_policy "$DIR/audit-policy.yaml"
 start_proc kube-apiserver "$BIN/kube-apiserver" \
+  --audit-policy-file="$DIR/audit-policy.yaml" --audit-log-path="$LOGS/kube-apiserver-audit.log" \
   --etcd-servers="http://127.0.0.1:${ETCD_PORT}" \
   --bind-address="$API_ADDR" --secure-port="$API_PORT" \
   "${apiserver_address_flags[@]}" \

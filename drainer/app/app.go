@@ -107,6 +107,8 @@ func Run(args []string) int {
 		logger.Error(err, "Loading kubeconfig")
 		return 1
 	}
+	// Requests name the replica, so an API server audit log tells replicas apart.
+	cfg.UserAgent = fmt.Sprintf("lull-drainer/%s (%s)", version.Version, o.Maintenance.Identity)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  lullscheme.New(),
 		Metrics:                 MetricsServerOptions(o),

@@ -155,6 +155,23 @@ EXT
   write_kubeconfig "$DIR/kwok.kubeconfig" "$CERTS/kwok.crt" "$CERTS/kwok.key" kwok
 }
 
+# write_audit_policy FILE: the API server's audit policy. It records, at
+# Metadata level (who, what, when, user agent; no bodies), the writes of
+# lull's own users and nothing else, so it stays cheap: the fault tests read
+# it to prove which replica wrote what (test/e2e/faults_test.go).
+write_audit_policy() {
+  cat >"$1" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  users: ["system:serviceaccount:lull-system:lull-drainer", "system:serviceaccount:lull-system:lull-scheduler"]
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+POLICY
+}
+
 # kwok_stages prints kwok's shipped stages for fast node and pod life cycles.
 kwok_stages() {
   local dir

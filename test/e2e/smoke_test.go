@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ var cluster *Cluster
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.Background())
-	c, err := UpCluster(5)
+	c, err := UpCluster(8) // the crash scenario uses 7 nodes at once
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(1)
@@ -29,8 +30,18 @@ func TestMain(m *testing.M) {
 	cluster = c
 	code := m.Run()
 	if code != 0 {
-		// Keep the logs of a failed run visible before they are removed.
-		fmt.Fprintf(os.Stderr, "e2e: failed; %s (removed on exit)\n", c.LogsHint())
+		// Keep the logs of a failed run: a fault scenario's failure may
+		// not happen again on the next run.
+		kept, err := os.MkdirTemp("", "lull-e2e-failed-logs-")
+		if err == nil {
+			_ = os.Remove(kept)
+			err = os.Rename(filepath.Join(c.Dir, "logs"), kept)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: failed; %s (removed on exit: %v)\n", c.LogsHint(), err)
+		} else {
+			fmt.Fprintf(os.Stderr, "e2e: failed; component logs kept in %s\n", kept)
+		}
 	}
 	if err := c.Down(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)

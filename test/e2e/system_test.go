@@ -4,27 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -114,96 +105,6 @@ func (e *sysEnv) complete(node string) {
 	e.waitNM(node, "Completed", time.Minute, inPhase(lullv1alpha1.PhaseCompleted))
 }
 
-// podDeletions watches the pods bound to nodes and records each eviction
-// (deletion) with the time it was seen.
-type podDeletions struct {
-	mu  sync.Mutex
-	got map[string][]string // node -> pods
-}
-
-func (e *sysEnv) watchDeletions(nodes ...string) *podDeletions {
-	e.t.Helper()
-	w, err := cluster.Clientset.CoreV1().Pods(metav1.NamespaceAll).Watch(e.t.Context(), metav1.ListOptions{})
-	require.NoError(e.t, err)
-	e.t.Cleanup(w.Stop)
-	d := &podDeletions{got: map[string][]string{}}
-	watched := map[string]bool{}
-	for _, n := range nodes {
-		watched[n] = true
-	}
-	seen := map[string]bool{}
-	go func() {
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || !watched[p.Spec.NodeName] || seen[string(p.UID)] || (ev.Type != watch.Deleted && p.DeletionTimestamp == nil) {
-				continue
-			}
-			seen[string(p.UID)] = true
-			d.mu.Lock()
-			d.got[p.Spec.NodeName] = append(d.got[p.Spec.NodeName], p.Namespace+"/"+p.Name)
-			d.mu.Unlock()
-		}
-	}()
-	return d
-}
-
-func (d *podDeletions) on(node string) []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]string(nil), d.got[node]...)
-}
-
-// budgetWatcher records the most NodeMaintenances of the given nodes ever
-// seen disrupting at once.
-type budgetWatcher struct {
-	mu     sync.Mutex
-	phases map[string]lullv1alpha1.MaintenancePhase
-	max    int
-}
-
-func (e *sysEnv) watchBudget(nodes ...string) *budgetWatcher {
-	e.t.Helper()
-	w, err := e.c.Watch(e.t.Context(), &lullv1alpha1.NodeMaintenanceList{})
-	require.NoError(e.t, err)
-	e.t.Cleanup(w.Stop)
-	b := &budgetWatcher{phases: map[string]lullv1alpha1.MaintenancePhase{}}
-	mine := map[string]bool{}
-	for _, n := range nodes {
-		mine[n] = true
-	}
-	go func() {
-		for ev := range w.ResultChan() {
-			nm, ok := ev.Object.(*lullv1alpha1.NodeMaintenance)
-			if !ok || !mine[nm.Name] {
-				continue
-			}
-			b.mu.Lock()
-			if ev.Type == watch.Deleted {
-				delete(b.phases, nm.Name)
-			} else {
-				b.phases[nm.Name] = nm.Status.Phase
-			}
-			n := 0
-			for _, p := range b.phases {
-				if p.Disrupting() {
-					n++
-				}
-			}
-			if n > b.max {
-				b.max = n
-			}
-			b.mu.Unlock()
-		}
-	}()
-	return b
-}
-
-func (b *budgetWatcher) maxSeen() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.max
-}
-
 // A closed window: the request waits, says until when, and nothing is
 // evicted; an emergency override opens the window and the drain proceeds.
 func TestSystemClosedWindowThenOverride(t *testing.T) {
@@ -220,7 +121,8 @@ func TestSystemClosedWindowThenOverride(t *testing.T) {
 				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}},
 		},
 	})
-	deleted := e.watchDeletions(node)
+	iv := e.watchInvariants(node)
+	iv.restrict(node) // permitted only from the override on
 	predicted := planOf(t, "kernel-update", node)
 	require.Equal(t, plan.StartWindow, predicted.Start)
 	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
@@ -235,7 +137,7 @@ func TestSystemClosedWindowThenOverride(t *testing.T) {
 
 	var w lullv1alpha1.MaintenanceWindow
 	require.NoError(t, e.c.Get(t.Context(), client.ObjectKey{Name: "e2e-closed"}, &w))
-	require.Empty(t, deleted.on(node), "evicted outside the window")
+	iv.permit(node, time.Now())
 	w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverridePermissive,
 		Until: metav1.Time{Time: time.Now().Add(time.Hour)}, Reason: "emergency: CVE fix"}
 	require.NoError(t, e.c.Update(t.Context(), &w))
@@ -243,6 +145,7 @@ func TestSystemClosedWindowThenOverride(t *testing.T) {
 	e.waitNM(node, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 	t.Logf("override -> Drained in %v", time.Since(opened).Round(time.Millisecond))
 	e.complete(node)
+	iv.check()
 }
 
 // Two actors: a third-party tool holds the lease; lull waits, naming it,
@@ -327,7 +230,8 @@ func TestSystemBudgetOneAtATime(t *testing.T) {
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		},
 	})
-	b := e.watchBudget(nodes...)
+	iv := e.watchInvariants(nodes...)
+	iv.budget("e2e-budget", 1, nodes...)
 	for _, n := range nodes {
 		e.patchNode(n, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
 	}
@@ -346,7 +250,8 @@ func TestSystemBudgetOneAtATime(t *testing.T) {
 		t.Logf("drained %s; completing it", drained)
 		e.complete(drained)
 	}
-	require.Equal(t, 1, b.maxSeen(), "more than maxUnavailable nodes disrupted at once")
+	iv.check()
+	require.Equal(t, 1, iv.maxDisrupting("e2e-budget"), "one node at a time, and at least one")
 }
 
 // drainerProc is one lull-drainer replica of the local cluster.
@@ -359,15 +264,6 @@ func drainerProcs() []drainerProc {
 	return []drainerProc{{"lull-drainer", cluster.DrainerMetricsPort}, {"lull-drainer-2", cluster.DrainerMetricsPort + 2}}
 }
 
-func (p drainerProc) pid() int {
-	b, err := os.ReadFile(filepath.Join(cluster.Dir, "pids", p.name+".pid"))
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return n
-}
-
 // leading reports whether the replica's metrics say it leads.
 func (p drainerProc) leading() bool {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p.metrics))
@@ -377,191 +273,6 @@ func (p drainerProc) leading() bool {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return strings.Contains(string(body), `leader_election_master_status{name="lull-drainer"} 1`)
-}
-
-// restart starts the replica again with the command line it had.
-func (p drainerProc) restart(t *testing.T, args []string) {
-	t.Helper()
-	logf, err := os.OpenFile(filepath.Join(cluster.Dir, "logs", p.name+".log"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	require.NoError(t, err)
-	defer logf.Close()
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(cluster.Dir, "lull-drainer.kubeconfig"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	require.NoError(t, cmd.Start())
-	go func() { _ = cmd.Wait() }()
-	require.NoError(t, os.WriteFile(filepath.Join(cluster.Dir, "pids", p.name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644))
-}
-
-func cmdline(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return nil
-	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-}
-
-// Crash anywhere: the leading lull-drainer is killed with SIGKILL at random
-// moments, at least 20 times, during maintenance of three nodes with a
-// budget of one and PDB-guarded pods; the other replica takes over each
-// time and the killed one is restarted. Watchers record every request and
-// pod event; afterwards every invariant must hold and every request must
-// have reached Drained.
-func TestSystemCrashAnywhere(t *testing.T) {
-	e := newSysEnv(t)
-	ctx := t.Context()
-	cs := cluster.Clientset
-	nodes := e.pickNodes("e2e-crash", 3)
-	frozen := e.pickNodes("e2e-frozen", 1)[0]
-	e.window(&lullv1alpha1.MaintenanceWindow{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-crash"},
-		Spec: lullv1alpha1.MaintenanceWindowSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-crash"}},
-			Strategy:       lullv1alpha1.StrategyPermissive,
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-		},
-	})
-	e.window(&lullv1alpha1.MaintenanceWindow{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-frozen"},
-		Spec: lullv1alpha1.MaintenanceWindowSpec{
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-frozen"}},
-			Strategy:     lullv1alpha1.StrategyRestrictive,
-		},
-	})
-	// Guarded pods spread over the nodes, so drains are paced by the PDB.
-	cluster.GuardedApp(t, "crash", 9, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, nil)
-	waitAppRunning(ctx, t, "crash", 9)
-
-	budget := e.watchBudget(nodes...)
-	deleted := e.watchDeletions(frozen)
-	// PDB watcher: healthy pods must never drop below what the budget allows.
-	pw, err := cs.PolicyV1().PodDisruptionBudgets("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=crash"})
-	require.NoError(t, err)
-	defer pw.Stop()
-	var pdbMu sync.Mutex
-	pdbViolations := 0
-	go func() {
-		for ev := range pw.ResultChan() {
-			if p, ok := ev.Object.(*policyv1.PodDisruptionBudget); ok && p.Status.ObservedGeneration == p.Generation &&
-				p.Status.ExpectedPods > 0 && p.Status.CurrentHealthy < p.Status.DesiredHealthy {
-				pdbMu.Lock()
-				pdbViolations++
-				pdbMu.Unlock()
-			}
-		}
-	}()
-
-	args := map[string][]string{}
-	for _, p := range drainerProcs() {
-		args[p.name] = cmdline(p.pid())
-		require.NotEmpty(t, args[p.name], "command line of %s", p.name)
-	}
-	e.patchNode(frozen, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
-	round := 0
-	label := func() {
-		round++
-		for _, n := range nodes {
-			e.patchNode(n, fmt.Sprintf(`{"metadata":{"labels":{"lull.dev/maintenance":"round-%d"}}}`, round))
-		}
-	}
-	label()
-
-	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	kills, takeovers := 0, 0
-	var resume []time.Duration
-	completed := map[string]int{}
-	deadline := time.Now().Add(8 * time.Minute)
-	for kills < 20 || len(completed) < len(nodes) {
-		require.True(t, time.Now().Before(deadline), "crash test did not finish: %d kills, completed %v; %s", kills, completed, cluster.LogsHint())
-		// Operator: complete whatever is drained; start a new round when all are done.
-		for _, n := range nodes {
-			var nm lullv1alpha1.NodeMaintenance
-			if e.c.Get(ctx, client.ObjectKey{Name: n}, &nm) == nil && nm.Status.Phase == lullv1alpha1.PhaseDrained {
-				e.patchNode(n, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
-				completed[n]++
-			}
-		}
-		if kills < 20 && allCompleted(e, nodes) {
-			label()
-		}
-		time.Sleep(time.Duration(100+rng.Intn(900)) * time.Millisecond) // a random moment
-		var leader *drainerProc
-		for _, p := range drainerProcs() {
-			if p.leading() {
-				leader = &p
-				break
-			}
-		}
-		if leader == nil || kills >= 20 {
-			continue
-		}
-		pid := leader.pid()
-		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-		killedAt := time.Now()
-		kills++
-		leader.restart(t, args[leader.name])
-		// Time until a replica leads again.
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			for _, p := range drainerProcs() {
-				if p.leading() {
-					if p.name != leader.name {
-						takeovers++
-					}
-					return true, nil
-				}
-			}
-			return false, nil
-		}), "no replica leads after kill %d", kills)
-		resume = append(resume, time.Since(killedAt).Round(100*time.Millisecond))
-	}
-	// Let the last round finish: complete whatever is drained until every
-	// request has finished (the budget lets them through one at a time).
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		done := true
-		for _, n := range nodes {
-			var nm lullv1alpha1.NodeMaintenance
-			if err := e.c.Get(ctx, client.ObjectKey{Name: n}, &nm); err != nil {
-				return false, nil
-			}
-			switch {
-			case nm.Status.Phase == lullv1alpha1.PhaseDrained:
-				e.patchNode(n, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
-				completed[n]++
-				done = false
-			case !nm.Status.Phase.Finished():
-				done = false
-			}
-		}
-		return done, nil
-	}), "the last round did not finish; %s", cluster.LogsHint())
-	sort.Slice(resume, func(i, j int) bool { return resume[i] < resume[j] })
-	fmt.Printf("crash-anywhere: %d kills, %d takeovers by the other replica, %d rounds; time to a leader again: min %v, median %v, max %v\n",
-		kills, takeovers, round, resume[0], resume[len(resume)/2], resume[len(resume)-1])
-	t.Logf("kills %d, takeovers %d, rounds %d, completions %v, resume times %v", kills, takeovers, round, completed, resume)
-
-	// Invariants.
-	require.Equal(t, 1, budget.maxSeen(), "budget exceeded")
-	require.Empty(t, deleted.on(frozen), "evictions on a node whose window never opened")
-	var nm lullv1alpha1.NodeMaintenance
-	require.NoError(t, e.c.Get(ctx, client.ObjectKey{Name: frozen}, &nm))
-	require.Equal(t, lullv1alpha1.PhaseWaitingForWindow, nm.Status.Phase)
-	pdbMu.Lock()
-	require.Zero(t, pdbViolations, "PodDisruptionBudget violated")
-	pdbMu.Unlock()
-	// No node lull handled is left cordoned without an active request.
-	for _, name := range append(append([]string(nil), nodes...), frozen) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		require.NoError(t, err)
-		if !n.Spec.Unschedulable {
-			continue
-		}
-		var owner lullv1alpha1.NodeMaintenance
-		require.NoError(t, e.c.Get(ctx, client.ObjectKey{Name: name}, &owner), "node %s cordoned without a request", name)
-		require.False(t, owner.Status.Phase.Finished(), "node %s cordoned by a finished request", name)
-	}
-	e.patchNode(frozen, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
-	e.waitNM(frozen, "Completed", time.Minute, inPhase(lullv1alpha1.PhaseCompleted))
 }
 
 func allCompleted(e *sysEnv, nodes []string) bool {
@@ -579,25 +290,17 @@ func allCompleted(e *sysEnv, nodes []string) bool {
 func TestSystemLeaderFailover(t *testing.T) {
 	e := newSysEnv(t)
 	node := e.pickNodes("e2e-failover", 1)[0]
-	var leader *drainerProc
-	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		for _, p := range drainerProcs() {
-			if p.leading() {
-				leader = &p
-				return true, nil
-			}
-		}
-		return false, nil
-	}))
-	args := cmdline(leader.pid())
-	require.NotEmpty(t, args)
+	name, err := leader(t.Context(), time.Minute)
+	require.NoError(t, err)
+	p, err := snapshotProc(name)
+	require.NoError(t, err)
 	// A finished request of an earlier scenario may still exist for the
 	// node: only a new one counts.
 	var old lullv1alpha1.NodeMaintenance
 	_ = e.c.Get(t.Context(), client.ObjectKey{Name: node}, &old)
-	require.NoError(t, syscall.Kill(leader.pid(), syscall.SIGKILL))
+	require.NoError(t, p.kill(t.Context()))
 	killed := time.Now()
-	t.Cleanup(func() { leader.restart(t, args) })
+	t.Cleanup(func() { _ = p.start() })
 	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
 	e.waitNM(node, "acted on", time.Minute, func(nm *lullv1alpha1.NodeMaintenance) bool {
 		return nm.UID != old.UID && nm.Status.Phase != ""

@@ -1,0 +1,379 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/lease"
+	lullscheme "lull.dev/lull/pkg/scheme"
+)
+
+// windowCloseSlack is how late after a window's close an eviction may still
+// land: the drainer checks the window before each eviction round, and an
+// eviction already sent in a round that began while the window was open
+// completes. Pod condition times have a resolution of one second, which
+// the check accounts for separately.
+const windowCloseSlack = 2 * time.Second
+
+// invariants watches, beside a scenario, what the promises of
+// docs/design.md forbid, for the nodes the scenario names:
+//
+//   - no pod leaves a node outside the windows that permit it (by default a
+//     node is always permitted; restrict narrows it to permit intervals),
+//   - never more NodeMaintenances of a window's nodes disrupting at once than
+//     its maxUnavailable,
+//   - no PodDisruptionBudget's healthy pods below its desired count,
+//
+// and, when check is called after every request finished, that no node is
+// left cordoned without an unfinished request and no node lease is held.
+//
+// It reads through informers, which list again after a dropped watch, so an
+// API server restart or an etcd outage does not end the watching silently.
+type invariants struct {
+	t     *testing.T
+	nodes []string
+	mine  map[string]bool
+
+	mu         sync.Mutex
+	restricted map[string][]interval // node -> when pods may leave it
+	budgets    []*budgetGroup
+	phases     map[string]lullv1alpha1.MaintenancePhase
+	removals   []removal
+	seenPods   map[string]bool
+	pdbLow     []string
+	pdbUp      map[string]bool // PodDisruptionBudget UID -> seen healthy
+}
+
+type interval struct{ from, to time.Time } // to zero: still open
+
+type budgetGroup struct {
+	name    string
+	max     int
+	nodes   map[string]bool
+	maxSeen int
+}
+
+// removal is a pod leaving a watched node: evicted (the eviction API's
+// DisruptionTarget condition) or deleted.
+type removal struct {
+	node, pod string
+	evicted   bool
+	// at is when it was asked to leave, to the second the API server
+	// records (DisruptionTarget's or the deletion's time).
+	at time.Time
+}
+
+// watchInvariants starts the watchers for nodes until the end of the test.
+func (e *sysEnv) watchInvariants(nodes ...string) *invariants {
+	t := e.t
+	t.Helper()
+	iv := &invariants{t: t, nodes: nodes, mine: map[string]bool{}, restricted: map[string][]interval{},
+		phases: map[string]lullv1alpha1.MaintenancePhase{}, seenPods: map[string]bool{}, pdbUp: map[string]bool{}}
+	for _, n := range nodes {
+		iv.mine[n] = true
+	}
+	c, err := cache.New(cluster.Config, cache.Options{Scheme: lullscheme.New()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	handlers := map[client.Object]toolscache.ResourceEventHandler{
+		&corev1.Pod{}: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { iv.pod(o, false) },
+			UpdateFunc: func(_, o any) { iv.pod(o, false) },
+			DeleteFunc: func(o any) { iv.pod(o, true) },
+		},
+		&policyv1.PodDisruptionBudget{}: toolscache.ResourceEventHandlerFuncs{
+			AddFunc: iv.pdb, UpdateFunc: func(_, o any) { iv.pdb(o) },
+		},
+		&lullv1alpha1.NodeMaintenance{}: toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { iv.nm(o, false) }, UpdateFunc: func(_, o any) { iv.nm(o, false) },
+			DeleteFunc: func(o any) { iv.nm(o, true) },
+		},
+	}
+	for obj, h := range handlers {
+		inf, err := c.GetInformer(ctx, obj)
+		require.NoError(t, err)
+		_, err = inf.AddEventHandler(h)
+		require.NoError(t, err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	syncCtx, done := context.WithTimeout(ctx, time.Minute)
+	defer done()
+	require.True(t, c.WaitForCacheSync(syncCtx), "invariant watchers did not sync")
+	return iv
+}
+
+// restrict says pods may leave node only inside intervals given by permit.
+func (iv *invariants) restrict(node string) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	if _, ok := iv.restricted[node]; !ok {
+		iv.restricted[node] = nil
+	}
+}
+
+// permit opens a permitted interval for a restricted node from now on, and
+// closes marks its end; the scenario calls them when it opens or closes a
+// window (closes may name a future instant).
+func (iv *invariants) permit(node string, from time.Time) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	iv.restricted[node] = append(iv.restricted[node], interval{from: from})
+}
+
+func (iv *invariants) closes(node string, at time.Time) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	ivs := iv.restricted[node]
+	if len(ivs) > 0 && ivs[len(ivs)-1].to.IsZero() {
+		ivs[len(ivs)-1].to = at
+	}
+}
+
+// budget watches that at most max of nodes (a window's) disrupt at once.
+func (iv *invariants) budget(window string, max int, nodes ...string) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	g := &budgetGroup{name: window, max: max, nodes: map[string]bool{}}
+	for _, n := range nodes {
+		g.nodes[n] = true
+	}
+	iv.budgets = append(iv.budgets, g)
+}
+
+func (iv *invariants) pod(o any, deleted bool) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	p, ok := o.(*corev1.Pod)
+	if !ok || !iv.mine[p.Spec.NodeName] {
+		return
+	}
+	r := removal{node: p.Spec.NodeName, pod: p.Namespace + "/" + p.Name}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			r.evicted, r.at = true, c.LastTransitionTime.Time
+		}
+	}
+	switch {
+	case r.at.IsZero() && p.DeletionTimestamp != nil:
+		// deletionTimestamp is the deletion's time plus its grace period.
+		r.at = p.DeletionTimestamp.Add(-time.Duration(ptrOr(p.DeletionGracePeriodSeconds)) * time.Second)
+	case r.at.IsZero() && deleted:
+		r.at = time.Now() // deleted while the watch was down: when it was seen
+	case r.at.IsZero():
+		return // still there
+	}
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	if iv.seenPods[string(p.UID)] {
+		return
+	}
+	iv.seenPods[string(p.UID)] = true
+	iv.removals = append(iv.removals, r)
+}
+
+func ptrOr(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func (iv *invariants) pdb(o any) {
+	p, ok := o.(*policyv1.PodDisruptionBudget)
+	if !ok || p.Status.ObservedGeneration != p.Generation || p.Status.ExpectedPods == 0 {
+		return
+	}
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	// A budget counts from the first time its pods were all up: a new
+	// app's pods become Ready one by one.
+	if p.Status.CurrentHealthy >= p.Status.DesiredHealthy {
+		iv.pdbUp[string(p.UID)] = true
+		return
+	}
+	if !iv.pdbUp[string(p.UID)] {
+		return
+	}
+	iv.pdbLow = append(iv.pdbLow, fmt.Sprintf("%s/%s healthy %d < desired %d at %s", p.Namespace, p.Name,
+		p.Status.CurrentHealthy, p.Status.DesiredHealthy, time.Now().UTC().Format(time.RFC3339)))
+}
+
+func (iv *invariants) nm(o any, deleted bool) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	nm, ok := o.(*lullv1alpha1.NodeMaintenance)
+	if !ok || !iv.mine[nm.Spec.NodeName] {
+		return
+	}
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	if deleted {
+		delete(iv.phases, nm.Spec.NodeName)
+	} else {
+		iv.phases[nm.Spec.NodeName] = nm.Status.Phase
+	}
+	for _, g := range iv.budgets {
+		n := 0
+		for node, p := range iv.phases {
+			if g.nodes[node] && p.Disrupting() {
+				n++
+			}
+		}
+		g.maxSeen = max(g.maxSeen, n)
+	}
+}
+
+// evictions returns how many pods were evicted from node.
+func (iv *invariants) evictions(node string) int {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	n := 0
+	for _, r := range iv.removals {
+		if r.node == node && r.evicted {
+			n++
+		}
+	}
+	return n
+}
+
+// maxDisrupting returns the most nodes of a budget group seen disrupting at once.
+func (iv *invariants) maxDisrupting(window string) int {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	for _, g := range iv.budgets {
+		if g.name == window {
+			return g.maxSeen
+		}
+	}
+	return 0
+}
+
+// violations lists what the watchers saw that a promise forbids.
+func (iv *invariants) violations() []string {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	var out []string
+	for _, r := range iv.removals {
+		ivs, restricted := iv.restricted[r.node]
+		if !restricted || permittedAt(ivs, r.at) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("pod %s left %s at %s (evicted %v) outside its permitted windows %v",
+			r.pod, r.node, r.at.UTC().Format(time.RFC3339), r.evicted, ivs))
+	}
+	for _, g := range iv.budgets {
+		if g.maxSeen > g.max {
+			out = append(out, fmt.Sprintf("window %s: %d nodes disrupting at once, maxUnavailable %d", g.name, g.maxSeen, g.max))
+		}
+	}
+	for _, p := range iv.pdbLow {
+		out = append(out, "PodDisruptionBudget "+p)
+	}
+	return out
+}
+
+// permittedAt reports whether a removal recorded at `at` (to the second,
+// rounded down) may have happened inside one of ivs.
+func permittedAt(ivs []interval, at time.Time) bool {
+	for _, i := range ivs {
+		if at.Add(time.Second).After(i.from) && (i.to.IsZero() || !at.After(i.to.Add(windowCloseSlack))) {
+			return true
+		}
+	}
+	return false
+}
+
+// check fails the test on any violation so far and, once every request of
+// the watched nodes has finished, on a node left cordoned without an
+// unfinished request or a node lease still held. It returns the violation
+// count for the scenario's summary (always 0 when it returns).
+func (iv *invariants) check() int {
+	t := iv.t
+	t.Helper()
+	ctx := context.Background()
+	v := iv.violations()
+	// Requests finish, leases and cordons follow within a reconcile.
+	var last []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = iv.leftBehind(ctx)
+		return len(last) == 0, nil
+	})
+	if err != nil {
+		v = append(v, last...)
+	}
+	require.Empty(t, v, "invariant violations; %s", cluster.LogsHint())
+	return len(v)
+}
+
+func (iv *invariants) leftBehind(ctx context.Context) []string {
+	var out []string
+	c, err := client.New(cluster.Config, client.Options{Scheme: lullscheme.New()})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	for _, name := range iv.nodes {
+		var nm lullv1alpha1.NodeMaintenance
+		err := c.Get(ctx, client.ObjectKey{Name: name}, &nm)
+		active := err == nil && !nm.Status.Phase.Finished()
+		if active {
+			out = append(out, fmt.Sprintf("request for %s did not finish: phase %s (%s)", name, nm.Status.Phase, nm.Status.WaitingFor))
+			continue
+		}
+		var n corev1.Node
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+			out = append(out, err.Error())
+			continue
+		}
+		if n.Spec.Unschedulable {
+			out = append(out, fmt.Sprintf("node %s left cordoned without an unfinished request", name))
+		}
+		var l coordinationv1.Lease
+		err = c.Get(ctx, client.ObjectKey{Namespace: lease.DefaultNamespace, Name: "node-" + name}, &l)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			out = append(out, err.Error())
+		case l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "":
+			out = append(out, fmt.Sprintf("lease of %s still held by %q", name, *l.Spec.HolderIdentity))
+		}
+	}
+	return out
+}
+
+// summary is the one-line, stable result of a fault scenario, printed for
+// docs/performance.md ("Reliability").
+func summary(scenario string, fields map[string]any) {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := []string{"reliability: scenario=" + scenario}
+	for _, k := range keys {
+		v := fields[k]
+		if d, ok := v.(time.Duration); ok {
+			v = d.Round(100 * time.Millisecond)
+		}
+		parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+	}
+	fmt.Println(strings.Join(parts, " "))
+}
