@@ -69,7 +69,11 @@ func (s *step) drain() (reconcile.Result, error) {
 	}
 	s.noteWindows()
 	if s.fc != nil && !s.fc.WindowOpen {
-		switch windowEnd(s.windows()) {
+		ws, err := s.windows()
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		switch windowEnd(ws) {
 		case lullv1alpha1.WindowEndAbort:
 			return s.abort(lullv1alpha1.PhaseWaitingForWindow, "the window closed during the drain (windowEnd: Abort); uncordoned what lull cordoned and released the lease")
 		case lullv1alpha1.WindowEndPause:

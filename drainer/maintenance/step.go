@@ -50,22 +50,31 @@ func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenan
 }
 
 // windows returns the MaintenanceWindows governing the node (nil: none
-// selects it, the default applies).
-func (s *step) windows() []*lullv1alpha1.MaintenanceWindow {
+// selects it, the default applies). A window deleted since the forecast
+// saw it no longer governs; any other read error fails the step (closed),
+// since skipping a window would skip its budget and minTimeRemaining.
+func (s *step) windows() ([]*lullv1alpha1.MaintenanceWindow, error) {
 	if s.wsLoaded {
-		return s.ws
+		return s.ws, nil
 	}
-	s.wsLoaded = true
 	if s.fc == nil || s.fc.Windows == nil {
-		return nil
+		s.wsLoaded = true
+		return nil, nil
 	}
+	var ws []*lullv1alpha1.MaintenanceWindow
 	for _, name := range s.fc.Windows.Names {
 		var mw lullv1alpha1.MaintenanceWindow
-		if err := s.r.Client.Get(s.ctx, types.NamespacedName{Name: name}, &mw); err == nil {
-			s.ws = append(s.ws, &mw)
+		err := s.r.Client.Get(s.ctx, types.NamespacedName{Name: name}, &mw)
+		if apierrors.IsNotFound(err) {
+			continue
 		}
+		if err != nil {
+			return nil, fmt.Errorf("reading MaintenanceWindow %s governing node %s: %w", name, s.node.Name, err)
+		}
+		ws = append(ws, &mw)
 	}
-	return s.ws
+	s.ws, s.wsLoaded = ws, true
+	return ws, nil
 }
 
 // gate decides whether the request may start: window, then budget, then
@@ -83,15 +92,19 @@ func (s *step) gate() (reconcile.Result, error) {
 			return s.noDisruption()
 		}
 	}
+	ws, err := s.windows()
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	s.noteWindows()
-	if res, waiting := s.waitForWindow(); waiting {
+	if res, waiting := s.waitForWindow(ws); waiting {
 		// A lease we still hold from before a restart is not needed yet.
 		s.releaseIfHeld()
 		return s.save(lullv1alpha1.PhaseWaitingForWindow, res)
 	}
 	// The budget slot is taken (not only checked) here, in one write the
 	// API server serialises with every other replica's: see budget.Ledger.
-	if b, err := s.r.Budget.Reserve(s.ctx, s.r.Client, s.nm, budget.Request{Node: s.node.Name, Windows: s.windows(),
+	if b, err := s.r.Budget.Reserve(s.ctx, s.r.Client, s.nm, budget.Request{Node: s.node.Name, Windows: ws,
 		DefaultMaxUnavailable: s.r.Options.DefaultMaxUnavailable}); err != nil {
 		return reconcile.Result{}, err
 	} else if !b.Free {
@@ -168,8 +181,8 @@ func (s *step) noteWindows() {
 
 // waitForWindow reports whether the windows (or minTimeRemaining) keep
 // the request from starting now, and when to look again.
-func (s *step) waitForWindow() (reconcile.Result, bool) {
-	v := CheckWindow(s.fc, s.windows(), s.now)
+func (s *step) waitForWindow(ws []*lullv1alpha1.MaintenanceWindow) (reconcile.Result, bool) {
+	v := CheckWindow(s.fc, ws, s.now)
 	if s.fc == nil {
 		return reconcile.Result{RequeueAfter: time.Second}, true
 	}
