@@ -412,20 +412,7 @@ func TestDrainerBudgetOneAtATime(t *testing.T) {
 	}), "one started and two waiting for the budget, as previewed")
 	done := map[string]bool{}
 	for len(done) < len(nodes) {
-		var drained string
-		require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			for _, n := range nodes {
-				nm := &lullv1alpha1.NodeMaintenance{}
-				if done[n] || e.c.Get(ctx, client.ObjectKey{Name: n}, nm) != nil {
-					continue
-				}
-				if nm.Status.Phase == lullv1alpha1.PhaseDrained {
-					drained = n
-					return true, nil
-				}
-			}
-			return false, nil
-		}))
+		drained := e.waitDrainedAmong(nodes, done)
 		for _, n := range nodes {
 			nm := &lullv1alpha1.NodeMaintenance{}
 			if !done[n] && n != drained && e.c.Get(e.ctx, client.ObjectKey{Name: n}, nm) == nil && nm.Status.Phase == lullv1alpha1.PhaseWaitingForBudget {
