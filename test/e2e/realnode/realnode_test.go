@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -268,12 +269,25 @@ func TestInstalledAsPods(t *testing.T) {
 	running := tasks(t)
 	var podNames []string
 	for _, name := range []string{"lull-scheduler", "lull-drainer"} {
-		d, err := cs.AppsV1().Deployments("lull-system").Get(ctx, name, metav1.GetOptions{})
-		require.NoError(t, err)
-		require.Equal(t, *d.Spec.Replicas, d.Status.AvailableReplicas, "%s available replicas", name)
+		// Every replica available; a replica may be briefly unready on a
+		// loaded machine (a restart after a missed leader-election renewal),
+		// so wait a little, and say why if one restarted.
+		var d *appsv1.Deployment
+		poll(t, name+" all replicas available", 2*time.Minute, func(ctx context.Context) (bool, string) {
+			var err error
+			if d, err = cs.AppsV1().Deployments("lull-system").Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return false, err.Error()
+			}
+			return d.Status.AvailableReplicas == *d.Spec.Replicas, fmt.Sprintf("%d of %d available", d.Status.AvailableReplicas, *d.Spec.Replicas)
+		})
 		require.Equal(t, "lull.dev/"+name+":"+version, d.Spec.Template.Spec.Containers[0].Image)
 		pods, err := cs.CoreV1().Pods("lull-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + name})
 		require.NoError(t, err)
+		for _, p := range pods.Items {
+			if st := p.Status.ContainerStatuses; len(st) > 0 && st[0].RestartCount > 0 {
+				t.Logf("%s restarted %d time(s); last termination: %+v", p.Name, st[0].RestartCount, st[0].LastTerminationState.Terminated)
+			}
+		}
 		require.Len(t, pods.Items, int(*d.Spec.Replicas))
 		for _, p := range pods.Items {
 			require.Equal(t, realNode, p.Spec.NodeName, "%s runs on the real node", p.Name)
