@@ -378,8 +378,18 @@ func (s *step) replicaHolds(holder string) (reconcile.Result, bool, error) {
 
 // releaseIfHeld gives up a lease and a budget slot lull holds for a
 // request that is not (or no longer) disrupting the node.
+//
+// As the elected leader it also releases a lease another replica took for
+// the request and did not release (killed between acquiring the lease and
+// recording the start): that replica is gone or deposed, and nobody else
+// would. Without leader election another replica's lease may be in use,
+// and stays.
 func (s *step) releaseIfHeld() {
-	if err := s.r.Leases.Release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
+	release := s.r.Leases.Release
+	if s.r.Leases.TakesOverReplicas() {
+		release = s.r.Leases.ReleaseForTool
+	}
+	if err := release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
 		s.logger.V(2).Info("Released a lease not needed while waiting")
 		s.status.LeaseHolder = ""
 	}

@@ -175,6 +175,10 @@ func New(cs kubernetes.Interface, opts Options) *Client {
 	return c
 }
 
+// TakesOverReplicas reports whether the client was made with
+// TakeOverReplicas: its caller is the only replica of its tool acting.
+func (c *Client) TakesOverReplicas() bool { return c.takeOver }
+
 // Namespace returns the namespace the client's leases live in.
 func (c *Client) Namespace() string { return c.namespace }
 

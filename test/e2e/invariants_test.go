@@ -318,7 +318,9 @@ func (iv *invariants) check() int {
 		return len(last) == 0, nil
 	})
 	if err != nil {
-		v = append(v, last...)
+		// The last look ran with the expired context: look once more
+		// with a live one, so the report says what was left behind.
+		v = append(v, iv.leftBehind(context.Background())...)
 	}
 	require.Empty(t, v, "invariant violations; %s", cluster.LogsHint())
 	return len(v)

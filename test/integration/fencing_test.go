@@ -20,6 +20,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
+	"lull.dev/lull/pkg/lease"
 )
 
 // Two drainer replicas with leader election off, both acting on the same
@@ -124,4 +125,30 @@ func (e *drainEnv) maxCordoned() func() int {
 		defer mu.Unlock()
 		return maxSeen
 	}
+}
+
+// A replica killed between taking a node's lease and recording the start
+// leaves the lease behind under its own identity. The leader that carries
+// the request on, finding it must wait for its window, releases that
+// lease too; nobody else would.
+func TestLeaderReleasesDeadReplicasLease(t *testing.T) {
+	e := newDrainEnv(t)
+	e.window("noon", func(w *lullv1alpha1.MaintenanceWindow) {
+		w.Spec.Strategy = lullv1alpha1.StrategySchedule
+		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
+		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
+			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
+	})
+	e.node("n1", map[string]string{"pool": "a"})
+	_, err := lease.New(e.cs, lease.Options{Clock: e.clock}).Acquire(e.ctx, "n1", "lull-drainer/killed-replica", "drain", "", time.Minute)
+	require.NoError(t, err)
+	e.start(func(o *app.Options) {
+		o.LeaderElect = true // the manager here has none; the drainer acts as the elected leader
+		o.Maintenance.Identity = "lull-drainer/leader"
+	})
+	e.label("n1", ptr.To("kernel-update"))
+	e.waitNM("n1", "WaitingForWindow", phaseIs(lullv1alpha1.PhaseWaitingForWindow))
+	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return e.leaseHolder("n1") == "", nil
+	}), "the dead replica's lease is still held by %q", e.leaseHolder("n1"))
 }
