@@ -116,17 +116,16 @@ func (s *step) gate() (reconcile.Result, error) {
 	}
 	s.cond(ConditionBudget, true, "BudgetAvailable", "the window's disruption budget has room")
 
-	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.Class)
-	info, err := s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
-	if held, ok := lease.IsHeld(err); ok && lease.SameFamily(held.Holder, s.r.Options.Identity) {
-		// Another replica of the drainer holds it and is carrying this
-		// request out (replicas without leader election, or a deposed
-		// leader not yet stopped): leave the request, its slot and its
-		// status to that replica; look again once its lease could expire.
-		s.logger.V(2).Info("Another drainer replica holds the lease", "holder", held.Holder)
-		return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, nil
-	}
+	info, err := s.acquire()
 	if held, ok := lease.IsHeld(err); ok {
+		if lease.SameFamily(held.Holder, s.r.Options.Identity) {
+			// Another replica of the drainer holds it and is carrying this
+			// request out (replicas without leader election, or a deposed
+			// leader not yet stopped): leave the request, its slot and its
+			// status to that replica; look again once its lease could expire.
+			s.logger.V(2).Info("Another drainer replica holds the lease", "holder", held.Holder)
+			return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, nil
+		}
 		// Waiting for another actor must not keep a budget slot others
 		// could use; the gate takes it again when the lease is free.
 		s.releaseBudget()
@@ -361,35 +360,32 @@ func (s *step) renew() (reconcile.Result, bool, error) {
 // back only where Acquire allows (we lead, or its lease expired by
 // observation); otherwise stand down without writing anything.
 func (s *step) replicaHolds(holder string) (reconcile.Result, bool, error) {
-	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.Class)
-	_, err := s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
+	_, err := s.acquire()
 	if err == nil {
 		s.logger.Info("Took the lease back from another drainer replica", "holder", holder)
 		s.r.memo.renewed(s.node.Name, s.now)
 		return reconcile.Result{}, false, nil
 	}
 	s.r.memo.forget(s.node.Name)
-	if _, held := lease.IsHeld(err); held {
-		s.logger.Info("Another drainer replica holds the lease; standing down", "holder", holder)
-		return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, true, nil
+	if _, held := lease.IsHeld(err); !held {
+		return reconcile.Result{}, true, fmt.Errorf("taking back the lease of node %s from %s: %w", s.node.Name, holder, err)
 	}
-	return reconcile.Result{}, true, fmt.Errorf("taking back the lease of node %s from %s: %w", s.node.Name, holder, err)
+	s.logger.Info("Another drainer replica holds the lease; standing down", "holder", holder)
+	return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, true, nil
+}
+
+// acquire takes (or renews) the node's lease for this request.
+func (s *step) acquire() (*lease.Info, error) {
+	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.Class)
+	return s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
 }
 
 // releaseIfHeld gives up a lease and a budget slot lull holds for a
-// request that is not (or no longer) disrupting the node.
-//
-// As the elected leader it also releases a lease another replica took for
-// the request and did not release (killed between acquiring the lease and
-// recording the start): that replica is gone or deposed, and nobody else
-// would. Without leader election another replica's lease may be in use,
-// and stays.
+// request that is not (or no longer) disrupting the node. As the elected
+// leader that includes a lease another replica took for the
+// request and left behind (lease.Options.TakeOverReplicas).
 func (s *step) releaseIfHeld() {
-	release := s.r.Leases.Release
-	if s.r.Leases.TakesOverReplicas() {
-		release = s.r.Leases.ReleaseForTool
-	}
-	if err := release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
+	if err := s.r.Leases.Release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
 		s.logger.V(2).Info("Released a lease not needed while waiting")
 		s.status.LeaseHolder = ""
 	}

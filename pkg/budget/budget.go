@@ -121,12 +121,9 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []s
 			}
 		}
 		if max == 0 {
-			// A freeze: say so, rather than "in use by" nobody.
-			msg, frozen := Frozen([]*lullv1alpha1.MaintenanceWindow{w})
-			if !frozen {
-				msg = fmt.Sprintf("window %s allows no node to be disrupted (maxUnavailable %s of %d node(s))", w.Name, w.Spec.MaxUnavailable.String(), len(selected.Items))
-			}
-			return Result{InUse: inUse, Message: msg}, nil
+			// Only 0 and 0% resolve to no node: a freeze. Say so,
+			// rather than "in use by" nobody.
+			return Result{InUse: inUse, Message: frozenMessage(w)}, nil
 		}
 		if len(inUse) >= max {
 			return Result{InUse: inUse, Message: fmt.Sprintf("window %s allows %d node(s) disrupted at once; in use by %s", w.Name, max, strings.Join(inUse, ", "))}, nil
@@ -176,18 +173,27 @@ func MaxUnavailable(w *lullv1alpha1.MaintenanceWindow, nodes int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("maxUnavailable %s: %w", v.String(), err)
 	}
-	if n < 1 && v.Type == intstr.String && v.StrVal != "0%" {
+	if n < 1 && v.Type == intstr.String && !frozen(v) {
 		n = 1
 	}
 	return n, nil
+}
+
+// frozen reports whether a maxUnavailable is a freeze: 0 or 0%.
+func frozen(v intstr.IntOrString) bool {
+	return (v.Type == intstr.Int && v.IntVal == 0) || (v.Type == intstr.String && v.StrVal == "0%")
+}
+
+func frozenMessage(w *lullv1alpha1.MaintenanceWindow) string {
+	return fmt.Sprintf("window %s is frozen: maxUnavailable %s allows no node to be disrupted", w.Name, w.Spec.MaxUnavailable.String())
 }
 
 // Frozen reports the first of windows whose maxUnavailable is 0 or 0%, a
 // freeze of its nodes, and says so in a message for statuses.
 func Frozen(windows []*lullv1alpha1.MaintenanceWindow) (string, bool) {
 	for _, w := range windows {
-		if v := w.Spec.MaxUnavailable; v != nil && ((v.Type == intstr.Int && v.IntVal == 0) || (v.Type == intstr.String && v.StrVal == "0%")) {
-			return fmt.Sprintf("window %s is frozen: maxUnavailable %s allows no node to be disrupted", w.Name, v.String()), true
+		if v := w.Spec.MaxUnavailable; v != nil && frozen(*v) {
+			return frozenMessage(w), true
 		}
 	}
 	return "", false

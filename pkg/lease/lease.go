@@ -132,9 +132,9 @@ type Options struct {
 	Namespace string
 	// Clock measures expiry by observation (a real clock if nil).
 	Clock clock.PassiveClock
-	// TakeOverReplicas makes Acquire take a lease held by another replica
-	// of the caller's tool (SameFamily) at once, without waiting for it to
-	// expire. Set it only when the replicas elect a leader, so that the
+	// TakeOverReplicas makes Acquire take, and Release release, a lease
+	// held by another replica of the caller's tool (SameFamily) at once,
+	// without waiting for it to expire. Set it only when the replicas elect a leader, so that the
 	// caller acting means the holder was deposed; the deposed replica's
 	// next renewal fails with ErrNotHolder and it stops.
 	TakeOverReplicas bool
@@ -174,10 +174,6 @@ func New(cs kubernetes.Interface, opts Options) *Client {
 	}
 	return c
 }
-
-// TakesOverReplicas reports whether the client was made with
-// TakeOverReplicas: its caller is the only replica of its tool acting.
-func (c *Client) TakesOverReplicas() bool { return c.takeOver }
 
 // Namespace returns the namespace the client's leases live in.
 func (c *Client) Namespace() string { return c.namespace }
@@ -296,9 +292,12 @@ func (c *Client) Renew(ctx context.Context, node, holder string) (*Info, error) 
 // Release deletes holder's lease on node, with the lease's UID and
 // resourceVersion as preconditions so a lease taken over by someone else in
 // the meantime is never deleted. Releasing a lease that does not exist
-// succeeds.
+// succeeds. With TakeOverReplicas, what Acquire would take it also
+// releases: a lease another replica of holder's tool holds (one killed
+// between acquiring it and using it leaves it behind, and only the leader
+// is left to release it).
 func (c *Client) Release(ctx context.Context, node, holder string) error {
-	return c.release(ctx, node, holder, func(h string) bool { return h == holder })
+	return c.release(ctx, node, holder, func(h string) bool { return h == holder || (c.takeOver && SameFamily(h, holder)) })
 }
 
 // ReleaseForTool is Release for a request that has ended for every replica

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -244,24 +245,48 @@ func (e *drainEnv) maxDisrupting() func() int {
 	require.NoError(e.t, err)
 	w, err := wc.Watch(e.ctx, &lullv1alpha1.NodeMaintenanceList{})
 	require.NoError(e.t, err)
+	return e.maxAtOnce(w, func(o runtime.Object) (string, bool, bool) {
+		nm, ok := o.(*lullv1alpha1.NodeMaintenance)
+		if !ok {
+			return "", false, false
+		}
+		return nm.Name, nm.Status.Phase.Disrupting(), true
+	})
+}
+
+// maxCordoned starts a watcher of nodes and returns a function giving the
+// most nodes ever seen cordoned at once.
+func (e *drainEnv) maxCordoned() func() int {
+	e.t.Helper()
+	w, err := e.cs.CoreV1().Nodes().Watch(e.ctx, metav1.ListOptions{})
+	require.NoError(e.t, err)
+	return e.maxAtOnce(w, func(o runtime.Object) (string, bool, bool) {
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			return "", false, false
+		}
+		return n.Name, n.Spec.Unschedulable, true
+	})
+}
+
+// maxAtOnce follows w and returns a function giving the most objects ever
+// seen at once for which state says on (state's last result: whether the
+// event is one of the watched objects at all).
+func (e *drainEnv) maxAtOnce(w watch.Interface, state func(runtime.Object) (name string, on, ok bool)) func() int {
 	e.t.Cleanup(w.Stop)
 	var mu sync.Mutex
-	maxSeen, phases := 0, map[string]lullv1alpha1.MaintenancePhase{}
+	maxSeen, seen := 0, map[string]bool{}
 	go func() {
 		for ev := range w.ResultChan() {
-			nm, ok := ev.Object.(*lullv1alpha1.NodeMaintenance)
+			name, on, ok := state(ev.Object)
 			if !ok {
 				continue
 			}
 			mu.Lock()
-			if ev.Type == watch.Deleted {
-				delete(phases, nm.Name)
-			} else {
-				phases[nm.Name] = nm.Status.Phase
-			}
+			seen[name] = on && ev.Type != watch.Deleted
 			n := 0
-			for _, p := range phases {
-				if p.Disrupting() {
+			for _, v := range seen {
+				if v {
 					n++
 				}
 			}

@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,40 +88,6 @@ func (e *drainEnv) waitDrainedAmong(nodes []string, done map[string]bool) string
 		return false, nil
 	}), "no request reached Drained")
 	return drained
-}
-
-// maxCordoned starts a watcher of nodes and returns a function giving the
-// most nodes ever seen cordoned at once.
-func (e *drainEnv) maxCordoned() func() int {
-	e.t.Helper()
-	w, err := e.cs.CoreV1().Nodes().Watch(e.ctx, metav1.ListOptions{})
-	require.NoError(e.t, err)
-	e.t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	maxSeen, cordoned := 0, map[string]bool{}
-	go func() {
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			cordoned[n.Name] = ev.Type != watch.Deleted && n.Spec.Unschedulable
-			c := 0
-			for _, v := range cordoned {
-				if v {
-					c++
-				}
-			}
-			maxSeen = max(maxSeen, c)
-			mu.Unlock()
-		}
-	}()
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return maxSeen
-	}
 }
 
 // A replica killed between taking a node's lease and recording the start
