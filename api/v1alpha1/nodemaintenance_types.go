@@ -16,6 +16,12 @@ const (
 	// Go duration ("45m"), so lull-scheduler can place it on a node it will
 	// finish on before the node's next disruption.
 	ExpectedRuntimeAnnotation = "lull.dev/expected-runtime"
+	// RequestedByAnnotation on a NodeMaintenance says who made it:
+	// RequestedByLabel (the drainer, for a labelled node; removing the
+	// label completes it) or RequestedByCLI (`kubectl lull request`).
+	RequestedByAnnotation = "lull.dev/requested-by"
+	RequestedByLabel      = "label"
+	RequestedByCLI        = "kubectl-lull"
 
 	// ClassPattern is the form of a maintenance class (spec.class, and so
 	// the label's value), at most MaxClassLength characters; the CRDs'

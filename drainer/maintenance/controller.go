@@ -44,10 +44,6 @@ const (
 	// Finalizer keeps a NodeMaintenance until lull has undone its cordon
 	// and released the lease.
 	Finalizer = "lull.dev/maintenance"
-	// AnnotationRequestedBy marks a request made by labelling the node;
-	// removing the label completes it.
-	AnnotationRequestedBy = "lull.dev/requested-by"
-	requestedByLabel      = "label"
 	// DefaultIdentityFamily is the drainer's lease holder family; replicas
 	// hold leases as DefaultIdentityFamily/<replica>.
 	DefaultIdentityFamily = "lull-drainer"
@@ -313,7 +309,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 			controllerutil.RemoveFinalizer(nm, Finalizer)
 			return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, nm))
 		}
-		if labelled && nm.Annotations[AnnotationRequestedBy] == requestedByLabel {
+		if labelled && nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedByLabel {
 			// The node was labelled again: a new request replaces the
 			// record of the old one.
 			logger.V(2).Info("Label set again; replacing the completed request")
@@ -330,14 +326,14 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !nodeExists {
 		return r.nodeGone(ctx, nm)
 	}
-	if nm.Annotations[AnnotationRequestedBy] == requestedByLabel && !labelled && !nm.Spec.Complete {
+	if nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedByLabel && !labelled && !nm.Spec.Complete {
 		logger.V(2).Info("Maintenance label removed; completing the request")
 		nm.Spec.Complete = true
 		if err := r.Client.Update(ctx, nm); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	if nm.Annotations[AnnotationRequestedBy] == requestedByLabel && labelled && labelClass != nm.Spec.Class &&
+	if nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedByLabel && labelled && labelClass != nm.Spec.Class &&
 		nm.Status.StartedAt == nil && !nm.Spec.Complete {
 		// The label now names another class and nothing has started: the
 		// request follows the label (and its policy decision with it).
@@ -386,7 +382,7 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node, cla
 	nm := &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        node.Name,
-			Annotations: map[string]string{AnnotationRequestedBy: requestedByLabel},
+			Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByLabel},
 			Finalizers:  []string{Finalizer},
 		},
 		Spec: lullv1alpha1.NodeMaintenanceSpec{

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/scheme"
@@ -29,9 +28,6 @@ import (
 // ExitNeedsForce: `request` found a node leased by another actor or
 // already under maintenance, and --force was not given. Nothing changed.
 const ExitNeedsForce = 4
-
-// RequestedByCLI marks requests made with `kubectl lull request`.
-const RequestedByCLI = "kubectl-lull"
 
 // drainerFlags are the drainer settings a preview must share with the
 // drainer to predict what it does.
@@ -292,7 +288,7 @@ func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster,
 		}
 	}
 	nm := &lullv1alpha1.NodeMaintenance{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Node, Annotations: map[string]string{maintenance.AnnotationRequestedBy: RequestedByCLI}},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Node, Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByCLI}},
 		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: n.Node, Class: req.Class, Reason: reason, Deadline: deadline},
 	}
 	if err := c.Create(ctx, nm); err != nil {

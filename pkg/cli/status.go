@@ -15,9 +15,9 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/window"
-	"lull.dev/lull/plugins/nodedisruption"
 )
 
 // NodeStatus is one node's maintenance state, as `status` shows it.
@@ -193,13 +193,13 @@ func explain(cl *plan.Cluster, pod *corev1.Pod, filterOutside bool) *Why {
 			w.Scheduler = c.Message
 		}
 	}
-	if nodedisruption.Tolerates(pod, lullv1alpha1.DisruptionTolerationKey) {
+	if forecast.Tolerates(pod, lullv1alpha1.DisruptionTolerationKey) {
 		w.Tolerates = true
 		return w
 	}
 	for i := range cl.Nodes {
 		n := &cl.Nodes[i]
-		if reason, blocked := nodedisruption.Blocks(cl.Forecast.Compute(n.Name, n.Labels), filterOutside); blocked {
+		if reason, blocked := forecast.Blocks(cl.Forecast.Compute(n.Name, n.Labels), filterOutside); blocked {
 			w.Rejected = append(w.Rejected, Rejection{Node: n.Name, Reason: reason})
 		}
 	}

@@ -176,22 +176,7 @@ func (pl *NodeDisruption) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod
 
 // blocks decides whether a forecast keeps pods off the node.
 func (pl *NodeDisruption) blocks(n *forecast.Node) (string, bool) {
-	return Blocks(n, pl.args.FilterRequestedOutsideWindow)
-}
-
-// Blocks is Filter's decision for a node's forecast: the reason, and
-// whether pods are kept off the node. `kubectl lull why` explains
-// rejections with it.
-func Blocks(n *forecast.Node, filterRequestedOutsideWindow bool) (string, bool) {
-	switch {
-	case n == nil:
-		return "", false
-	case n.Certain || n.WindowOpen:
-		return n.Reason, true
-	case n.Maintenance != nil && filterRequestedOutsideWindow:
-		return n.Reason, true
-	}
-	return "", false
+	return forecast.Blocks(n, pl.args.FilterRequestedOutsideWindow)
 }
 
 // PostFilter runs only for a pod no node fits. It records the nodes this
@@ -299,17 +284,8 @@ func (pl *NodeDisruption) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFra
 
 // tolerates reports whether the pod tolerates disruption: a toleration for
 // the configured key, or one that tolerates every taint.
-func (pl *NodeDisruption) tolerates(pod *v1.Pod) bool { return Tolerates(pod, pl.args.TolerationKey) }
-
-// Tolerates reports whether the pod tolerates disruption: a toleration for
-// key, or one that tolerates every taint.
-func Tolerates(pod *v1.Pod, key string) bool {
-	for _, t := range pod.Spec.Tolerations {
-		if t.Key == key || (t.Key == "" && t.Operator == v1.TolerationOpExists) {
-			return true
-		}
-	}
-	return false
+func (pl *NodeDisruption) tolerates(pod *v1.Pod) bool {
+	return forecast.Tolerates(pod, pl.args.TolerationKey)
 }
 
 // expectedRuntime is the pod's known runtime: activeDeadlineSeconds, or the
