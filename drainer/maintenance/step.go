@@ -25,6 +25,7 @@ import (
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/pkg/window"
 )
 
 // step is one reconcile of an active request: the request, its node, the
@@ -173,15 +174,15 @@ func (s *step) noteWindows() {
 		return
 	}
 	s.status.Windows = s.fc.Windows.Names
-	if s.fc.Windows.HasNext {
-		s.status.NextWindowStart = &metav1.Time{Time: s.fc.Windows.Next.Start.UTC().Truncate(time.Second)}
+	if s.fc.Windows.HasStart {
+		s.status.NextWindowStart = &metav1.Time{Time: s.fc.Windows.Start.Start.UTC().Truncate(time.Second)}
 	}
 }
 
 // waitForWindow reports whether the windows (or minTimeRemaining) keep
 // the request from starting now, and when to look again.
 func (s *step) waitForWindow(ws []*lullv1alpha1.MaintenanceWindow) (reconcile.Result, bool) {
-	v := CheckWindow(s.fc, ws, s.now)
+	v := CheckWindow(s.fc, s.now)
 	if s.fc == nil {
 		return reconcile.Result{RequeueAfter: time.Second}, true
 	}
@@ -206,44 +207,47 @@ type WindowVerdict struct {
 	Opens time.Time
 }
 
-// CheckWindow is the window gate: the node's forecast (windows, deadline)
-// and the governing windows' minTimeRemaining. The drainer gates with it
-// and the preview predicts with it.
-func CheckWindow(fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, now time.Time) WindowVerdict {
-	if fc == nil {
+// CheckWindow is the window gate: the node's forecast decides whether
+// its windows (with their minTimeRemaining) or its deadline let the
+// request start now, and otherwise when. The drainer gates with it and
+// the preview predicts with it.
+func CheckWindow(fc *forecast.Node, now time.Time) WindowVerdict {
+	switch {
+	case fc == nil:
 		return WindowVerdict{Wait: true, Reason: "Unknown", Message: "the node's forecast is not known yet", RetryAfter: time.Second}
-	}
-	if !fc.WindowOpen {
-		v := WindowVerdict{Wait: true, Reason: "WindowClosed", Message: "no window opens within the search horizon"}
-		if fc.Windows != nil {
-			v.Message = fc.Windows.Message
-			if fc.Windows.HasNext {
-				v.Message = fmt.Sprintf("window(s) %s closed; next opens at %s", strings.Join(fc.Windows.Names, ","), fc.Windows.Next.Start.UTC().Format(time.RFC3339))
-				v.RetryAfter = fc.Windows.Next.Start.Sub(now)
-				v.Opens = fc.Windows.Next.Start
-			}
-		}
-		if fc.Maintenance != nil && !fc.Maintenance.Deadline.IsZero() {
-			v.Message += fmt.Sprintf(" (deadline %s)", fc.Maintenance.Deadline.UTC().Format(time.RFC3339))
-			if v.Opens.IsZero() || fc.Maintenance.Deadline.Before(v.Opens) {
-				v.Opens = fc.Maintenance.Deadline
-			}
-		}
-		return v
-	}
-	if !fc.PastDeadline && fc.Windows != nil && fc.Windows.Permitted {
-		left := fc.Windows.Until.Sub(now)
-		for _, mw := range ws {
-			if min := mw.Spec.MinTimeRemaining; min != nil && left < min.Duration {
-				return WindowVerdict{Wait: true, Reason: "TooLittleTimeLeft", RetryAfter: left + time.Second,
-					Message: fmt.Sprintf("only %s left in window %s; minTimeRemaining is %s", left.Round(time.Second), mw.Name, min.Duration)}
-			}
-		}
-	}
-	if fc.PastDeadline {
+	case fc.PastDeadline:
 		return WindowVerdict{Reason: "DeadlinePassed", Message: "the request's deadline has passed; windows no longer gate it", Opens: now}
+	case fc.WindowOpen:
+		return WindowVerdict{Reason: "WindowOpen", Message: "the node's windows permit changes to start", Opens: now}
 	}
-	return WindowVerdict{Reason: "WindowOpen", Message: "the node's windows permit changes to start", Opens: now}
+	v := WindowVerdict{Wait: true, Reason: "WindowClosed", Message: "no window opens within the search horizon"}
+	if w := fc.Windows; w != nil {
+		v.Message = w.Message
+		if w.TooLittleLeft {
+			v.Reason = "TooLittleTimeLeft"
+			v.Message = fmt.Sprintf("only %s left in window %s; minTimeRemaining is %s", w.Left.Round(time.Second), w.MinTimeRemainingWindow, w.MinTimeRemaining)
+		}
+		if w.HasStart {
+			if w.TooLittleLeft {
+				v.Message += "; next opens at " + w.Start.Start.UTC().Format(time.RFC3339)
+			} else {
+				v.Message = fmt.Sprintf("window(s) %s closed; next opens at %s", strings.Join(w.Names, ","), w.Start.Start.UTC().Format(time.RFC3339))
+			}
+			v.Opens = w.Start.Start
+		}
+		// The forecast changes by itself at the next transition (the
+		// window closing or opening).
+		if w.Until.Before(window.Forever) {
+			v.RetryAfter = w.Until.Sub(now)
+		}
+	}
+	if fc.Maintenance != nil && !fc.Maintenance.Deadline.IsZero() {
+		v.Message += fmt.Sprintf(" (deadline %s)", fc.Maintenance.Deadline.UTC().Format(time.RFC3339))
+		if v.Opens.IsZero() || fc.Maintenance.Deadline.Before(v.Opens) {
+			v.Opens = fc.Maintenance.Deadline
+		}
+	}
+	return v
 }
 
 // cordon marks the node unschedulable (unless it already is) and moves on

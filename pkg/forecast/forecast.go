@@ -14,6 +14,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
@@ -72,6 +73,9 @@ type compiledWindow struct {
 	name     string
 	selector labels.Selector
 	window   *window.Window
+	// minRemaining is spec.minTimeRemaining; an unreadable value makes
+	// the window invalid (restrictive), so it never needs to be read.
+	minRemaining time.Duration
 }
 
 type observedLease struct {
@@ -223,6 +227,9 @@ func (f *Forecast) DeleteMaintenance(nm *lullv1alpha1.NodeMaintenance) {
 // compiled as restrictive (fail closed).
 func (f *Forecast) SetWindow(mw *lullv1alpha1.MaintenanceWindow) {
 	cw := compiledWindow{name: mw.Name}
+	if m := mw.Spec.MinTimeRemaining; m != nil && m.Err() == nil {
+		cw.minRemaining = m.Duration
+	}
 	// No nodeSelector selects every node (as in the window's status).
 	sel, err := labels.Everything(), error(nil)
 	if mw.Spec.NodeSelector != nil {
@@ -254,6 +261,15 @@ func (f *Forecast) DeletePolicy(name string) {
 	delete(f.policies, name)
 	f.mergePoliciesLocked()
 	f.update(f.maintainedLocked())
+}
+
+// Decide is what the DisruptionPolicies the forecast holds decide for
+// class: the one merged set the forecast itself decides with.
+func (f *Forecast) Decide(class string) lullv1alpha1.Decision {
+	f.mu.Lock()
+	rules := f.rules
+	f.mu.Unlock()
+	return rules.Decide(class)
 }
 
 func (f *Forecast) mergePoliciesLocked() {
@@ -376,6 +392,11 @@ func differs(a, b *Node) bool {
 		(a.Maintenance == nil) != (b.Maintenance == nil) || (a.Lease == nil) != (b.Lease == nil) {
 		return true
 	}
+	// A policy change the drainer must decide again with: it reads the
+	// decision from the forecast, so it is woken once the forecast has it.
+	if a.Maintenance != nil && !equality.Semantic.DeepEqual(a.Maintenance.Decision, b.Maintenance.Decision) {
+		return true
+	}
 	// A node disrupted now, or whose window is open, is expected to be
 	// disrupted "now" at every computation; only a future time is news.
 	return !a.Certain && !a.WindowOpen && !a.Disruption.Equal(b.Disruption)
@@ -411,7 +432,7 @@ func (f *Forecast) windowsForLocked(lbls map[string]string) []NamedWindow {
 	set := labels.Set(lbls)
 	for _, cw := range f.windows {
 		if cw.selector.Matches(set) {
-			ws = append(ws, NamedWindow{Name: cw.name, Window: cw.window})
+			ws = append(ws, NamedWindow{Name: cw.name, Window: cw.window, MinTimeRemaining: cw.minRemaining})
 		}
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Name < ws[j].Name })

@@ -341,6 +341,12 @@ func TestPolicyNoneIsNoDisruption(t *testing.T) {
 
 	f.DeletePolicy("p")
 	require.NotNil(t, f.Snapshot().Get("n1"), "without policies every class drains")
+	// The rule that decides changed (p/keys to the default): news for the
+	// drainer, which records the decision, but nothing eased.
+	ch = rec.take()
+	require.Len(t, ch, 1)
+	require.Equal(t, lullv1alpha1.DefaultRuleName, ch[0].New.Maintenance.Decision.Rule)
+	require.False(t, ch[0].Eased())
 	f.SetPolicy(none)
 	require.Nil(t, f.Snapshot().Get("n1"))
 	require.True(t, rec.take()[0].Eased(), "a class becoming None eases the node")
@@ -351,4 +357,103 @@ func TestPolicyNoneIsNoDisruption(t *testing.T) {
 		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "ssh-keys"},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForLease, StartedAt: &metav1.Time{Time: t0}}})
 	require.NotNil(t, f.Snapshot().Get("n1").Maintenance)
+}
+
+// minTimeRemaining is decided here, once, for the scheduler, the drainer
+// and the preview: a request does not start with less than it left of the
+// permitted period, and is expected at the next period long enough.
+func TestComputeMinTimeRemaining(t *testing.T) {
+	daily := mustWindow(t, dailyWindow("daily")) // 12:00-14:00 UTC
+	always := mustWindow(t, &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "always"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}})
+	lbl := map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "kernel-update"}
+	started := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"},
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForLease, StartedAt: &metav1.Time{Time: t0}}}
+	pastDeadline := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update", Deadline: &metav1.Time{Time: t0}}}
+	at := func(h, m int) time.Time { return time.Date(2026, 11, 21, h, m, 0, 0, time.UTC) }
+	tomorrowNoon := at(12, 0).Add(24 * time.Hour)
+	for name, tc := range map[string]struct {
+		now        time.Time
+		nm         *lullv1alpha1.NodeMaintenance
+		windows    []NamedWindow
+		open       bool
+		disruption time.Time
+		reason     string
+		validUntil time.Time
+		left       time.Duration
+	}{
+		"enough left: open until the time left drops below the minimum": {now: at(12, 30),
+			windows: []NamedWindow{{Name: "daily", Window: daily, MinTimeRemaining: 30 * time.Minute}},
+			open:    true, disruption: at(12, 30), reason: "and its window is open", validUntil: at(13, 30).Add(time.Nanosecond), left: 90 * time.Minute},
+		"exactly the minimum left is enough": {now: at(13, 30),
+			windows: []NamedWindow{{Name: "daily", Window: daily, MinTimeRemaining: 30 * time.Minute}},
+			open:    true, disruption: at(13, 30), reason: "and its window is open", validUntil: at(13, 30).Add(time.Nanosecond), left: 30 * time.Minute},
+		"10m left, minTimeRemaining 30m: the next window": {now: at(13, 50),
+			windows: []NamedWindow{{Name: "daily", Window: daily, MinTimeRemaining: 30 * time.Minute}},
+			open:    false, disruption: tomorrowNoon, validUntil: at(14, 0), left: 10 * time.Minute,
+			reason: "but only 10m0s is left in window daily; minTimeRemaining is 30m0s; next opens at 2026-11-22T12:00:00Z"},
+		"the largest minimum of the windows decides, and is named": {now: at(13, 40),
+			windows: []NamedWindow{{Name: "always", Window: always, MinTimeRemaining: 10 * time.Minute},
+				{Name: "daily", Window: daily, MinTimeRemaining: 30 * time.Minute}},
+			open: false, disruption: tomorrowNoon, validUntil: at(14, 0), left: 20 * time.Minute,
+			reason: "only 20m0s is left in window daily; minTimeRemaining is 30m0s"},
+		"a period that never closes always has enough": {now: at(13, 50),
+			windows: []NamedWindow{{Name: "always", Window: always, MinTimeRemaining: 744 * time.Hour}},
+			open:    true, disruption: at(13, 50), reason: "and its window is open"},
+		"a started request continues": {now: at(13, 50), nm: started,
+			windows: []NamedWindow{{Name: "daily", Window: daily, MinTimeRemaining: 30 * time.Minute}},
+			open:    true, disruption: at(13, 50), reason: "and its window is open", validUntil: at(14, 0), left: 10 * time.Minute},
+		"a passed deadline ignores windows": {now: at(13, 50), nm: pastDeadline,
+			windows: []NamedWindow{{Name: "daily", Window: daily, MinTimeRemaining: 30 * time.Minute}},
+			open:    true, disruption: at(13, 50), reason: "its deadline has passed", validUntil: at(14, 0), left: 10 * time.Minute},
+		"closed: no period is as long as the minimum": {now: at(10, 0),
+			windows: []NamedWindow{{Name: "daily", Window: daily, MinTimeRemaining: 3 * time.Hour},
+				{Name: "always", Window: always}},
+			open: false, reason: "no window opens within the horizon", validUntil: at(12, 0)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := Input{Name: "n1", Labels: lbl, LabelKey: lullv1alpha1.MaintenanceLabel, NM: tc.nm, Windows: tc.windows}
+			n := Compute(tc.now, in)
+			require.Equal(t, tc.open, n.WindowOpen, "may start now")
+			require.Equal(t, tc.disruption, n.Disruption, "expected disruption")
+			require.Contains(t, n.Reason, tc.reason)
+			require.Equal(t, tc.validUntil, n.ValidUntil(), "valid until")
+			if tc.left != 0 {
+				require.Equal(t, tc.left, n.Windows.Left)
+			}
+			if !tc.open {
+				require.Equal(t, !tc.disruption.IsZero(), n.Windows.HasStart)
+				require.Equal(t, tc.disruption, n.Windows.Start.Start, "Windows.Start is when it is expected")
+			}
+		})
+	}
+}
+
+// The forecast's own timer turns an open window into "too little left" at
+// the moment the time left drops below minTimeRemaining, and that eases
+// the node for the scheduler.
+func TestMinTimeRemainingTransition(t *testing.T) {
+	f, clk, rec := newForecast(t, true)
+	w := dailyWindow("daily")
+	w.Spec.MinTimeRemaining = lullv1alpha1.NewDuration(30 * time.Minute)
+	f.SetWindow(w)
+	clk.Step(150 * time.Minute) // 12:30, inside the window
+	f.SetNode(node("n1", map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "kernel-update"}))
+	require.True(t, f.Snapshot().Get("n1").WindowOpen)
+	rec.take()
+
+	clk.Step(59 * time.Minute) // 13:29: 31m left
+	require.True(t, f.Snapshot().Get("n1").WindowOpen)
+	clk.Step(time.Minute) // 13:30: exactly the minimum left is enough
+	require.True(t, f.Snapshot().Get("n1").WindowOpen)
+	clk.Step(time.Second) // the timer fires at the first instant with less
+	waitFor(t, func() bool { return !f.Snapshot().Get("n1").WindowOpen })
+	n1 := f.Snapshot().Get("n1")
+	require.Equal(t, t0.Add(26*time.Hour), n1.Disruption, "expected at the next window")
+	require.Contains(t, n1.Reason, "only 29m59s is left")
+	ch := rec.take()
+	require.Len(t, ch, 1)
+	require.True(t, ch[0].Eased(), "the scheduler may place pods again")
 }

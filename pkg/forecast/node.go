@@ -34,6 +34,9 @@ type Maintenance struct {
 	// Started: lull has begun disrupting the node for this request (it
 	// may since have lost the lease while its cordon stays).
 	Started bool
+	// Decision is what the DisruptionPolicies decide for Class now (a
+	// started request keeps the decision its status records).
+	Decision lullv1alpha1.Decision
 }
 
 // Windows is the combined state of the MaintenanceWindows selecting a node.
@@ -49,6 +52,22 @@ type Windows struct {
 	// Next is the current permitted period when Permitted, else the next.
 	Next    window.Interval
 	HasNext bool
+	// MinTimeRemaining is the largest minTimeRemaining of the windows
+	// (set by window MinTimeRemainingWindow): a request does not start with
+	// less than this left of the permitted period.
+	MinTimeRemaining       time.Duration
+	MinTimeRemainingWindow string
+	// TooLittleLeft: the windows permit now, but less than
+	// MinTimeRemaining is left of the permitted period.
+	TooLittleLeft bool
+	// Left is the time left of the current permitted period (when
+	// Permitted; window.Forever-bounded periods count as never closing).
+	Left time.Duration
+	// Start is the first period a request may start in: Next, unless less
+	// than MinTimeRemaining is left of it, then the first later one that
+	// is long enough. HasStart is false when none lies within the horizon.
+	Start    window.Interval
+	HasStart bool
 }
 
 // Node is one node's disruption forecast. Values are immutable once
@@ -128,6 +147,8 @@ type Input struct {
 type NamedWindow struct {
 	Name   string
 	Window *window.Window
+	// MinTimeRemaining is the window's spec.minTimeRemaining (0: none).
+	MinTimeRemaining time.Duration
 }
 
 // Compute derives a node's forecast at now. It is a pure function: the
@@ -141,12 +162,25 @@ func Compute(now time.Time, in Input) *Node {
 		n.validUntil = l.Expires
 	}
 	n.Maintenance = maintenanceOf(in.NM, n.LabelClass, n.HasLabel)
-	if m := n.Maintenance; m != nil && !m.Started && !m.Phase.Disrupting() && in.Policies != nil &&
-		in.Policies.Decide(m.Class).Action == lullv1alpha1.ActionNone {
-		// The drainer completes such a request at once, touching nothing.
-		n.Maintenance = nil
+	if m := n.Maintenance; m != nil && in.Policies != nil {
+		m.Decision = in.Policies.Decide(m.Class)
+		if !m.Started && !m.Phase.Disrupting() && m.Decision.Action == lullv1alpha1.ActionNone {
+			// The drainer completes such a request at once, touching nothing.
+			n.Maintenance = nil
+		}
 	}
+	n.certainNow(now)
+	if n.Maintenance != nil {
+		// Windows are evaluated for a disrupting node too: the drainer
+		// needs them to act when a window closes mid-drain.
+		n.windowsNow(now, in)
+	}
+	return n
+}
 
+// certainNow marks a node that is being disrupted now: leased, or
+// cordoned, draining or drained by a maintenance.
+func (n *Node) certainNow(now time.Time) {
 	switch {
 	case n.Lease != nil:
 		n.Certain, n.Disruption = true, now
@@ -161,12 +195,13 @@ func Compute(now time.Time, in Input) *Node {
 		n.Certain, n.Disruption = true, now
 		n.Reason = fmt.Sprintf("node is under maintenance %s (class %s, phase %s)", n.Maintenance.Name, n.Maintenance.Class, n.Maintenance.Phase)
 	}
+}
+
+// windowsNow decides whether the requested maintenance may start (or
+// continue) now, and otherwise when it may: its windows, their
+// minTimeRemaining and its deadline.
+func (n *Node) windowsNow(now time.Time, in Input) {
 	m := n.Maintenance
-	if m == nil {
-		return n
-	}
-	// Windows are evaluated for a disrupting node too: the drainer needs
-	// them to act when a window closes mid-drain.
 	what := fmt.Sprintf("node awaits maintenance (class %s)", m.Class)
 	pastDeadline := !m.Deadline.IsZero() && !now.Before(m.Deadline)
 	if !m.Deadline.IsZero() && !pastDeadline {
@@ -179,35 +214,57 @@ func Compute(now time.Time, in Input) *Node {
 			n.Disruption = now
 			n.Reason = what + " and its MaintenanceWindows are not read yet"
 		}
-		return n
+		return
 	}
 	w := evaluate(in.Windows, in.NoWindowOK, now)
 	n.Windows = w
 	n.bound(w.Until)
-	n.WindowOpen = pastDeadline || w.Permitted
+	if w.Permitted && !w.TooLittleLeft && w.MinTimeRemaining > 0 && w.Left < window.Forever.Sub(now) {
+		// The first instant with less than the minimum left: requests
+		// wait from then on.
+		n.bound(now.Add(w.Left - w.MinTimeRemaining + time.Nanosecond))
+	}
+	// A started request continues whatever is left of the window.
+	n.WindowOpen = pastDeadline || (w.Permitted && (!w.TooLittleLeft || m.Started))
 	if n.Certain {
-		return n
+		return
 	}
 	switch {
 	case pastDeadline:
 		n.Disruption = now
 		n.Reason = what + " and its deadline has passed"
-	case w.Permitted:
+	case n.WindowOpen:
 		n.Disruption = now
 		n.Reason = what + " and its window is open"
 	default:
-		start, ok := w.Next.Start, w.HasNext
-		if !m.Deadline.IsZero() && (!ok || m.Deadline.Before(start)) {
-			start, ok = m.Deadline, true
-		}
-		if ok {
-			n.Disruption = start
-			n.Reason = what + " from " + start.UTC().Format(time.RFC3339)
-		} else {
-			n.Reason = what + " but no window opens within the horizon"
-		}
+		n.Reason = what + " " + n.startLater(w, m.Deadline)
 	}
-	return n
+}
+
+// startLater sets Disruption to when a request that may not start now
+// may: the next period long enough, or the deadline if that comes
+// first. It returns why, for Reason.
+func (n *Node) startLater(w *Windows, deadline time.Time) string {
+	start, ok := w.Start.Start, w.HasStart
+	if !deadline.IsZero() && (!ok || deadline.Before(start)) {
+		start, ok = deadline, true
+	}
+	var why string
+	if w.TooLittleLeft {
+		why = fmt.Sprintf("but only %s is left in window %s; minTimeRemaining is %s; ",
+			w.Left.Round(time.Second), w.MinTimeRemainingWindow, w.MinTimeRemaining)
+	}
+	if !ok {
+		if why == "" {
+			why = "but "
+		}
+		return why + "no window opens within the horizon"
+	}
+	n.Disruption = start
+	if why != "" {
+		return why + "next opens at " + start.UTC().Format(time.RFC3339)
+	}
+	return "from " + start.UTC().Format(time.RFC3339)
 }
 
 func (n *Node) bound(t time.Time) {
@@ -246,6 +303,7 @@ func evaluate(ws []NamedWindow, noWindowOK bool, now time.Time) *Windows {
 		if noWindowOK {
 			w.Message = "no MaintenanceWindow selects the node; the default permits"
 			w.Next, w.HasNext = window.Interval{Start: now, End: window.Forever}, true
+			w.Start, w.HasStart, w.Left = w.Next, true, window.Forever.Sub(now)
 		} else {
 			w.Message = "no MaintenanceWindow selects the node; the default forbids"
 		}
@@ -253,12 +311,61 @@ func evaluate(ws []NamedWindow, noWindowOK bool, now time.Time) *Windows {
 	}
 	compiled := make([]*window.Window, len(ws))
 	names := make([]string, len(ws))
+	w := &Windows{Names: names}
 	for i, nw := range ws {
 		compiled[i], names[i] = nw.Window, nw.Name
+		if nw.MinTimeRemaining > w.MinTimeRemaining {
+			w.MinTimeRemaining, w.MinTimeRemainingWindow = nw.MinTimeRemaining, nw.Name
+		}
 	}
 	r := window.EvaluateAll(compiled, now)
-	return &Windows{
-		Names: names, Permitted: r.Permitted, Reason: r.Reason, Message: r.Message(),
-		Until: r.Until, Next: r.Next, HasNext: r.HasNext,
+	w.Permitted, w.Reason, w.Message, w.Until, w.Next, w.HasNext = r.Permitted, r.Reason, r.Message(), r.Until, r.Next, r.HasNext
+	if !r.HasNext {
+		return w
 	}
+	w.Start, w.HasStart = startPeriod(compiled, r.Next, w.MinTimeRemaining, now)
+	if r.Permitted {
+		w.Left = run(compiled, r.Next, now.Add(w.MinTimeRemaining)).End.Sub(now)
+		w.TooLittleLeft = w.Left < w.MinTimeRemaining
+	}
+	return w
+}
+
+// maxPeriodSteps bounds the walks over permitted periods below.
+const maxPeriodSteps = 1000
+
+// run extends the permitted period iv over the periods that follow it
+// without a gap (so the time left is not cut at a boundary nothing
+// closes at), as far as need or its end.
+func run(ws []*window.Window, iv window.Interval, need time.Time) window.Interval {
+	for step := 0; step < maxPeriodSteps && iv.End.Before(need) && !iv.Unbounded(); step++ {
+		next, ok := window.NextAll(ws, iv.End)
+		if !ok || next.Start.After(iv.End) || !next.End.After(iv.End) {
+			break
+		}
+		iv.End = next.End
+	}
+	return iv
+}
+
+// startPeriod is the first permitted period, from next on, with at least
+// min left from when a request could start in it (now, or its start); a
+// period that never closes always has enough.
+func startPeriod(ws []*window.Window, next window.Interval, min time.Duration, now time.Time) (window.Interval, bool) {
+	iv := next
+	for step := 0; step < maxPeriodSteps; step++ {
+		from := iv.Start
+		if from.Before(now) {
+			from = now
+		}
+		iv = run(ws, iv, from.Add(min))
+		if iv.Unbounded() || iv.End.Sub(from) >= min {
+			return iv, true
+		}
+		var ok bool
+		if iv, ok = window.NextAll(ws, iv.End); !ok {
+			return window.Interval{}, false
+		}
+	}
+	return window.Interval{}, false
 }

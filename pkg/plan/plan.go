@@ -352,7 +352,7 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 			p.Start, p.StartAt = StartImmediately, ptr.To(now.UTC())
 			p.WaitingFor = policy.Describe(req.Class, decision) + ": completes at once, without lease, window or budget"
 		default:
-			v := maintenance.CheckWindow(fc, ws, now)
+			v := maintenance.CheckWindow(fc, now)
 			if v.Wait {
 				p.Start, p.WaitingFor = StartWindow, v.Message
 				if !v.Opens.IsZero() {
