@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,9 +22,9 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/gate"
 	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/policy"
-	"lull.dev/lull/pkg/window"
 )
 
 // step is one reconcile of an active request: the request, its node, the
@@ -78,76 +77,122 @@ func (s *step) windows() ([]*lullv1alpha1.MaintenanceWindow, error) {
 	return ws, nil
 }
 
-// gate decides whether the request may start: window, then budget, then
-// lease. Each wait says what it waits for.
+// gate asks pkg/gate whether the request may start (policy decision,
+// window, budget, lease, in that order) and acts on its verdict. The
+// budget slot and the lease are taken, not only checked, as the gates
+// pass.
 func (s *step) gate() (reconcile.Result, error) {
-	// Until the request starts, the policies decide again on every
-	// reconcile: a policy change affects requests not yet started.
-	if s.status.StartedAt == nil {
-		d, err := s.r.Decide(s.ctx, s.nm.Spec.Class)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		s.status.Decision = &d // announced by save once written
-		if d.Action == lullv1alpha1.ActionNone {
-			return s.noDisruption()
-		}
-	}
-	ws, err := s.windows()
+	var taken *lease.Info
+	v, err := gate.Check(s.ctx, gate.Request{Class: s.nm.Spec.Class, Started: s.status.StartedAt != nil,
+		Decision: s.recordedDecision(), Forecast: s.fc, Now: s.now}, gate.Checks{
+		Decide: s.r.Forecast.Decide,
+		Budget: s.reserveBudget,
+		Lease: func(context.Context) (*lease.HeldError, error) {
+			info, err := s.acquire()
+			if held, ok := lease.IsHeld(err); ok {
+				return held, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("acquiring the lease of node %s: %w", s.node.Name, err)
+			}
+			taken = info
+			return nil, nil
+		},
+	})
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if s.status.StartedAt == nil {
+		// Until the request starts, the policies decide again on every
+		// reconcile: a policy change affects requests not yet started.
+		s.status.Decision = &v.Decision // announced by save once written
+	}
+	if v.Gate == gate.Policy {
+		return s.noDisruption(v.Message)
 	}
 	s.noteWindows()
-	if res, waiting := s.waitForWindow(ws); waiting {
-		// A lease we still hold from before a restart is not needed yet.
-		s.releaseIfHeld()
-		return s.save(lullv1alpha1.PhaseWaitingForWindow, res)
+	if v.Gate == gate.Window {
+		return s.waitForWindow(v)
 	}
-	// The budget slot is taken (not only checked) here, in one write the
-	// API server serialises with every other replica's: see budget.Ledger.
-	if b, err := s.r.Budget.Reserve(s.ctx, s.r.Client, s.nm, budget.Request{Node: s.node.Name, Windows: ws,
-		DefaultMaxUnavailable: s.r.Options.DefaultMaxUnavailable}); err != nil {
-		return reconcile.Result{}, err
-	} else if !b.Free {
-		msg := b.Message
-		s.releaseIfHeld()
-		s.cond(ConditionBudget, false, "BudgetInUse", msg)
-		s.status.WaitingFor = msg
-		return s.save(lullv1alpha1.PhaseWaitingForBudget, reconcile.Result{RequeueAfter: 30 * time.Second})
+	s.cond(ConditionWindowPermits, true, v.Window.Reason, v.Window.Message)
+	if v.Gate == gate.Budget {
+		return s.waitForBudget(v)
 	}
 	s.cond(ConditionBudget, true, "BudgetAvailable", "the window's disruption budget has room")
+	if v.Gate == gate.Lease {
+		return s.waitForLease(v)
+	}
+	return s.start(taken)
+}
 
-	info, err := s.acquire()
-	if held, ok := lease.IsHeld(err); ok {
-		if lease.SameFamily(held.Holder, s.r.Options.Identity) {
-			// Another replica of the drainer holds it and is carrying this
-			// request out (replicas without leader election, or a deposed
-			// leader not yet stopped): leave the request, its slot and its
-			// status to that replica; look again once its lease could expire.
-			s.logger.V(2).Info("Another drainer replica holds the lease", "holder", held.Holder)
-			return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, nil
-		}
-		// Waiting for another actor must not keep a budget slot others
-		// could use; the gate takes it again when the lease is free.
-		s.releaseBudget()
-		msg := held.Error()
-		if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
-			s.event(corev1.EventTypeNormal, "WaitingForLease", msg)
-		}
-		s.status.LeaseHolder = held.Holder
-		s.status.WaitingFor = msg
-		s.cond(ConditionLeaseHeld, false, "HeldByOther", msg)
-		// The holder's renewals wake us through the lease watch; its
-		// expiry is judged by observation, so look again after one duration.
-		retry := held.Duration
-		if retry <= 0 || retry > time.Minute {
-			retry = time.Minute
-		}
-		return s.save(lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: retry})
+// recordedDecision is the decision a started request keeps; nil until it
+// starts (the policies decide again).
+func (s *step) recordedDecision() *lullv1alpha1.Decision {
+	if s.status.StartedAt == nil {
+		return nil
 	}
+	return s.status.Decision
+}
+
+// reserveBudget takes the request's budget slot (not only checks it), in
+// one write the API server serialises with every other replica's: see
+// budget.Ledger.
+func (s *step) reserveBudget(ctx context.Context) (budget.Result, error) {
+	ws, err := s.windows()
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("acquiring the lease of node %s: %w", s.node.Name, err)
+		return budget.Result{}, err
 	}
+	return s.r.Budget.Reserve(ctx, s.r.Client, s.nm, budget.Request{Node: s.node.Name, Windows: ws,
+		DefaultMaxUnavailable: s.r.Options.DefaultMaxUnavailable})
+}
+
+// waitForWindow keeps a request whose windows do not let it start
+// waiting, holding nothing: a lease still held from before a restart is
+// not needed yet.
+func (s *step) waitForWindow(v gate.Verdict) (reconcile.Result, error) {
+	if s.fc != nil {
+		s.cond(ConditionWindowPermits, false, v.Reason, v.Message)
+		s.status.WaitingFor = v.Message
+	}
+	s.releaseIfHeld()
+	return s.save(lullv1alpha1.PhaseWaitingForWindow, reconcile.Result{RequeueAfter: v.RetryAfter})
+}
+
+// waitForBudget keeps a request waiting for room in its budget, holding
+// no lease meanwhile.
+func (s *step) waitForBudget(v gate.Verdict) (reconcile.Result, error) {
+	s.releaseIfHeld()
+	s.cond(ConditionBudget, false, v.Reason, v.Message)
+	s.status.WaitingFor = v.Message
+	return s.save(lullv1alpha1.PhaseWaitingForBudget, reconcile.Result{RequeueAfter: v.RetryAfter})
+}
+
+// waitForLease keeps a request waiting for another holder's lease.
+func (s *step) waitForLease(v gate.Verdict) (reconcile.Result, error) {
+	held := v.Held
+	if lease.SameFamily(held.Holder, s.r.Options.Identity) {
+		// Another replica of the drainer holds it and is carrying this
+		// request out (replicas without leader election, or a deposed
+		// leader not yet stopped): leave the request, its slot and its
+		// status to that replica; look again once its lease could expire.
+		s.logger.V(2).Info("Another drainer replica holds the lease", "holder", held.Holder)
+		return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, nil
+	}
+	// Waiting for another actor must not keep a budget slot others
+	// could use; the gate takes it again when the lease is free.
+	s.releaseBudget()
+	if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
+		s.event(corev1.EventTypeNormal, "WaitingForLease", v.Message)
+	}
+	s.status.LeaseHolder = held.Holder
+	s.status.WaitingFor = v.Message
+	s.cond(ConditionLeaseHeld, false, v.Reason, v.Message)
+	return s.save(lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: v.RetryAfter})
+}
+
+// start records a request every gate let through (its lease taken) and
+// cordons the node.
+func (s *step) start(info *lease.Info) (reconcile.Result, error) {
 	s.r.memo.renewed(s.node.Name, s.now)
 	s.status.LeaseHolder = info.Holder
 	s.cond(ConditionLeaseHeld, true, "Acquired", fmt.Sprintf("lease held by %s", info.Holder))
@@ -167,7 +212,8 @@ func (s *step) gate() (reconcile.Result, error) {
 	return s.cordon()
 }
 
-// noteWindows records the governing windows and their next start.
+// noteWindows records the governing windows and when the request may next
+// start in them (minTimeRemaining included).
 func (s *step) noteWindows() {
 	s.status.Windows, s.status.NextWindowStart = nil, nil
 	if s.fc == nil || s.fc.Windows == nil {
@@ -177,77 +223,6 @@ func (s *step) noteWindows() {
 	if s.fc.Windows.HasStart {
 		s.status.NextWindowStart = &metav1.Time{Time: s.fc.Windows.Start.Start.UTC().Truncate(time.Second)}
 	}
-}
-
-// waitForWindow reports whether the windows (or minTimeRemaining) keep
-// the request from starting now, and when to look again.
-func (s *step) waitForWindow(ws []*lullv1alpha1.MaintenanceWindow) (reconcile.Result, bool) {
-	v := CheckWindow(s.fc, s.now)
-	if s.fc == nil {
-		return reconcile.Result{RequeueAfter: time.Second}, true
-	}
-	s.cond(ConditionWindowPermits, !v.Wait, v.Reason, v.Message)
-	if !v.Wait {
-		return reconcile.Result{}, false
-	}
-	s.status.WaitingFor = v.Message
-	return reconcile.Result{RequeueAfter: v.RetryAfter}, true
-}
-
-// WindowVerdict is the window gate's answer for a request now.
-type WindowVerdict struct {
-	// Wait is true while the windows keep the request from starting.
-	Wait bool
-	// Reason and Message as the WindowPermits condition shows them.
-	Reason, Message string
-	// RetryAfter is when the answer changes by itself (0: not known).
-	RetryAfter time.Duration
-	// Opens is when the request may start, if known (next window start
-	// or the deadline, whichever comes first).
-	Opens time.Time
-}
-
-// CheckWindow is the window gate: the node's forecast decides whether
-// its windows (with their minTimeRemaining) or its deadline let the
-// request start now, and otherwise when. The drainer gates with it and
-// the preview predicts with it.
-func CheckWindow(fc *forecast.Node, now time.Time) WindowVerdict {
-	switch {
-	case fc == nil:
-		return WindowVerdict{Wait: true, Reason: "Unknown", Message: "the node's forecast is not known yet", RetryAfter: time.Second}
-	case fc.PastDeadline:
-		return WindowVerdict{Reason: "DeadlinePassed", Message: "the request's deadline has passed; windows no longer gate it", Opens: now}
-	case fc.WindowOpen:
-		return WindowVerdict{Reason: "WindowOpen", Message: "the node's windows permit changes to start", Opens: now}
-	}
-	v := WindowVerdict{Wait: true, Reason: "WindowClosed", Message: "no window opens within the search horizon"}
-	if w := fc.Windows; w != nil {
-		v.Message = w.Message
-		if w.TooLittleLeft {
-			v.Reason = "TooLittleTimeLeft"
-			v.Message = fmt.Sprintf("only %s left in window %s; minTimeRemaining is %s", w.Left.Round(time.Second), w.MinTimeRemainingWindow, w.MinTimeRemaining)
-		}
-		if w.HasStart {
-			if w.TooLittleLeft {
-				v.Message += "; next opens at " + w.Start.Start.UTC().Format(time.RFC3339)
-			} else {
-				v.Message = fmt.Sprintf("window(s) %s closed; next opens at %s", strings.Join(w.Names, ","), w.Start.Start.UTC().Format(time.RFC3339))
-			}
-			v.Opens = w.Start.Start
-		}
-		// The forecast changes by itself at the next transition (the
-		// window closing or opening).
-		if w.Until.Before(window.Forever) {
-			v.RetryAfter = w.Until.Sub(now)
-		}
-	}
-	if fc.Maintenance != nil && !fc.Maintenance.Deadline.IsZero() {
-		v.Message += fmt.Sprintf(" (deadline %s)", fc.Maintenance.Deadline.UTC().Format(time.RFC3339))
-		if v.Opens.IsZero() || fc.Maintenance.Deadline.Before(v.Opens) {
-			v.Opens = fc.Maintenance.Deadline
-		}
-	}
-	return v
 }
 
 // cordon marks the node unschedulable (unless it already is) and moves on
@@ -305,23 +280,14 @@ func (s *step) action() lullv1alpha1.DisruptionAction {
 // noDisruption ends a request whose class needs nothing disruptive: no
 // lease, window or budget; the label goes and the request is recorded as
 // completed.
-func (s *step) noDisruption() (reconcile.Result, error) {
+func (s *step) noDisruption(msg string) (reconcile.Result, error) {
 	if hasLabel(s.node) {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
 		if err := s.r.Client.Patch(s.ctx, s.node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("removing the maintenance label from node %s: %w", s.node.Name, err)
 		}
 	}
-	return s.finish("NoDisruptionNeeded", policy.Describe(s.nm.Spec.Class, *s.status.Decision)+": completed at once, without lease, window or budget")
-}
-
-// Decide asks the DisruptionPolicies (from the cache) what class needs.
-func (r *Reconciler) Decide(ctx context.Context, class string) (lullv1alpha1.Decision, error) {
-	var list lullv1alpha1.DisruptionPolicyList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return lullv1alpha1.Decision{}, fmt.Errorf("listing DisruptionPolicies: %w", err)
-	}
-	return policy.Merge(list.Items).Decide(class), nil
+	return s.finish(gate.ReasonNoDisruption, msg)
 }
 
 // renew keeps the lease while the node is disrupted. A lost lease stops

@@ -4,10 +4,10 @@
 // budget, another lease holder), the pods a drain would evict, the
 // PodDisruptionBudgets that would block it now, and warnings.
 //
-// It decides with the drainer's own code (pkg/policy, pkg/forecast,
-// pkg/budget, and the drainer's window gate and drain-round preview), from
-// the cluster state it reads, so a preview and the drainer cannot disagree
-// about the same state.
+// It decides with the drainer's own code (the forecast, the gates of
+// pkg/gate and the drain round of pkg/drain), from the cluster state it
+// reads, so a preview and the drainer cannot disagree about the same
+// state.
 package plan
 
 import (
@@ -27,9 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/gate"
 	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/pkg/window"
@@ -283,127 +284,195 @@ func Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, o 
 // Preview computes the preview from the loaded state; c and kube read
 // pods and PodDisruptionBudgets, and count the budget as the drainer does.
 func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes.Interface, req Request) (*Result, error) {
-	o := cl.Options
-	existing := cl.Requests
 	c = cl.reader(c)
-	f := cl.Forecast
 	targets, err := selectNodes(cl.Nodes, req)
 	if err != nil {
 		return nil, err
 	}
-	decision := policy.Merge(cl.Policies).Decide(req.Class)
-	now := cl.Now
-	res := &Result{At: now, Class: req.Class}
+	res := &Result{At: cl.Now, Class: req.Class}
 	var starting []string // nodes this preview starts now: they use budget
 	for _, node := range targets {
-		p := Node{Node: node.Name, Action: decision.Action, Rule: decision.RuleRef()}
-		nm := &lullv1alpha1.NodeMaintenance{
-			ObjectMeta: metav1.ObjectMeta{Name: node.Name},
-			Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Class: req.Class},
-		}
-		if req.Deadline != nil {
-			nm.Spec.Deadline = &metav1.Time{Time: *req.Deadline}
-		}
-		if ex := existing[node.Name]; ex != nil {
-			p.Existing = ex
-			p.warn("node is already under maintenance: NodeMaintenance %s (class %s, phase %s)", ex.Name, ex.Spec.Class, phaseOf(ex))
-			if ex.Status.StartedAt != nil && ex.Status.Decision != nil {
-				// Started requests keep their decision.
-				p.Action, p.Rule = ex.Status.Decision.Action, ex.Status.Decision.RuleRef()
-			}
-			nm.Status = ex.Status
-			nm.Spec.Drain = ex.Spec.Drain // a forced request keeps the drain options
-		}
-		fc := f.ComputeRequest(nm, withLabel(node.Labels, req.Class))
-		if fc != nil && fc.Lease != nil {
-			p.LeaseHolder = fc.Lease.Holder
-			if !lease.SameFamily(fc.Lease.Holder, o.Identity) { // any drainer replica's lease is lull's
-				p.ForeignLease = true
-				what := fc.Lease.Holder
-				if fc.Lease.Operation != "" {
-					what += " for " + fc.Lease.Operation
-				}
-				if fc.Lease.Reason != "" {
-					what += " (" + fc.Lease.Reason + ")"
-				}
-				if l := cl.leases[node.Name]; l != nil {
-					// The protocol's expiry is by observation; the holder's
-					// own renew time only hints that it stopped.
-					renewed, d := lease.FromLease(node.Name, l).Renewed, lease.ExpiryDuration(l)
-					if !renewed.IsZero() && now.After(renewed.Add(d)) {
-						what += fmt.Sprintf("; its holder last renewed it at %s, more than its duration (%s) ago: unless it renews, the drainer takes the lease over after seeing it unrenewed for %s",
-							renewed.UTC().Format(time.RFC3339), d, d)
-					}
-				}
-				p.warn("node is leased by %s", what)
-			}
-		}
-		if node.Spec.Unschedulable && (p.Existing == nil || !p.Existing.Status.CordonedByLull) {
-			p.warn("node is already cordoned by someone else; lull will leave that cordon in place")
-		}
-		var ws []*lullv1alpha1.MaintenanceWindow
-		p.Windows, ws = cl.windowsOf(fc)
-
-		switch {
-		case p.Existing != nil && p.Existing.Status.Phase.Disrupting():
-			p.Start = StartInProgress
-			p.WaitingFor = p.Existing.Status.WaitingFor
-		case p.Action == lullv1alpha1.ActionNone:
-			p.Start, p.StartAt = StartImmediately, ptr.To(now.UTC())
-			p.WaitingFor = policy.Describe(req.Class, decision) + ": completes at once, without lease, window or budget"
-		default:
-			v := maintenance.CheckWindow(fc, now)
-			if v.Wait {
-				p.Start, p.WaitingFor = StartWindow, v.Message
-				if !v.Opens.IsZero() {
-					p.StartAt = ptr.To(v.Opens.UTC())
-				} else if v.Reason == "WindowClosed" {
-					p.Start = StartNoWindow
-				}
-				break
-			}
-			b, err := budget.Check(ctx, c, c, budget.Request{Node: node.Name, Windows: ws, DefaultMaxUnavailable: o.DefaultMaxUnavailable, Also: starting})
-			if err != nil {
-				return nil, err
-			}
-			if !b.Free {
-				p.Start, p.WaitingFor = StartBudget, b.Message
-				break
-			}
-			if p.ForeignLease {
-				p.Start, p.WaitingFor = StartHolder, fmt.Sprintf("node is leased by %q; the request waits until it is released", p.LeaseHolder)
-				break
-			}
-			p.Start, p.StartAt = StartNow, ptr.To(now.UTC())
-			starting = append(starting, node.Name)
-		}
-
-		if p.Action == lullv1alpha1.ActionDrain {
-			dp, err := maintenance.PreviewDrain(ctx, kube, c, maintenance.Options{DeleteEmptyDirData: o.DeleteEmptyDirData}, nm)
-			if err != nil {
-				return nil, err
-			}
-			p.Evict, p.Blockers, p.Refused = dp.Evict, dp.Blockers, dp.Refused
-			if len(dp.Evict) > 0 {
-				p.DrainEstimate = metav1.Duration{Duration: dp.MaxGracePeriod + roundOverhead}
-				p.DrainEstimateBasis = "longest grace period + eviction rounds"
-				if med, n := cl.recordedDrains(); n > 0 && med > p.DrainEstimate.Duration {
-					p.DrainEstimate = metav1.Duration{Duration: med}
-					p.DrainEstimateBasis = fmt.Sprintf("median of %d drain(s) recorded in NodeMaintenances", n)
-				}
-			}
-			for _, b := range dp.Blockers {
-				p.warn("PodDisruptionBudget %s allows no more disruption now; it would block %s", b.PodDisruptionBudget, strings.Join(b.Pods, ", "))
-			}
-			for _, r := range dp.Refused {
-				p.warn("the drain will not evict: %s", r)
-			}
-			p.warnWindowTooShort(fc, now)
+		p, err := cl.previewNode(ctx, c, kube, req, node, &starting)
+		if err != nil {
+			return nil, fmt.Errorf("previewing node %s: %w", node.Name, err)
 		}
 		res.Nodes = append(res.Nodes, p)
 	}
 	cl.warnSharedWindows(res)
 	return res, nil
+}
+
+// previewNode is the preview for one node: when the request would start
+// (the drainer's gates), and what its drain would do.
+func (cl *Cluster) previewNode(ctx context.Context, c client.Reader, kube kubernetes.Interface, req Request, node *corev1.Node, starting *[]string) (Node, error) {
+	p := Node{Node: node.Name}
+	nm := cl.prospective(&p, node, req)
+	fc := cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, req.Class))
+	cl.warnLease(&p, fc)
+	if node.Spec.Unschedulable && (p.Existing == nil || !p.Existing.Status.CordonedByLull) {
+		p.warn("node is already cordoned by someone else; lull will leave that cordon in place")
+	}
+	var ws []*lullv1alpha1.MaintenanceWindow
+	p.Windows, ws = cl.windowsOf(fc)
+	if err := cl.start(ctx, c, &p, req.Class, fc, ws, starting); err != nil {
+		return p, err
+	}
+	if p.Action == lullv1alpha1.ActionDrain {
+		if err := cl.previewDrain(ctx, c, kube, &p, nm); err != nil {
+			return p, err
+		}
+		p.warnWindowTooShort(fc, cl.Now)
+	}
+	return p, nil
+}
+
+// prospective is the request the preview decides for: a new one, or the
+// node's active request as it stands (its status, its drain options).
+func (cl *Cluster) prospective(p *Node, node *corev1.Node, req Request) *lullv1alpha1.NodeMaintenance {
+	nm := &lullv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name},
+		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Class: req.Class},
+	}
+	if req.Deadline != nil {
+		nm.Spec.Deadline = &metav1.Time{Time: *req.Deadline}
+	}
+	if ex := cl.Requests[node.Name]; ex != nil {
+		p.Existing = ex
+		p.warn("node is already under maintenance: NodeMaintenance %s (class %s, phase %s)", ex.Name, ex.Spec.Class, phaseOf(ex))
+		nm.Status = ex.Status
+		nm.Spec.Drain = ex.Spec.Drain // a forced request keeps the drain options
+	}
+	return nm
+}
+
+// start decides when the request would start with the drainer's gates
+// (pkg/gate), counting the nodes this preview already starts now against
+// the budget.
+func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, class string, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
+	greq := gate.Request{Class: class, Forecast: fc, Now: cl.Now}
+	if ex := p.Existing; ex != nil && ex.Status.StartedAt != nil {
+		greq.Started, greq.Decision = true, ex.Status.Decision // started requests keep their decision
+	}
+	if ex := p.Existing; ex != nil && ex.Status.Phase.Disrupting() {
+		d, _ := gate.Decide(greq, cl.Forecast.Decide)
+		p.Action, p.Rule = d.Action, d.RuleRef()
+		p.Start, p.WaitingFor = StartInProgress, ex.Status.WaitingFor
+		return nil
+	}
+	v, err := gate.Check(ctx, greq, gate.Checks{
+		Decide: cl.Forecast.Decide,
+		Budget: func(ctx context.Context) (budget.Result, error) {
+			return budget.Check(ctx, c, c, budget.Request{Node: p.Node, Windows: ws,
+				DefaultMaxUnavailable: cl.Options.DefaultMaxUnavailable, Also: *starting})
+		},
+		Lease: func(context.Context) (*lease.HeldError, error) { return cl.heldByOther(p, fc), nil },
+	})
+	if err != nil {
+		return err
+	}
+	p.Action, p.Rule = v.Decision.Action, v.Decision.RuleRef()
+	p.Start, p.WaitingFor = startOf(v), v.Message
+	switch p.Start {
+	case StartImmediately:
+		p.StartAt = ptr.To(cl.Now.UTC())
+		p.WaitingFor = policy.Describe(class, v.Decision) + ": completes at once, without lease, window or budget"
+	case StartWindow:
+		p.StartAt = ptr.To(v.Window.Opens.UTC())
+	case StartNow:
+		p.StartAt = ptr.To(cl.Now.UTC())
+		*starting = append(*starting, p.Node)
+	}
+	return nil
+}
+
+// startOf names the start a verdict predicts.
+func startOf(v gate.Verdict) Start {
+	switch v.Gate {
+	case gate.Policy:
+		return StartImmediately
+	case gate.Window:
+		if v.Window.Opens.IsZero() && v.Window.Reason != gate.ReasonUnknown {
+			return StartNoWindow
+		}
+		return StartWindow
+	case gate.Budget:
+		return StartBudget
+	case gate.Lease:
+		return StartHolder
+	}
+	return StartNow
+}
+
+// warnLease notes who else holds the node's lease; any drainer replica's
+// lease is lull's own.
+func (cl *Cluster) warnLease(p *Node, fc *forecast.Node) {
+	if fc == nil || fc.Lease == nil {
+		return
+	}
+	p.LeaseHolder = fc.Lease.Holder
+	if lease.SameFamily(fc.Lease.Holder, cl.Options.Identity) {
+		return
+	}
+	p.ForeignLease = true
+	what := fc.Lease.Holder
+	if fc.Lease.Operation != "" {
+		what += " for " + fc.Lease.Operation
+	}
+	if fc.Lease.Reason != "" {
+		what += " (" + fc.Lease.Reason + ")"
+	}
+	if l := cl.leases[p.Node]; l != nil {
+		// The protocol's expiry is by observation; the holder's own renew
+		// time only hints that it stopped.
+		renewed, d := lease.FromLease(p.Node, l).Renewed, lease.ExpiryDuration(l)
+		if !renewed.IsZero() && cl.Now.After(renewed.Add(d)) {
+			what += fmt.Sprintf("; its holder last renewed it at %s, more than its duration (%s) ago: unless it renews, the drainer takes the lease over after seeing it unrenewed for %s",
+				renewed.UTC().Format(time.RFC3339), d, d)
+		}
+	}
+	p.warn("node is leased by %s", what)
+}
+
+// heldByOther is the lease gate of the preview: the lease another actor
+// holds, as the drainer's acquire would report it; nil when it is free or
+// lull's.
+func (cl *Cluster) heldByOther(p *Node, fc *forecast.Node) *lease.HeldError {
+	if !p.ForeignLease {
+		return nil
+	}
+	held := &lease.HeldError{Node: p.Node, Holder: fc.Lease.Holder, Operation: fc.Lease.Operation, Reason: fc.Lease.Reason, Since: fc.Lease.Since}
+	if l := cl.leases[p.Node]; l != nil {
+		held.Duration = lease.FromLease(p.Node, l).Duration
+	}
+	return held
+}
+
+// previewDrain fills in what the drain's first round would do now.
+func (cl *Cluster) previewDrain(ctx context.Context, c client.Reader, kube kubernetes.Interface, p *Node, nm *lullv1alpha1.NodeMaintenance) error {
+	d, err := drain.New(ctx, kube, drain.Options{DeleteEmptyDirData: cl.Options.DeleteEmptyDirData}, nm)
+	if err != nil {
+		return err
+	}
+	dp, err := d.Preview(ctx, c)
+	if err != nil {
+		return err
+	}
+	p.Evict, p.Blockers, p.Refused = dp.Evict, dp.Blockers, dp.Refused
+	if len(dp.Evict) > 0 {
+		p.DrainEstimate = metav1.Duration{Duration: dp.MaxGracePeriod + roundOverhead}
+		p.DrainEstimateBasis = "longest grace period + eviction rounds"
+		if med, n := cl.recordedDrains(); n > 0 && med > p.DrainEstimate.Duration {
+			p.DrainEstimate = metav1.Duration{Duration: med}
+			p.DrainEstimateBasis = fmt.Sprintf("median of %d drain(s) recorded in NodeMaintenances", n)
+		}
+	}
+	for _, b := range dp.Blockers {
+		p.warn("PodDisruptionBudget %s allows no more disruption now; it would block %s", b.PodDisruptionBudget, strings.Join(b.Pods, ", "))
+	}
+	for _, r := range dp.Refused {
+		p.warn("the drain will not evict: %s", r)
+	}
+	return nil
 }
 
 // warnSharedWindows warns when more planned nodes wait for the same window

@@ -75,6 +75,7 @@ func (e *drainEnv) verify(p plan.Node) *lullv1alpha1.NodeMaintenance {
 	case plan.StartHolder:
 		nm = e.waitNM(p.Node, "WaitingForLease", phaseIs(lullv1alpha1.PhaseWaitingForLease))
 		require.Equal(e.t, p.LeaseHolder, nm.Status.LeaseHolder)
+		require.Equal(e.t, p.WaitingFor, nm.Status.WaitingFor)
 	default:
 		e.t.Fatalf("no check for start %q", p.Start)
 	}

@@ -1,0 +1,302 @@
+// Package drain is one drain round over a node's pods, as lull-drainer
+// runs it and `kubectl lull plan` previews it: which pods go, which are
+// refused by the drain rules, which a PodDisruptionBudget blocks, and how
+// long the drain is expected to take. The drainer's round evicts; the
+// preview only records, walking the same rules, so a preview names the
+// blockers the drainer will report.
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	kdrain "k8s.io/kubectl/pkg/drain"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+// Options configure the drain library for lull's rounds.
+type Options struct {
+	// DeleteEmptyDirData lets drains evict pods with emptyDir volumes.
+	DeleteEmptyDirData bool
+	// Timeout is the drain library's own timeout (lull's rounds never
+	// wait on it; the request's escalation timeout applies instead).
+	Timeout time.Duration
+	// RetryDelay is the library's eviction retry delay; 0 would be a hot
+	// loop, so it defaults to 2s.
+	RetryDelay time.Duration
+}
+
+// Drain selects a request's pods with kubectl's drain library, configured
+// explicitly: DaemonSet pods and mirror pods are skipped, emptyDir data
+// may go if configured, pods no controller would recreate are refused.
+// lull issues the evictions itself, one per pod and round, so a reconcile
+// never blocks waiting for pods to go.
+type Drain struct {
+	helper *kdrain.Helper
+	node   string
+}
+
+// New configures the drain of nm's node. An error means the request's
+// drain options are invalid (spec.drain.podSelector).
+func New(ctx context.Context, kube kubernetes.Interface, o Options, nm *lullv1alpha1.NodeMaintenance) (*Drain, error) {
+	if o.RetryDelay == 0 {
+		o.RetryDelay = 2 * time.Second
+	}
+	h := &kdrain.Helper{
+		Ctx:                             ctx,
+		Client:                          kube,
+		Force:                           false, // never evict pods no controller will recreate
+		GracePeriodSeconds:              -1,    // each pod's own grace period
+		IgnoreAllDaemonSets:             true,
+		DeleteEmptyDirData:              o.DeleteEmptyDirData,
+		Timeout:                         o.Timeout,
+		EvictErrorRetryDelay:            o.RetryDelay, // unused by lull's own rounds; never 0
+		SkipWaitForDeleteTimeoutSeconds: 0,
+		Out:                             io.Discard,
+		ErrOut:                          io.Discard,
+	}
+	if d := nm.Spec.Drain; d != nil {
+		if d.GracePeriodSeconds != nil {
+			h.GracePeriodSeconds = int(*d.GracePeriodSeconds)
+		}
+		if d.PodSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(d.PodSelector)
+			if err != nil {
+				return nil, fmt.Errorf("spec.drain.podSelector: %w", err)
+			}
+			h.PodSelector = sel.String()
+		}
+	}
+	return &Drain{helper: h, node: nm.Spec.NodeName}, nil
+}
+
+// GracePeriod is the request's grace period override in seconds; -1:
+// each pod's own.
+func (d *Drain) GracePeriod() int { return d.helper.GracePeriodSeconds }
+
+// Outcome is what became of one eviction request.
+type Outcome int
+
+const (
+	// Evicted: the pod is going; its budgets count it.
+	Evicted Outcome = iota
+	// Refused: a PodDisruptionBudget refused it.
+	Refused
+	// Vanished: gone, or replaced by a pod of the same name.
+	Vanished
+	// Failed: any other error (reported by the caller).
+	Failed
+)
+
+// Round is what one drain round found and did.
+type Round struct {
+	// Pods are the node's pods to go, as listed this round.
+	Pods []corev1.Pod
+	// Refused are the pods the drain library will not evict (no
+	// controller, local storage), with why.
+	Refused []string
+	// Blocked are the pods a PodDisruptionBudget blocks, by namespace/name.
+	Blocked map[string]*corev1.Pod
+	// Gone counts the pods going or gone; Progress is true when any is.
+	Gone     int
+	Progress bool
+
+	pdbs *pdbIndex
+}
+
+// Round lists the node's pods and walks them in order. A pod already
+// going counts as gone; a pod covered by a budget that allows no
+// disruption now is blocked without asking (its budget's status change
+// wakes the drainer); every other pod is handed to evict, and one evicted
+// counts its budgets down for the rest of the round, so a budget allowing
+// one disruption gets one request. Budgets are read from pdbs; a read
+// error fails the round.
+func (d *Drain) Round(ctx context.Context, pdbs client.Reader, evict func(*corev1.Pod) Outcome) (*Round, error) {
+	list, errs := d.helper.GetPodsForDeletion(d.node)
+	if list == nil {
+		return nil, fmt.Errorf("listing pods on node %s: %w", d.node, errors.Join(errs...))
+	}
+	r := &Round{Pods: list.Pods(), Blocked: map[string]*corev1.Pod{}, pdbs: newPDBIndex(ctx, pdbs)}
+	for _, e := range errs {
+		r.Refused = append(r.Refused, e.Error())
+	}
+	for i := range r.Pods {
+		if err := r.walk(&r.Pods[i], evict); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
+	if p.DeletionTimestamp != nil {
+		r.Progress = true
+		r.Gone++
+		return nil
+	}
+	exhausted, err := r.pdbs.exhausted(p)
+	if err != nil {
+		return err
+	}
+	if exhausted {
+		r.Blocked[p.Namespace+"/"+p.Name] = p
+		return nil
+	}
+	switch evict(p) {
+	case Evicted:
+		r.Progress = true
+		r.Gone++
+		return r.pdbs.consume(p)
+	case Refused:
+		r.Blocked[p.Namespace+"/"+p.Name] = p
+	case Vanished:
+		r.Gone++
+	}
+	return nil
+}
+
+// Blockers names, per PodDisruptionBudget (namespace/name), the blocked
+// pods it covers, sorted; "(unknown)" holds pods the eviction API refused
+// for a budget the round did not see. The budgets come from the round's
+// index: no second listing.
+func (r *Round) Blockers() (map[string][]string, error) {
+	byPDB := map[string][]string{}
+	for key, p := range r.Blocked {
+		matching, err := r.pdbs.matching(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, pdb := range matching {
+			id := pdb.Namespace + "/" + pdb.Name
+			byPDB[id] = append(byPDB[id], key)
+		}
+		if len(matching) == 0 {
+			byPDB["(unknown)"] = append(byPDB["(unknown)"], key)
+		}
+	}
+	for _, pods := range byPDB {
+		sort.Strings(pods)
+	}
+	return byPDB, nil
+}
+
+// pdbIndex answers whether a pod is covered by a PodDisruptionBudget that
+// currently allows no disruption, reading each namespace's budgets once.
+type pdbIndex struct {
+	c    client.Reader
+	ctx  context.Context
+	byNS map[string][]policyv1.PodDisruptionBudget
+}
+
+func newPDBIndex(ctx context.Context, c client.Reader) *pdbIndex {
+	return &pdbIndex{c: c, ctx: ctx, byNS: map[string][]policyv1.PodDisruptionBudget{}}
+}
+
+func (x *pdbIndex) matching(p *corev1.Pod) ([]*policyv1.PodDisruptionBudget, error) {
+	list, ok := x.byNS[p.Namespace]
+	if !ok {
+		var pdbs policyv1.PodDisruptionBudgetList
+		if err := x.c.List(x.ctx, &pdbs, client.InNamespace(p.Namespace)); err != nil {
+			return nil, fmt.Errorf("listing PodDisruptionBudgets in %s: %w", p.Namespace, err)
+		}
+		list = pdbs.Items // copies: consume may count them down
+		x.byNS[p.Namespace] = list
+	}
+	var out []*policyv1.PodDisruptionBudget
+	for i := range list {
+		sel, err := metav1.LabelSelectorAsSelector(list[i].Spec.Selector)
+		if err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, &list[i])
+		}
+	}
+	return out, nil
+}
+
+func (x *pdbIndex) exhausted(p *corev1.Pod) (bool, error) {
+	matching, err := x.matching(p)
+	if err != nil {
+		return false, err
+	}
+	for _, pdb := range matching {
+		if pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.DisruptionsAllowed <= 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// consume counts an eviction against the pod's budgets for the rest of
+// the round, so a budget allowing one disruption gets one request.
+func (x *pdbIndex) consume(p *corev1.Pod) error {
+	matching, err := x.matching(p)
+	for _, pdb := range matching {
+		pdb.Status.DisruptionsAllowed--
+	}
+	return err
+}
+
+// Preview is what a drain's first round would do now.
+type Preview struct {
+	// Evict are the pods (namespace/name) the round would evict.
+	Evict []string
+	// Blockers are the PodDisruptionBudgets that would refuse evictions
+	// (Since is zero).
+	Blockers []lullv1alpha1.Blocker
+	// Refused are pods the drain refuses to evict (no controller, local
+	// storage), with why.
+	Refused []string
+	// MaxGracePeriod is the longest termination grace period among the
+	// pods to evict.
+	MaxGracePeriod time.Duration
+}
+
+// Preview runs a round that evicts nothing: the same pods, the same
+// PodDisruptionBudget arithmetic, the same blockers the drainer would
+// report, as if every eviction the budgets allow succeeds.
+func (d *Drain) Preview(ctx context.Context, pdbs client.Reader) (*Preview, error) {
+	out := &Preview{}
+	r, err := d.Round(ctx, pdbs, func(p *corev1.Pod) Outcome {
+		out.Evict = append(out.Evict, p.Namespace+"/"+p.Name)
+		grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, corev1.DefaultTerminationGracePeriodSeconds)) * time.Second
+		if g := d.GracePeriod(); g >= 0 {
+			grace = time.Duration(g) * time.Second
+		}
+		out.MaxGracePeriod = max(out.MaxGracePeriod, grace)
+		return Evicted
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Refused = r.Refused
+	byPDB, err := r.Blockers()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range sortedKeys(byPDB) {
+		out.Blockers = append(out.Blockers, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id]})
+	}
+	sort.Strings(out.Evict)
+	return out, nil
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,116 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/scheme"
+)
+
+func pod(name, app string, grace int64) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{"app": app},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app, UID: "u", Controller: ptr.To(true)}}},
+		Spec:   corev1.PodSpec{NodeName: "n1", TerminationGracePeriodSeconds: ptr.To(grace)},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+func pdb(name, app string, allowed int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
+}
+
+func request() *lullv1alpha1.NodeMaintenance {
+	return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"}}
+}
+
+func pdbReader(t *testing.T, pdbs ...client.Object) client.Reader {
+	t.Helper()
+	return crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pdbs...).Build()
+}
+
+// One round: a budget allowing one disruption gets one eviction request,
+// the rest of its pods are blocked without asking; a pod already going
+// counts as gone; a pod the eviction API refuses is blocked too.
+func TestRound(t *testing.T) {
+	going := pod("web-0", "web", 30)
+	going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	going.Finalizers = []string{"keep"}
+	kube := fake.NewSimpleClientset(going, pod("web-1", "web", 30), pod("web-2", "web", 30), pod("db-0", "db", 30))
+	d, err := New(context.Background(), kube, Options{}, request())
+	require.NoError(t, err)
+	var asked []string
+	r, err := d.Round(context.Background(), pdbReader(t, pdb("web", "web", 1)), func(p *corev1.Pod) Outcome {
+		asked = append(asked, p.Name)
+		if p.Name == "db-0" {
+			return Refused
+		}
+		return Evicted
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"db-0", "web-1"}, asked)
+	require.Equal(t, 2, r.Gone, "web-0 going, web-1 evicted")
+	require.True(t, r.Progress)
+	blockers, err := r.Blockers()
+	require.NoError(t, err)
+	require.Equal(t, map[string][]string{"shop/web": {"shop/web-2"}, "(unknown)": {"shop/db-0"}}, blockers)
+}
+
+// The budgets cannot be read: the round fails rather than evict as if no
+// budget covered the pods.
+func TestRoundFailsClosed(t *testing.T) {
+	kube := fake.NewSimpleClientset(pod("web-1", "web", 30))
+	d, err := New(context.Background(), kube, Options{}, request())
+	require.NoError(t, err)
+	broken := crfake.NewClientBuilder().WithScheme(scheme.New()).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("cache not started")
+		}}).Build()
+	_, err = d.Round(context.Background(), broken, func(*corev1.Pod) Outcome {
+		t.Fatal("evicted without reading the budgets")
+		return Evicted
+	})
+	require.ErrorContains(t, err, "listing PodDisruptionBudgets in shop: cache not started")
+}
+
+// The preview walks the same round without evicting: the pods that would
+// go, the blockers, and the longest grace period (the request's override
+// when set).
+func TestPreview(t *testing.T) {
+	kube := fake.NewSimpleClientset(pod("web-1", "web", 30), pod("web-2", "web", 30), pod("batch-0", "batch", 600))
+	d, err := New(context.Background(), kube, Options{}, request())
+	require.NoError(t, err)
+	p, err := d.Preview(context.Background(), pdbReader(t, pdb("web", "web", 1)))
+	require.NoError(t, err)
+	require.Equal(t, []string{"shop/batch-0", "shop/web-1"}, p.Evict)
+	require.Equal(t, []lullv1alpha1.Blocker{{PodDisruptionBudget: "shop/web", Pods: []string{"shop/web-2"}}}, p.Blockers)
+	require.Equal(t, 10*time.Minute, p.MaxGracePeriod)
+
+	nm := request()
+	nm.Spec.Drain = &lullv1alpha1.DrainOptions{GracePeriodSeconds: ptr.To[int64](5)}
+	d, err = New(context.Background(), kube, Options{}, nm)
+	require.NoError(t, err)
+	p, err = d.Preview(context.Background(), pdbReader(t))
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, p.MaxGracePeriod)
+
+	nm.Spec.Drain = &lullv1alpha1.DrainOptions{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "in valid"}}}
+	_, err = New(context.Background(), kube, Options{}, nm)
+	require.ErrorContains(t, err, "spec.drain.podSelector")
+}
