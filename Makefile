@@ -45,12 +45,13 @@ test-integration: binaries
 test-e2e: binaries build
 	hack/test.sh e2e
 
-## verify: formatting, vet, go.mod pins, generated code
+## verify: formatting, vet, import direction, go.mod pins, generated code
 verify:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; echo "gofmt: ok"
 	go vet ./...
 	cd hack/imagebuild && go vet ./...
+	go test -count=1 ./test/imports/ # import arrows point down (cmd → drainer/, plugins/ → pkg/ → api/)
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy; run 'go mod tidy'"; go mod tidy -diff; exit 1; }; echo "go mod tidy: ok"
 	@cd hack/imagebuild && { go mod tidy -diff >/dev/null || { echo "hack/imagebuild: go.mod/go.sum are not tidy"; exit 1; }; }; echo "go mod tidy (hack/imagebuild): ok"
 	hack/update-k8s-deps.sh --verify
