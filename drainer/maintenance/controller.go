@@ -5,15 +5,22 @@
 // node drained until the operator completes the request; uncordon (only
 // what lull cordoned) and release the lease. Every decision is derived from
 // API state, so a controller killed at any instant resumes correctly.
+//
+// One file per job: controller.go sets up the watches; reconcile.go
+// dispatches on the request's phase; labels.go syncs the maintenance
+// label; gate.go acts on pkg/gate's verdict; lifecycle.go cordons, holds,
+// aborts and completes; drain.go runs pkg/drain's rounds and escalates;
+// lease.go renews and releases; status.go writes conditions and status;
+// events.go and metrics.go say what happened.
 package maintenance
 
 import (
 	"context"
-	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -23,16 +30,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
-	policyv1 "k8s.io/api/policy/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/budget"
@@ -47,14 +50,6 @@ const (
 	// DefaultIdentityFamily is the drainer's lease holder family; replicas
 	// hold leases as DefaultIdentityFamily/<replica>.
 	DefaultIdentityFamily = "lull-drainer"
-
-	// Condition types.
-	ConditionWindowPermits = "WindowPermits"
-	ConditionBudget        = "BudgetAvailable"
-	ConditionLeaseHeld     = "LeaseHeld"
-	ConditionCordoned      = "Cordoned"
-	ConditionDrained       = "Drained"
-	ConditionBlocked       = "Blocked"
 )
 
 // Options configure the controller.
@@ -192,11 +187,6 @@ func nodeChanged() predicate.Funcs {
 	}
 }
 
-func hasLabel(n *corev1.Node) bool {
-	_, ok := n.Labels[lullv1alpha1.MaintenanceLabel]
-	return ok
-}
-
 // budgetGrew passes PodDisruptionBudget updates that allow more
 // disruptions than before.
 func budgetGrew() predicate.Funcs {
@@ -261,149 +251,4 @@ func (r *Reconciler) requestsIn(ctx context.Context, match func(lullv1alpha1.Mai
 		}
 	}
 	return out
-}
-
-// Reconcile handles one node's request; the key is the node's name.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	res, err := r.reconcile(ctx, req)
-	if apierrors.IsConflict(err) {
-		// Someone wrote the object since we read it: start over from the
-		// newer state.
-		return reconcile.Result{Requeue: true}, nil
-	}
-	return res, err
-}
-
-func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	logger := klog.FromContext(ctx).WithValues("node", req.Name)
-	ctx = klog.NewContext(ctx, logger)
-
-	var node corev1.Node
-	nodeErr := r.Client.Get(ctx, req.NamespacedName, &node)
-	if nodeErr != nil && !apierrors.IsNotFound(nodeErr) {
-		return reconcile.Result{}, fmt.Errorf("getting node %s: %w", req.Name, nodeErr)
-	}
-	nodeExists := nodeErr == nil
-	labelClass, labelled := "", false
-	if nodeExists {
-		labelClass, labelled = node.Labels[lullv1alpha1.MaintenanceLabel]
-	}
-
-	nm := &lullv1alpha1.NodeMaintenance{}
-	if err := r.Client.Get(ctx, req.NamespacedName, nm); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("getting NodeMaintenance %s: %w", req.Name, err)
-		}
-		if labelled && node.DeletionTimestamp == nil {
-			return reconcile.Result{}, r.createFromLabel(ctx, &node, labelClass)
-		}
-		return reconcile.Result{}, nil
-	}
-
-	if nm.DeletionTimestamp != nil {
-		return r.finalize(ctx, nm, nodeIf(nodeExists, &node))
-	}
-	if nm.Status.Phase.Finished() {
-		if controllerutil.ContainsFinalizer(nm, Finalizer) {
-			// Finished: nothing left to undo.
-			controllerutil.RemoveFinalizer(nm, Finalizer)
-			return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, nm))
-		}
-		if labelled && nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedByLabel {
-			// The node was labelled again: a new request replaces the
-			// record of the old one.
-			logger.V(2).Info("Label set again; replacing the completed request")
-			return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}))
-		}
-		return reconcile.Result{}, nil
-	}
-	if !controllerutil.ContainsFinalizer(nm, Finalizer) {
-		controllerutil.AddFinalizer(nm, Finalizer)
-		if err := r.Client.Update(ctx, nm); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-	}
-	if !nodeExists {
-		return r.nodeGone(ctx, nm)
-	}
-	if nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedByLabel && !labelled && !nm.Spec.Complete {
-		logger.V(2).Info("Maintenance label removed; completing the request")
-		nm.Spec.Complete = true
-		if err := r.Client.Update(ctx, nm); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-	}
-	if nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedByLabel && labelled && labelClass != nm.Spec.Class &&
-		nm.Status.StartedAt == nil && !nm.Spec.Complete {
-		// The label now names another class and nothing has started: the
-		// request follows the label (and its policy decision with it).
-		logger.Info("Maintenance label changed class; updating the request", "from", nm.Spec.Class, "to", labelClass)
-		nm.Spec.Class = labelClass
-		if err := r.Client.Update(ctx, nm); err != nil {
-			if apierrors.IsInvalid(err) {
-				r.Recorder.Eventf(&node, nil, corev1.EventTypeWarning, "InvalidMaintenanceLabel", "Request",
-					"label %s=%q is not a valid maintenance class: %v", lullv1alpha1.MaintenanceLabel, labelClass, err)
-				return reconcile.Result{}, nil
-			}
-			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-		return reconcile.Result{}, nil
-	}
-	if nm.Spec.Complete || nm.Status.Phase == lullv1alpha1.PhaseUncordoning {
-		return r.complete(ctx, nm, &node)
-	}
-
-	if !r.Forecast.Synced() {
-		// Never act on a partial view of windows, leases and requests.
-		return reconcile.Result{RequeueAfter: time.Second}, nil
-	}
-	st := r.newStep(ctx, nm, &node)
-	switch nm.Status.Phase {
-	case lullv1alpha1.PhaseCordoning:
-		return st.cordon()
-	case lullv1alpha1.PhaseDraining:
-		return st.drain()
-	case lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned:
-		return st.hold(nm.Status.Phase)
-	default:
-		return st.gate()
-	}
-}
-
-func nodeIf(ok bool, n *corev1.Node) *corev1.Node {
-	if ok {
-		return n
-	}
-	return nil
-}
-
-// createFromLabel turns a maintenance label into a NodeMaintenance.
-func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node, class string) error {
-	nm := &lullv1alpha1.NodeMaintenance{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        node.Name,
-			Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByLabel},
-			Finalizers:  []string{Finalizer},
-		},
-		Spec: lullv1alpha1.NodeMaintenanceSpec{
-			NodeName: node.Name,
-			Class:    class,
-			Reason:   fmt.Sprintf("requested by the node label %s=%s", lullv1alpha1.MaintenanceLabel, class),
-		},
-	}
-	if err := r.Client.Create(ctx, nm); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		if apierrors.IsInvalid(err) {
-			// An invalid class in the label: say so on the node; nothing
-			// else can be done until someone fixes the label.
-			r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "InvalidMaintenanceLabel", "Request",
-				"label %s=%q does not make a valid NodeMaintenance: %v", lullv1alpha1.MaintenanceLabel, class, err)
-			return nil
-		}
-		return fmt.Errorf("creating NodeMaintenance for node %s: %w", node.Name, err)
-	}
-	klog.FromContext(ctx).Info("Maintenance requested by label", "class", class)
-	return nil
 }

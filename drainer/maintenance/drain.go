@@ -97,7 +97,7 @@ func (s *step) windowClosed() (res reconcile.Result, stop bool, err error) {
 			res.RequeueAfter = rd // keep renewing the lease while paused
 		}
 		if s.status.WaitingFor != msg {
-			s.event(corev1.EventTypeNormal, "Paused", msg)
+			s.event(corev1.EventTypeNormal, ReasonPaused, msg)
 		}
 		s.status.WaitingFor = msg
 		s.cond(ConditionWindowPermits, false, gate.ReasonWindowClosed, msg)
@@ -212,7 +212,7 @@ func (s *step) blockers(round *drain.Round) error {
 			// One event per budget and node per 10 minutes: a budget that
 			// lets pods go one by one blocks and unblocks every round.
 			if s.r.memo.eventDue(s.node.Name+"|"+id, s.now, 10*time.Minute) {
-				s.event(corev1.EventTypeWarning, "DrainBlocked",
+				s.event(corev1.EventTypeWarning, ReasonDrainBlocked,
 					fmt.Sprintf("PodDisruptionBudget %s allows no disruption of %s", id, strings.Join(byPDB[id], ", ")))
 			}
 		}
@@ -225,43 +225,14 @@ func (s *step) blockers(round *drain.Round) error {
 // escalate applies the request's escalation once a blocked drain has
 // waited longer than its timeout.
 func (s *step) escalate(blocked map[string]*corev1.Pod) (reconcile.Result, bool, error) {
-	msg := "drain blocked"
-	if len(s.status.Blockers) > 0 {
-		var parts []string
-		for _, b := range s.status.Blockers {
-			parts = append(parts, fmt.Sprintf("%s (pods %s)", b.PodDisruptionBudget, strings.Join(b.Pods, ", ")))
-		}
-		msg = "drain blocked by PodDisruptionBudget " + strings.Join(parts, "; ")
-	} else if s.status.LastError != "" {
-		msg = "drain blocked: " + s.status.LastError
-	}
+	msg := s.blockedMessage()
 	s.cond(ConditionBlocked, true, "EvictionRefused", msg)
 	if len(s.status.Blockers) == 0 {
 		return reconcile.Result{}, false, nil
 	}
-	// The request's own settings win over its policy rule's, which win
-	// over the drainer's flags.
-	// A timeout stored before admission checked it and unreadable now is
-	// ignored, never read as 0 (which would escalate at once); the
-	// message says so.
-	timeout, esc := s.r.Options.DrainTimeout, lullv1alpha1.EscalationWait
-	if d := s.status.Decision; d != nil {
-		if d.Timeout != nil && d.Timeout.Err() == nil {
-			timeout = d.Timeout.Duration
-		}
-		if d.Escalation != "" {
-			esc = d.Escalation
-		}
-	}
-	if d := s.nm.Spec.Drain; d != nil {
-		if err := d.Timeout.Err(); err != nil {
-			s.cond(ConditionBlocked, true, "EvictionRefused", msg+"; spec.drain.timeout ignored: "+err.Error())
-		} else if d.Timeout != nil {
-			timeout = d.Timeout.Duration
-		}
-		if d.Escalation != "" {
-			esc = d.Escalation
-		}
+	timeout, esc, note := s.escalation()
+	if note != "" {
+		s.cond(ConditionBlocked, true, "EvictionRefused", msg+note)
 	}
 	since := s.status.Blockers[0].Since.Time
 	if s.now.Sub(since) < timeout || esc == lullv1alpha1.EscalationWait {
@@ -273,21 +244,70 @@ func (s *step) escalate(blocked map[string]*corev1.Pod) (reconcile.Result, bool,
 		res, err := s.abort(lullv1alpha1.PhaseFailed, why)
 		return res, true, err
 	case lullv1alpha1.EscalationForce:
-		if !s.r.Options.AllowForce {
-			s.status.LastError = "escalation Force requested, but lull-drainer runs without --allow-force; still waiting"
-			return reconcile.Result{}, false, nil
-		}
-		for key, p := range blocked {
-			err := s.r.Kube.CoreV1().Pods(p.Namespace).Delete(s.ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				s.status.LastError = fmt.Sprintf("force-deleting %s: %v", key, err)
-				continue
-			}
-			s.r.Metrics.Evictions.WithLabelValues("forced").Inc()
-			s.event(corev1.EventTypeWarning, "ForceDeleted", fmt.Sprintf("deleted %s past its PodDisruptionBudget (escalation Force)", key))
-		}
+		s.force(blocked)
 	}
 	return reconcile.Result{}, false, nil
+}
+
+// blockedMessage says what blocks the drain.
+func (s *step) blockedMessage() string {
+	if len(s.status.Blockers) > 0 {
+		var parts []string
+		for _, b := range s.status.Blockers {
+			parts = append(parts, fmt.Sprintf("%s (pods %s)", b.PodDisruptionBudget, strings.Join(b.Pods, ", ")))
+		}
+		return "drain blocked by PodDisruptionBudget " + strings.Join(parts, "; ")
+	}
+	if s.status.LastError != "" {
+		return "drain blocked: " + s.status.LastError
+	}
+	return "drain blocked"
+}
+
+// escalation is the blocked drain's timeout and escalation: the request's
+// own settings win over its policy rule's, which win over the drainer's
+// flags. A timeout stored before admission checked it and unreadable now
+// is ignored, never read as 0 (which would escalate at once); note says
+// so.
+func (s *step) escalation() (timeout time.Duration, esc lullv1alpha1.Escalation, note string) {
+	timeout, esc = s.r.Options.DrainTimeout, lullv1alpha1.EscalationWait
+	if d := s.status.Decision; d != nil {
+		if d.Timeout != nil && d.Timeout.Err() == nil {
+			timeout = d.Timeout.Duration
+		}
+		if d.Escalation != "" {
+			esc = d.Escalation
+		}
+	}
+	if d := s.nm.Spec.Drain; d != nil {
+		if err := d.Timeout.Err(); err != nil {
+			note = "; spec.drain.timeout ignored: " + err.Error()
+		} else if d.Timeout != nil {
+			timeout = d.Timeout.Duration
+		}
+		if d.Escalation != "" {
+			esc = d.Escalation
+		}
+	}
+	return timeout, esc, note
+}
+
+// force deletes the blocked pods past their PodDisruptionBudget
+// (escalation Force), when the drainer runs with --allow-force.
+func (s *step) force(blocked map[string]*corev1.Pod) {
+	if !s.r.Options.AllowForce {
+		s.status.LastError = "escalation Force requested, but lull-drainer runs without --allow-force; still waiting"
+		return
+	}
+	for key, p := range blocked {
+		err := s.r.Kube.CoreV1().Pods(p.Namespace).Delete(s.ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			s.status.LastError = fmt.Sprintf("force-deleting %s: %v", key, err)
+			continue
+		}
+		s.r.Metrics.Evictions.WithLabelValues("forced").Inc()
+		s.event(corev1.EventTypeWarning, ReasonForceDeleted, fmt.Sprintf("deleted %s past its PodDisruptionBudget (escalation Force)", key))
+	}
 }
 
 // drained records a node with no evictable pod left.
@@ -300,7 +320,7 @@ func (s *step) drained() (reconcile.Result, error) {
 	}
 	s.cond(ConditionBlocked, false, "Drained", "nothing left to evict")
 	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
-	s.event(corev1.EventTypeNormal, "Drained", "node drained; ready for maintenance")
+	s.event(corev1.EventTypeNormal, ReasonDrained, "node drained; ready for maintenance")
 	return s.hold(lullv1alpha1.PhaseDrained)
 }
 

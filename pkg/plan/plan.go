@@ -61,6 +61,24 @@ func DefaultOptions() Options {
 	return Options{LeaseNamespace: lease.DefaultNamespace, NoWindowPermits: true, Identity: "lull-drainer", DefaultMaxUnavailable: 1, DeleteEmptyDirData: true}
 }
 
+// withDefaults fills in what o leaves unset with the drainer's defaults.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = d.LeaseNamespace
+	}
+	if o.Identity == "" {
+		o.Identity = d.Identity
+	}
+	if o.DefaultMaxUnavailable == 0 {
+		o.DefaultMaxUnavailable = d.DefaultMaxUnavailable
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
+
 // Request is a prospective maintenance request.
 type Request struct {
 	// Nodes by name; or Selector (both: the union).
@@ -161,19 +179,7 @@ type Cluster struct {
 // DisruptionPolicies and the node leases, and feeds a forecast with them
 // as the controllers' informers feed theirs.
 func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
-	d := DefaultOptions()
-	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = d.LeaseNamespace
-	}
-	if o.Identity == "" {
-		o.Identity = d.Identity
-	}
-	if o.DefaultMaxUnavailable == 0 {
-		o.DefaultMaxUnavailable = d.DefaultMaxUnavailable
-	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
+	o = o.withDefaults()
 	var (
 		nodes    corev1.NodeList
 		nms      lullv1alpha1.NodeMaintenanceList

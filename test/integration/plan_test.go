@@ -190,7 +190,11 @@ func TestDrainerAppliesDisruptionPolicy(t *testing.T) {
 	require.Nil(t, nm.Status.StartedAt)
 	require.Empty(t, deleted(), "no pod was evicted by None or Cordon requests")
 
-	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(`
+	// The counter is bumped right after the status write the test waited
+	// for: look until it shows (or the wait ends with the last difference).
+	var last error
+	_ = wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		last = testutil.GatherAndCompare(e.reg, strings.NewReader(`
 # HELP lull_policy_decisions_total DisruptionPolicy decisions recorded on requests (a request decided again after a policy change counts again), by action and rule.
 # TYPE lull_policy_decisions_total counter
 lull_policy_decisions_total{action="Cordon",rule="default/node-config"} 1
@@ -199,7 +203,10 @@ lull_policy_decisions_total{action="Drain",rule="default/kernel-update"} 1
 lull_policy_decisions_total{action="None",rule="default/registry-mirror"} 1
 lull_policy_decisions_total{action="None",rule="default/ssh-keys"} 1
 lull_policy_decisions_total{action="None",rule="livepatch/kernel-livepatch"} 1
-`), "lull_policy_decisions_total"))
+`), "lull_policy_decisions_total")
+		return last == nil, nil
+	})
+	require.NoError(t, last)
 }
 
 // Invalid policies are rejected at admission with a message that says

@@ -1,0 +1,175 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/pkg/lease"
+)
+
+// gate asks pkg/gate whether the request may start (policy decision,
+// window, budget, lease, in that order) and acts on its verdict. The
+// budget slot and the lease are taken, not only checked, as the gates
+// pass.
+func (s *step) gate() (reconcile.Result, error) {
+	var taken *lease.Info
+	v, err := gate.Check(s.ctx, gate.Request{Class: s.nm.Spec.Class, Started: s.status.StartedAt != nil,
+		Decision: s.recordedDecision(), Forecast: s.fc, Now: s.now}, gate.Checks{
+		Decide: s.r.Forecast.Decide,
+		Budget: s.reserveBudget,
+		Lease: func(context.Context) (*lease.HeldError, error) {
+			info, err := s.acquire()
+			if held, ok := lease.IsHeld(err); ok {
+				return held, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("acquiring the lease of node %s: %w", s.node.Name, err)
+			}
+			taken = info
+			return nil, nil
+		},
+	})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if s.status.StartedAt == nil {
+		// Until the request starts, the policies decide again on every
+		// reconcile: a policy change affects requests not yet started.
+		s.status.Decision = &v.Decision // announced by save once written
+	}
+	if v.Gate == gate.Policy {
+		return s.noDisruption(v.Message)
+	}
+	s.noteWindows()
+	if v.Gate == gate.Window {
+		return s.waitForWindow(v)
+	}
+	s.cond(ConditionWindowPermits, true, v.Window.Reason, v.Window.Message)
+	if v.Gate == gate.Budget {
+		return s.waitForBudget(v)
+	}
+	s.cond(ConditionBudget, true, "BudgetAvailable", "the window's disruption budget has room")
+	if v.Gate == gate.Lease {
+		return s.waitForLease(v)
+	}
+	return s.start(taken)
+}
+
+// recordedDecision is the decision a started request keeps; nil until it
+// starts (the policies decide again).
+func (s *step) recordedDecision() *lullv1alpha1.Decision {
+	if s.status.StartedAt == nil {
+		return nil
+	}
+	return s.status.Decision
+}
+
+// reserveBudget takes the request's budget slot (not only checks it), in
+// one write the API server serialises with every other replica's: see
+// budget.Ledger.
+func (s *step) reserveBudget(ctx context.Context) (budget.Result, error) {
+	ws, err := s.windows()
+	if err != nil {
+		return budget.Result{}, err
+	}
+	return s.r.Budget.Reserve(ctx, s.r.Client, s.nm, budget.Request{Node: s.node.Name, Windows: ws,
+		DefaultMaxUnavailable: s.r.Options.DefaultMaxUnavailable})
+}
+
+// waitForWindow keeps a request whose windows do not let it start
+// waiting, holding nothing: a lease still held from before a restart is
+// not needed yet.
+func (s *step) waitForWindow(v gate.Verdict) (reconcile.Result, error) {
+	if s.fc != nil {
+		s.cond(ConditionWindowPermits, false, v.Reason, v.Message)
+		s.status.WaitingFor = v.Message
+	}
+	s.releaseIfHeld()
+	return s.save(lullv1alpha1.PhaseWaitingForWindow, reconcile.Result{RequeueAfter: v.RetryAfter})
+}
+
+// waitForBudget keeps a request waiting for room in its budget, holding
+// no lease meanwhile.
+func (s *step) waitForBudget(v gate.Verdict) (reconcile.Result, error) {
+	s.releaseIfHeld()
+	s.cond(ConditionBudget, false, v.Reason, v.Message)
+	s.status.WaitingFor = v.Message
+	return s.save(lullv1alpha1.PhaseWaitingForBudget, reconcile.Result{RequeueAfter: v.RetryAfter})
+}
+
+// waitForLease keeps a request waiting for another holder's lease.
+func (s *step) waitForLease(v gate.Verdict) (reconcile.Result, error) {
+	held := v.Held
+	if lease.SameFamily(held.Holder, s.r.Options.Identity) {
+		// Another replica of the drainer holds it and is carrying this
+		// request out (replicas without leader election, or a deposed
+		// leader not yet stopped): leave the request, its slot and its
+		// status to that replica; look again once its lease could expire.
+		s.logger.V(2).Info("Another drainer replica holds the lease", "holder", held.Holder)
+		return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, nil
+	}
+	// Waiting for another actor must not keep a budget slot others
+	// could use; the gate takes it again when the lease is free.
+	s.releaseBudget()
+	if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
+		s.event(corev1.EventTypeNormal, ReasonWaitingForLease, v.Message)
+	}
+	s.status.LeaseHolder = held.Holder
+	s.status.WaitingFor = v.Message
+	s.cond(ConditionLeaseHeld, false, v.Reason, v.Message)
+	return s.save(lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: v.RetryAfter})
+}
+
+// start records a request every gate let through (its lease taken) and
+// cordons the node.
+func (s *step) start(info *lease.Info) (reconcile.Result, error) {
+	s.r.memo.renewed(s.node.Name, s.now)
+	s.status.LeaseHolder = info.Holder
+	s.cond(ConditionLeaseHeld, true, "Acquired", fmt.Sprintf("lease held by %s", info.Holder))
+	// Record whether the node was cordoned before we touch it; this is
+	// written before the cordon, so a crash in between cannot lose it.
+	if s.status.WasUnschedulable == nil {
+		s.status.WasUnschedulable = ptr.To(s.node.Spec.Unschedulable)
+	}
+	if s.status.StartedAt == nil {
+		s.status.StartedAt = &metav1.Time{Time: s.now}
+	}
+	s.status.WaitingFor = ""
+	s.event(corev1.EventTypeNormal, ReasonStarted, "lease acquired; cordoning")
+	if _, err := s.save(lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
+		return reconcile.Result{}, err
+	}
+	return s.cordon()
+}
+
+// noteWindows records the governing windows and when the request may next
+// start in them (minTimeRemaining included).
+func (s *step) noteWindows() {
+	s.status.Windows, s.status.NextWindowStart = nil, nil
+	if s.fc == nil || s.fc.Windows == nil {
+		return
+	}
+	s.status.Windows = s.fc.Windows.Names
+	if s.fc.Windows.HasStart {
+		s.status.NextWindowStart = &metav1.Time{Time: s.fc.Windows.Start.Start.UTC().Truncate(time.Second)}
+	}
+}
+
+// noDisruption ends a request whose class needs nothing disruptive: no
+// lease, window or budget; the label goes and the request is recorded as
+// completed.
+func (s *step) noDisruption(msg string) (reconcile.Result, error) {
+	if err := s.r.removeLabel(s.ctx, s.node); err != nil {
+		return reconcile.Result{}, err
+	}
+	return s.finish(gate.ReasonNoDisruption, msg)
+}

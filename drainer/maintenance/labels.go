@@ -1,0 +1,111 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+// Label sync: the maintenance label requests maintenance (a
+// NodeMaintenance made from it), changes its class before it starts, and
+// completes it when removed; lull removes the label when a request ends.
+
+func hasLabel(n *corev1.Node) bool {
+	_, ok := n.Labels[lullv1alpha1.MaintenanceLabel]
+	return ok
+}
+
+// requestedByLabel reports whether the request was made from the label.
+func requestedByLabel(nm *lullv1alpha1.NodeMaintenance) bool {
+	return nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedByLabel
+}
+
+// createFromLabel turns a node's maintenance label into a NodeMaintenance;
+// nothing for a node without the label, gone, or being deleted.
+func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) error {
+	if node == nil || node.DeletionTimestamp != nil || !hasLabel(node) {
+		return nil
+	}
+	class := node.Labels[lullv1alpha1.MaintenanceLabel]
+	nm := &lullv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        node.Name,
+			Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByLabel},
+			Finalizers:  []string{Finalizer},
+		},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{
+			NodeName: node.Name,
+			Class:    class,
+			Reason:   fmt.Sprintf("requested by the node label %s=%s", lullv1alpha1.MaintenanceLabel, class),
+		},
+	}
+	if err := r.Client.Create(ctx, nm); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if apierrors.IsInvalid(err) {
+			// An invalid class in the label: say so on the node; nothing
+			// else can be done until someone fixes the label.
+			r.nodeEvent(node, corev1.EventTypeWarning, ReasonInvalidMaintenanceLabel,
+				"label %s=%q does not make a valid NodeMaintenance: %v", lullv1alpha1.MaintenanceLabel, class, err)
+			return nil
+		}
+		return fmt.Errorf("creating NodeMaintenance for node %s: %w", node.Name, err)
+	}
+	klog.FromContext(ctx).Info("Maintenance requested by label", "class", class)
+	return nil
+}
+
+// syncLabel makes a request made from the label follow it: removing the
+// label completes the request; a new class replaces the old until the
+// request starts. stop is true when this reconcile ends here.
+func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (stop bool, err error) {
+	if !requestedByLabel(nm) || nm.Spec.Complete {
+		return false, nil
+	}
+	class, labelled := node.Labels[lullv1alpha1.MaintenanceLabel]
+	logger := klog.FromContext(ctx)
+	switch {
+	case !labelled:
+		logger.V(2).Info("Maintenance label removed; completing the request")
+		nm.Spec.Complete = true
+		if err := r.Client.Update(ctx, nm); err != nil {
+			return true, client.IgnoreNotFound(err)
+		}
+		return false, nil
+	case class != nm.Spec.Class && nm.Status.StartedAt == nil:
+		// The label now names another class and nothing has started: the
+		// request follows the label (and its policy decision with it).
+		logger.Info("Maintenance label changed class; updating the request", "from", nm.Spec.Class, "to", class)
+		nm.Spec.Class = class
+		if err := r.Client.Update(ctx, nm); apierrors.IsInvalid(err) {
+			r.nodeEvent(node, corev1.EventTypeWarning, ReasonInvalidMaintenanceLabel,
+				"label %s=%q is not a valid maintenance class: %v", lullv1alpha1.MaintenanceLabel, class, err)
+		} else if err != nil {
+			return true, client.IgnoreNotFound(err)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// removeLabel removes the maintenance label from the node (a node gone
+// has none to remove).
+func (r *Reconciler) removeLabel(ctx context.Context, node *corev1.Node) error {
+	if !hasLabel(node) {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+	if err := r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing the maintenance label from node %s: %w", node.Name, err)
+	}
+	return nil
+}

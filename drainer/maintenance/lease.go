@@ -1,0 +1,102 @@
+package maintenance
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/lease"
+)
+
+// renew keeps the lease while the node is disrupted. A lost lease stops
+// everything at once: the request waits for the lease again (the cordon
+// stays, and is still ours to undo).
+func (s *step) renew() (reconcile.Result, bool, error) {
+	if !s.r.memo.renewDue(s.node.Name, s.now, s.r.Options.LeaseDuration/3) {
+		return reconcile.Result{}, false, nil
+	}
+	_, err := s.r.Leases.Renew(s.ctx, s.node.Name, s.r.Options.Identity)
+	if err == nil {
+		s.r.memo.renewed(s.node.Name, s.now)
+		return reconcile.Result{}, false, nil
+	}
+	s.r.Metrics.LeaseRenewFailures.Inc()
+	if errors.Is(err, lease.ErrNotHolder) || apierrors.IsNotFound(err) {
+		// Who holds it now decides what to do: a read that fails decides
+		// nothing (the round fails and is retried).
+		info, gerr := s.r.Leases.Get(s.ctx, s.node.Name)
+		if gerr != nil {
+			return reconcile.Result{}, false, fmt.Errorf("renewing the lease of node %s failed (%v); reading who holds it: %w", s.node.Name, err, gerr)
+		}
+		holder := ""
+		if info != nil {
+			holder = info.Holder
+		}
+		if lease.SameFamily(holder, s.r.Options.Identity) {
+			return s.replicaHolds(holder)
+		}
+		msg := fmt.Sprintf("lost the node's lease (now held by %q); evictions stopped", holder)
+		s.logger.Info("Lost the lease", "holder", holder)
+		s.event(corev1.EventTypeWarning, ReasonLeaseLost, msg)
+		s.status.LastError = msg
+		s.status.LeaseHolder = holder
+		s.status.WaitingFor = msg
+		s.cond(ConditionLeaseHeld, false, "Lost", msg)
+		res, err := s.save(lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: 10 * time.Second})
+		return res, true, err
+	}
+	return reconcile.Result{}, false, fmt.Errorf("renewing the lease of node %s: %w", s.node.Name, err)
+}
+
+// replicaHolds handles a renewal that found another replica of the
+// drainer holding the node's lease: it took the request over (we were
+// deposed as leader, or replicas run without leader election). Take it
+// back only where Acquire allows (we lead, or its lease expired by
+// observation); otherwise stand down without writing anything.
+func (s *step) replicaHolds(holder string) (reconcile.Result, bool, error) {
+	_, err := s.acquire()
+	if err == nil {
+		s.logger.Info("Took the lease back from another drainer replica", "holder", holder)
+		s.r.memo.renewed(s.node.Name, s.now)
+		return reconcile.Result{}, false, nil
+	}
+	s.r.memo.forget(s.node.Name)
+	if _, held := lease.IsHeld(err); !held {
+		return reconcile.Result{}, true, fmt.Errorf("taking back the lease of node %s from %s: %w", s.node.Name, holder, err)
+	}
+	s.logger.Info("Another drainer replica holds the lease; standing down", "holder", holder)
+	return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, true, nil
+}
+
+// acquire takes (or renews) the node's lease for this request.
+func (s *step) acquire() (*lease.Info, error) {
+	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.Class)
+	return s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
+}
+
+// releaseIfHeld gives up a lease and a budget slot lull holds for a
+// request that is not (or no longer) disrupting the node. As the elected
+// leader that includes a lease another replica took for the
+// request and left behind (lease.Options.TakeOverReplicas).
+func (s *step) releaseIfHeld() {
+	if err := s.r.Leases.Release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
+		s.logger.V(2).Info("Released a lease not needed while waiting")
+		s.status.LeaseHolder = ""
+	}
+	s.r.memo.forget(s.node.Name)
+	s.releaseBudget()
+}
+
+// releaseBudget gives up the request's budget slot. A failure keeps the
+// slot counted (fail closed) until a later round or the ledger's pruning
+// of finished requests drops it.
+func (s *step) releaseBudget() {
+	if err := s.r.Budget.Release(s.ctx, s.nm.Spec.NodeName, s.nm.UID); err != nil {
+		s.logger.Error(err, "Releasing the budget slot; it stays counted until a later round")
+	}
+}

@@ -1,0 +1,178 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/forecast"
+)
+
+// Reconcile handles one node's request; the key is the node's name.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// Someone wrote the object since we read it: start over from the
+		// newer state.
+		return reconcile.Result{Requeue: true}, nil
+	}
+	return res, err
+}
+
+// reconcile brings the node's request one phase on: label sync first
+// (labels.go), then the request's life (finalize, finished, complete, or
+// the phase's step).
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", req.Name))
+	node, err := r.getNode(ctx, req.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	nm := &lullv1alpha1.NodeMaintenance{}
+	if err := r.Client.Get(ctx, req.NamespacedName, nm); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("getting NodeMaintenance %s: %w", req.Name, err)
+		}
+		return reconcile.Result{}, r.createFromLabel(ctx, node)
+	}
+	switch {
+	case nm.DeletionTimestamp != nil:
+		return r.finalize(ctx, nm, node)
+	case nm.Status.Phase.Finished():
+		return reconcile.Result{}, r.finished(ctx, nm, node)
+	}
+	if added, err := r.ensureFinalizer(ctx, nm); !added || err != nil {
+		return reconcile.Result{}, err
+	}
+	if node == nil {
+		return r.nodeGone(ctx, nm)
+	}
+	if stop, err := r.syncLabel(ctx, nm, node); stop || err != nil {
+		return reconcile.Result{}, err
+	}
+	if nm.Spec.Complete || nm.Status.Phase == lullv1alpha1.PhaseUncordoning {
+		return r.complete(ctx, nm, node)
+	}
+	if !r.Forecast.Synced() {
+		// Never act on a partial view of windows, leases and requests.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	return r.newStep(ctx, nm, node).run()
+}
+
+// getNode reads the request's node from the cache; nil when it does not
+// exist.
+func (r *Reconciler) getNode(ctx context.Context, name string) (*corev1.Node, error) {
+	var node corev1.Node
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting node %s: %w", name, err)
+	}
+	return &node, nil
+}
+
+// finished handles a request that has ended: nothing is left to undo, so
+// its finalizer goes; a node labelled again gets a new request.
+func (r *Reconciler) finished(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) error {
+	if controllerutil.ContainsFinalizer(nm, Finalizer) {
+		controllerutil.RemoveFinalizer(nm, Finalizer)
+		return client.IgnoreNotFound(r.Client.Update(ctx, nm))
+	}
+	if node != nil && hasLabel(node) && requestedByLabel(nm) {
+		// The node was labelled again: a new request replaces the record
+		// of the old one.
+		klog.FromContext(ctx).V(2).Info("Label set again; replacing the completed request")
+		return client.IgnoreNotFound(r.Client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}))
+	}
+	return nil
+}
+
+// ensureFinalizer adds lull's finalizer to an active request; added is
+// false when the write failed or the request is gone (look again later).
+func (r *Reconciler) ensureFinalizer(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (added bool, err error) {
+	if controllerutil.ContainsFinalizer(nm, Finalizer) {
+		return true, nil
+	}
+	controllerutil.AddFinalizer(nm, Finalizer)
+	if err := r.Client.Update(ctx, nm); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}
+
+// step is one reconcile of an active request: the request, its node, the
+// forecast for the node, and the status being built.
+type step struct {
+	r      *Reconciler
+	ctx    context.Context
+	logger klog.Logger
+	nm     *lullv1alpha1.NodeMaintenance
+	node   *corev1.Node
+	now    time.Time
+	fc     *forecast.Node
+	status *lullv1alpha1.NodeMaintenanceStatus
+	// ws caches the governing windows for this reconcile (read once).
+	ws       []*lullv1alpha1.MaintenanceWindow
+	wsLoaded bool
+}
+
+func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) *step {
+	fc := r.Forecast.Compute(node.Name, node.Labels)
+	return &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), fc: fc,
+		status: nm.Status.DeepCopy()}
+}
+
+// run dispatches on the request's phase: a request not yet started goes
+// through the gates (gate.go); a started one continues where it is
+// (lifecycle.go, drain.go).
+func (s *step) run() (reconcile.Result, error) {
+	switch s.nm.Status.Phase {
+	case lullv1alpha1.PhaseCordoning:
+		return s.cordon()
+	case lullv1alpha1.PhaseDraining:
+		return s.drain()
+	case lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned:
+		return s.hold(s.nm.Status.Phase)
+	default:
+		return s.gate()
+	}
+}
+
+// windows returns the MaintenanceWindows governing the node (nil: none
+// selects it, the default applies). A window deleted since the forecast
+// saw it no longer governs; any other read error fails the step (closed),
+// since skipping a window would skip its budget and windowEnd.
+func (s *step) windows() ([]*lullv1alpha1.MaintenanceWindow, error) {
+	if s.wsLoaded {
+		return s.ws, nil
+	}
+	if s.fc == nil || s.fc.Windows == nil {
+		s.wsLoaded = true
+		return nil, nil
+	}
+	var ws []*lullv1alpha1.MaintenanceWindow
+	for _, name := range s.fc.Windows.Names {
+		var mw lullv1alpha1.MaintenanceWindow
+		err := s.r.Client.Get(s.ctx, types.NamespacedName{Name: name}, &mw)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading MaintenanceWindow %s governing node %s: %w", name, s.node.Name, err)
+		}
+		ws = append(ws, &mw)
+	}
+	s.ws, s.wsLoaded = ws, true
+	return ws, nil
+}

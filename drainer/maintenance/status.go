@@ -1,0 +1,71 @@
+package maintenance
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/policy"
+)
+
+// Condition types of a NodeMaintenance's status.
+const (
+	ConditionWindowPermits = "WindowPermits"
+	ConditionBudget        = "BudgetAvailable"
+	ConditionLeaseHeld     = "LeaseHeld"
+	ConditionCordoned      = "Cordoned"
+	ConditionDrained       = "Drained"
+	ConditionBlocked       = "Blocked"
+)
+
+// cond sets a condition on the status being built.
+func (s *step) cond(t string, ok bool, reason, msg string) {
+	st := metav1.ConditionFalse
+	if ok {
+		st = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: s.nm.Generation})
+}
+
+// save writes the status with the given phase when it changed; the phase
+// change is the commit point of each step.
+func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
+	s.status.Phase = phase
+	s.status.ObservedGeneration = s.nm.Generation
+	if equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
+		return res, nil
+	}
+	old, oldDecision := s.nm.Status.Phase, s.nm.Status.Decision
+	s.nm.Status = *s.status
+	if err := s.r.Client.Status().Update(s.ctx, s.nm); err != nil {
+		// A conflict too stops the chain of steps; Reconcile requeues.
+		return reconcile.Result{}, fmt.Errorf("updating the status of NodeMaintenance %s: %w", s.nm.Name, err)
+	}
+	s.status = s.nm.Status.DeepCopy()
+	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
+		// A decision counts once it is recorded: a write lost to a
+		// conflict is decided (and announced) again by the next round.
+		s.event(corev1.EventTypeNormal, ReasonPolicyDecided, policy.Describe(s.nm.Spec.Class, *d))
+		s.r.Metrics.Decisions.WithLabelValues(string(d.Action), d.RuleRef()).Inc()
+	}
+	if old != phase {
+		s.logger.Info("Phase changed", "from", old, "to", phase, "waitingFor", s.status.WaitingFor)
+	}
+	return res, nil
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
