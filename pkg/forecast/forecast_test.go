@@ -411,7 +411,7 @@ func TestComputeMinTimeRemaining(t *testing.T) {
 		"closed: no period is as long as the minimum": {now: at(10, 0),
 			windows: []NamedWindow{{Name: "daily", Window: daily, MinTimeRemaining: 3 * time.Hour},
 				{Name: "always", Window: always}},
-			open: false, reason: "no window opens within the horizon", validUntil: at(12, 0)},
+			open: false, reason: "but no window period ahead is as long as minTimeRemaining 3h0m0s (window daily)", validUntil: at(12, 0)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := Input{Name: "n1", Labels: lbl, LabelKey: lullv1alpha1.MaintenanceLabel, NM: tc.nm, Windows: tc.windows}

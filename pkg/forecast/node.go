@@ -258,6 +258,9 @@ func (n *Node) startLater(w *Windows, deadline time.Time) string {
 		if why == "" {
 			why = "but "
 		}
+		if w.HasNext && w.MinTimeRemaining > 0 {
+			return why + fmt.Sprintf("no window period ahead is as long as minTimeRemaining %s (window %s)", w.MinTimeRemaining, w.MinTimeRemainingWindow)
+		}
 		return why + "no window opens within the horizon"
 	}
 	n.Disruption = start
@@ -331,8 +334,10 @@ func evaluate(ws []NamedWindow, noWindowOK bool, now time.Time) *Windows {
 	return w
 }
 
-// maxPeriodSteps bounds the walks over permitted periods below.
-const maxPeriodSteps = 1000
+// maxPeriodSteps bounds the walks over permitted periods below (a year
+// of daily periods): a minTimeRemaining longer than every period is a
+// misconfiguration that must not cost more.
+const maxPeriodSteps = 400
 
 // run extends the permitted period iv over the periods that follow it
 // without a gap (so the time left is not cut at a boundary nothing

@@ -540,10 +540,11 @@ func (cl *Cluster) recordedDrains() (time.Duration, int) {
 // in is shorter than the drain estimate.
 func (p *Node) warnWindowTooShort(fc *forecast.Node, now time.Time) {
 	est := p.DrainEstimate.Duration
-	if fc == nil || fc.Windows == nil || !fc.Windows.HasNext || est == 0 || fc.PastDeadline {
+	if fc == nil || fc.Windows == nil || !fc.Windows.HasStart || est == 0 || fc.PastDeadline {
 		return
 	}
-	start, end := fc.Windows.Next.Start, fc.Windows.Next.End
+	// The period the drain would start in (minTimeRemaining included).
+	start, end := fc.Windows.Start.Start, fc.Windows.Start.End
 	if !end.Before(window.Forever) {
 		return
 	}
