@@ -176,6 +176,18 @@ func (e *drainEnv) label(node string, class *string) {
 	require.NoError(e.t, err)
 }
 
+// noonWindow creates the window "noon" for the nodes of pool: daily 13:00
+// to 15:00 in Berlin, closed at the fake clock's start (10:00 UTC).
+func (e *drainEnv) noonWindow(pool string) {
+	e.t.Helper()
+	e.window("noon", func(w *lullv1alpha1.MaintenanceWindow) {
+		w.Spec.Strategy = lullv1alpha1.StrategySchedule
+		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}}
+		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
+			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
+	})
+}
+
 func (e *drainEnv) window(name string, mutate func(*lullv1alpha1.MaintenanceWindow)) {
 	e.t.Helper()
 	w := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}}
@@ -362,12 +374,7 @@ func TestDrainerFullLifeByLabel(t *testing.T) {
 // window opens.
 func TestDrainerWaitsForWindow(t *testing.T) {
 	e := newDrainEnv(t)
-	e.window("noon", func(w *lullv1alpha1.MaintenanceWindow) {
-		w.Spec.Strategy = lullv1alpha1.StrategySchedule
-		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
-		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
-			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
-	})
+	e.noonWindow("a")
 	e.node("n1", map[string]string{"pool": "a"})
 	e.pods("n1", "web", 2)
 	deleted := e.deletions()
