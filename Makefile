@@ -98,7 +98,8 @@ bench-scheduler:
 ## run: local cluster with simulated nodes (NODES=10)
 run: cluster-up
 
-## demo: walk the guided tour against the cluster from `make run`
+## demo: the guided tour on nodes, windows, a policy and a workload of its own (lull-demo-*),
+## against the cluster from `make run`; removes what it made and touches nothing else
 demo:
 	hack/demo.sh
 
