@@ -38,6 +38,7 @@ import (
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/settings"
 )
 
 const (
@@ -76,8 +77,9 @@ type Options struct {
 	// AllowForce permits the Force escalation (deleting pods past their
 	// PodDisruptionBudget). Off unless explicitly configured.
 	AllowForce bool
-	// DefaultMaxUnavailable bounds nodes no window selects.
-	DefaultMaxUnavailable int
+	// Settings shared with lull-scheduler and kubectl-lull (pkg/settings);
+	// the controller reads the maintenance label and the default budget.
+	settings.Settings
 	// DeleteEmptyDirData lets drains evict pods with emptyDir volumes.
 	DeleteEmptyDirData bool
 }
@@ -101,9 +103,7 @@ func (o *Options) defaults() {
 	if o.MaxRetryDelay == 0 {
 		o.MaxRetryDelay = 30 * time.Second
 	}
-	if o.DefaultMaxUnavailable == 0 {
-		o.DefaultMaxUnavailable = 1
-	}
+	o.Settings = o.Settings.WithDefaults()
 }
 
 // Reconciler carries NodeMaintenance requests out.
@@ -161,7 +161,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// creation and deletion (which bumps the generation) do.
 		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Labels request and complete maintenance; unschedulable shows cordons.
-		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged())).
+		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
 		// A lease released or taken in the lease namespace.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest)).
 		// A maintenance changing phase may free budget for the others.
@@ -178,7 +178,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Complete(r)
 }
 
-func nodeChanged() predicate.Funcs {
+func nodeChanged(label string) predicate.Funcs {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*corev1.Node)
@@ -186,14 +186,14 @@ func nodeChanged() predicate.Funcs {
 			if !ok1 || !ok2 {
 				return true
 			}
-			return o.Labels[lullv1alpha1.MaintenanceLabel] != n.Labels[lullv1alpha1.MaintenanceLabel] ||
-				hasLabel(o) != hasLabel(n) || o.Spec.Unschedulable != n.Spec.Unschedulable
+			return o.Labels[label] != n.Labels[label] ||
+				hasLabel(o, label) != hasLabel(n, label) || o.Spec.Unschedulable != n.Spec.Unschedulable
 		},
 	}
 }
 
-func hasLabel(n *corev1.Node) bool {
-	_, ok := n.Labels[lullv1alpha1.MaintenanceLabel]
+func hasLabel(n *corev1.Node, label string) bool {
+	_, ok := n.Labels[label]
 	return ok
 }
 
@@ -286,7 +286,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	nodeExists := nodeErr == nil
 	labelClass, labelled := "", false
 	if nodeExists {
-		labelClass, labelled = node.Labels[lullv1alpha1.MaintenanceLabel]
+		labelClass, labelled = node.Labels[r.Options.MaintenanceLabel]
 	}
 
 	nm := &lullv1alpha1.NodeMaintenance{}
@@ -342,7 +342,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.Client.Update(ctx, nm); err != nil {
 			if apierrors.IsInvalid(err) {
 				r.Recorder.Eventf(&node, nil, corev1.EventTypeWarning, "InvalidMaintenanceLabel", "Request",
-					"label %s=%q is not a valid maintenance class: %v", lullv1alpha1.MaintenanceLabel, labelClass, err)
+					"label %s=%q is not a valid maintenance class: %v", r.Options.MaintenanceLabel, labelClass, err)
 				return reconcile.Result{}, nil
 			}
 			return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -388,7 +388,7 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node, cla
 		Spec: lullv1alpha1.NodeMaintenanceSpec{
 			NodeName: node.Name,
 			Class:    class,
-			Reason:   fmt.Sprintf("requested by the node label %s=%s", lullv1alpha1.MaintenanceLabel, class),
+			Reason:   fmt.Sprintf("requested by the node label %s=%s", r.Options.MaintenanceLabel, class),
 		},
 	}
 	if err := r.Client.Create(ctx, nm); err != nil {
@@ -399,7 +399,7 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node, cla
 			// An invalid class in the label: say so on the node; nothing
 			// else can be done until someone fixes the label.
 			r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "InvalidMaintenanceLabel", "Request",
-				"label %s=%q does not make a valid NodeMaintenance: %v", lullv1alpha1.MaintenanceLabel, class, err)
+				"label %s=%q does not make a valid NodeMaintenance: %v", r.Options.MaintenanceLabel, class, err)
 			return nil
 		}
 		return fmt.Errorf("creating NodeMaintenance for node %s: %w", node.Name, err)

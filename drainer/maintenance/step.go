@@ -302,8 +302,8 @@ func (s *step) action() lullv1alpha1.DisruptionAction {
 // lease, window or budget; the label goes and the request is recorded as
 // completed.
 func (s *step) noDisruption() (reconcile.Result, error) {
-	if hasLabel(s.node) {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+	if hasLabel(s.node, s.r.Options.MaintenanceLabel) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, s.r.Options.MaintenanceLabel)
 		if err := s.r.Client.Patch(s.ctx, s.node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("removing the maintenance label from node %s: %w", s.node.Name, err)
 		}
@@ -450,8 +450,8 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	}
 	r.memo.forget(node.Name)
 	s.releaseBudget()
-	if hasLabel(node) {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+	if hasLabel(node, r.Options.MaintenanceLabel) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, r.Options.MaintenanceLabel)
 		if err := r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("removing the maintenance label from node %s: %w", node.Name, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/version"
 )
 
@@ -41,12 +42,13 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 type options struct {
-	flags          *genericclioptions.ConfigFlags
-	leaseNamespace string
-	medik8s        bool
-	output         string
-	out, errOut    io.Writer
-	clock          clock.WithTickerAndDelayedExecution
+	flags *genericclioptions.ConfigFlags
+	// settings shared with lull-scheduler and lull-drainer, as flags.
+	settings    settings.Settings
+	medik8s     bool
+	output      string
+	out, errOut io.Writer
+	clock       clock.WithTickerAndDelayedExecution
 }
 
 // Run runs kubectl-lull with args and returns the process exit code.
@@ -67,22 +69,27 @@ func Run(args []string, stdout, stderr io.Writer) int {
 
 // NewCommand returns the root command.
 func NewCommand(stdout, stderr io.Writer) *cobra.Command {
-	o := &options{flags: genericclioptions.NewConfigFlags(true), out: stdout, errOut: stderr, clock: clock.RealClock{}}
+	return newCommand(&options{flags: genericclioptions.NewConfigFlags(true), out: stdout, errOut: stderr, clock: clock.RealClock{}})
+}
+
+func newCommand(o *options) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kubectl-lull",
 		Short:         "Safe disruptive work on nodes: requests, previews, windows, leases",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Version,
+		// The shared settings are checked before any verb uses them.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return o.settings.Validate() },
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(o.out)
+	root.SetErr(o.errOut)
 	o.flags.AddFlags(root.PersistentFlags())
 	// --v=N logs client-go's requests (6: every response), as kubectl does.
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
-	root.PersistentFlags().StringVar(&o.leaseNamespace, "lease-namespace", lease.DefaultNamespace, "namespace of the node disruption leases")
+	o.settings.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().BoolVar(&o.medik8s, "medik8s", false, "use the medik8s lease namespace ("+lease.Medik8sNamespace+") to interoperate with medik8s tools")
 	root.AddCommand(newLeaseCommand(o), newStatusCommand(o), newRequestCommand(o), newCompleteCommand(o), newCancelCommand(o),
 		newPlanCommand(o), newWindowsCommand(o), newWhyCommand(o))

@@ -29,56 +29,40 @@ import (
 // already under maintenance, and --force was not given. Nothing changed.
 const ExitNeedsForce = 4
 
-// drainerFlags are the drainer settings a preview must share with the
-// drainer to predict what it does.
+// drainerFlags are the drainer flags besides the shared settings (global
+// flags) that a preview must share with the drainer to predict what it does.
 type drainerFlags struct {
-	nodesWithoutWindow    string
-	identity              string
-	defaultMaxUnavailable int
-	deleteEmptyDirData    bool
-	horizon               time.Duration
+	identity           string
+	deleteEmptyDirData bool
 }
 
 func (d *drainerFlags) add(fs *pflag.FlagSet) {
 	def := plan.DefaultOptions()
-	fs.StringVar(&d.nodesWithoutWindow, "nodes-without-window", "Permissive", "the drainer's --nodes-without-window (Permissive or Restrictive)")
 	fs.StringVar(&d.identity, "drainer-identity", def.Identity, "the drainer's lease holder family (its replicas hold leases as <family>/<replica>)")
-	fs.IntVar(&d.defaultMaxUnavailable, "default-max-unavailable", def.DefaultMaxUnavailable, "the drainer's --default-max-unavailable")
 	fs.BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", def.DeleteEmptyDirData, "the drainer's --delete-emptydir-data")
-	fs.DurationVar(&d.horizon, "window-horizon", 0, "the drainer's --window-horizon (0: the default)")
 }
 
-func (o *options) planOptions(d *drainerFlags) (plan.Options, error) {
+func (o *options) planOptions(d *drainerFlags) plan.Options {
 	po := plan.DefaultOptions()
-	switch d.nodesWithoutWindow {
-	case "Permissive":
-	case "Restrictive":
-		po.NoWindowPermits = false
-	default:
-		return po, fmt.Errorf("--nodes-without-window must be Permissive or Restrictive, not %q", d.nodesWithoutWindow)
-	}
+	po.Settings = o.settings
 	po.LeaseNamespace = o.namespace()
-	po.Identity, po.DefaultMaxUnavailable, po.DeleteEmptyDirData, po.Horizon = d.identity, d.defaultMaxUnavailable, d.deleteEmptyDirData, d.horizon
+	po.Identity, po.DeleteEmptyDirData = d.identity, d.deleteEmptyDirData
 	po.Clock = o.clock
-	return po, nil
+	return po
 }
 
 func (o *options) namespace() string {
 	if o.medik8s {
 		return lease.Medik8sNamespace
 	}
-	return o.leaseNamespace
+	return o.settings.LeaseNamespace
 }
 
 // connect returns the preview options and the clients of a verb that
 // decides like the drainer.
 func (o *options) connect(d *drainerFlags) (plan.Options, client.Client, kubernetes.Interface, error) {
-	po, err := o.planOptions(d)
-	if err != nil {
-		return po, nil, nil, err
-	}
 	c, kube, err := o.clients()
-	return po, c, kube, err
+	return o.planOptions(d), c, kube, err
 }
 
 // clients returns a client for lull's objects and the built-in ones, and a
@@ -337,7 +321,7 @@ the lease before the object goes. Use complete instead to keep the record.`,
 			return o.eachActive(ctx, c, args, func(nm *lullv1alpha1.NodeMaintenance) error {
 				// The label first: while it is there, the drainer would
 				// request the maintenance again.
-				patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+				patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, o.settings.MaintenanceLabel)
 				node := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: nm.Spec.NodeName}}
 				if err := c.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("removing the maintenance label of node %s: %w", nm.Spec.NodeName, err)

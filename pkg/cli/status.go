@@ -86,7 +86,7 @@ func loadStatus(ctx context.Context, c client.Reader, po plan.Options, names []s
 		snap := cl.Forecast.Snapshot()
 		for i := range cl.Nodes {
 			n := &cl.Nodes[i]
-			_, labelled := n.Labels[lullv1alpha1.MaintenanceLabel]
+			_, labelled := n.Labels[cl.Options.MaintenanceLabel]
 			if labelled || cl.Requests[n.Name] != nil || snap.Get(n.Name).Leased() {
 				nodes = append(nodes, n)
 			}
@@ -113,7 +113,7 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 			st.Action, st.Rule = d.Action, d.RuleRef()
 		}
 		class = nm.Spec.Class
-	} else if v, ok := n.Labels[lullv1alpha1.MaintenanceLabel]; ok {
+	} else if v, ok := n.Labels[cl.Options.MaintenanceLabel]; ok {
 		st.Class, st.Phase, st.WaitingFor = v, lullv1alpha1.PhasePending, "the drainer has not picked up the label yet"
 		class = v
 	}
@@ -193,7 +193,7 @@ func explain(cl *plan.Cluster, pod *corev1.Pod, filterOutside bool) *Why {
 			w.Scheduler = c.Message
 		}
 	}
-	if forecast.Tolerates(pod, lullv1alpha1.DisruptionTolerationKey) {
+	if forecast.Tolerates(pod, cl.Options.TolerationKey) {
 		w.Tolerates = true
 		return w
 	}

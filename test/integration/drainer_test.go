@@ -33,6 +33,7 @@ import (
 	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/test/framework"
 )
 
@@ -78,7 +79,7 @@ func newDrainEnv(t *testing.T) *drainEnv {
 // crash would: nothing is cleaned up).
 func (e *drainEnv) start(mutate func(*app.Options)) context.CancelFunc {
 	e.t.Helper()
-	o := app.Options{LeaseNamespace: lease.DefaultNamespace, NodesWithoutWindow: "Permissive",
+	o := app.Options{Settings: settings.Defaults(),
 		Maintenance: maintenance.Options{LeaseDuration: time.Minute, DrainTimeout: time.Hour, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second, DeleteEmptyDirData: true}}
 	if mutate != nil {
 		mutate(&o)
