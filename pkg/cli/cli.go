@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -96,6 +97,9 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 func errorText(err error) string {
 	if status, ok := err.(apierrors.APIStatus); ok {
 		return fmt.Sprintf("Error from server (%s): %s", status.Status().Reason, err)
+	}
+	if meta.IsNoMatchError(err) {
+		return "error: " + err.Error() + "\n(lull's CustomResourceDefinitions are not installed in this cluster: see docs/install.md; `kubectl lull version` shows what is installed)"
 	}
 	return "error: " + err.Error()
 }

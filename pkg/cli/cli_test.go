@@ -2,11 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // run runs kubectl-lull in-process and returns its exit code and output.
@@ -79,4 +83,12 @@ func TestBadOutputFormatFailsFirst(t *testing.T) {
 	code, _, errOut = run(t, "version", "-o", "name")
 	require.Equal(t, ExitError, code)
 	require.Contains(t, errOut, `-o "name": version prints json or yaml`)
+}
+
+func TestErrorText(t *testing.T) {
+	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "x")
+	require.Equal(t, `Error from server (NotFound): nodes "x" not found`, errorText(notFound))
+	require.Equal(t, `error: reading node x: nodes "x" not found`, errorText(fmt.Errorf("reading node x: %w", notFound)))
+	noCRD := fmt.Errorf("listing MaintenanceWindows: %w", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "lull.dev", Kind: "MaintenanceWindow"}, SearchedVersions: []string{"v1alpha1"}})
+	require.Contains(t, errorText(noCRD), "lull's CustomResourceDefinitions are not installed in this cluster")
 }

@@ -224,24 +224,7 @@ that block now) are printed as warnings.`,
 			if err != nil {
 				return err
 			}
-			var needForce []string
-			for _, n := range res.Nodes {
-				for _, w := range n.Warnings {
-					fmt.Fprintf(o.errOut, "Warning: %s: %s\n", n.Node, w)
-				}
-				if n.Existing != nil || n.ForeignLease {
-					needForce = append(needForce, n.Node)
-				}
-			}
-			if len(needForce) > 0 && !force {
-				return &exitError{code: ExitNeedsForce, err: fmt.Errorf("node(s) %s are leased by another actor or already under maintenance; nothing was requested (use --force to request anyway)", strings.Join(needForce, ", "))}
-			}
-			for _, n := range res.Nodes {
-				if err := o.submit(ctx, c, cl, n, req, reason); err != nil {
-					return err
-				}
-			}
-			return nil
+			return o.requestAll(ctx, c, cl, res, req, reason, force)
 		},
 	}
 	cmd.Flags().StringVar(&class, "class", "", "maintenance class, e.g. kernel-update (required)")
@@ -251,6 +234,29 @@ that block now) are printed as warnings.`,
 	_ = cmd.MarkFlagRequired("class")
 	d.add(cmd.Flags())
 	return cmd
+}
+
+// requestAll prints the preview's warnings and, unless a node needs --force
+// that was not given, submits the request of every node.
+func (o *options) requestAll(ctx context.Context, c client.Client, cl *plan.Cluster, res *plan.Result, req plan.Request, reason string, force bool) error {
+	var needForce []string
+	for _, n := range res.Nodes {
+		for _, w := range n.Warnings {
+			fmt.Fprintf(o.errOut, "Warning: %s: %s\n", n.Node, w)
+		}
+		if n.Existing != nil || n.ForeignLease {
+			needForce = append(needForce, n.Node)
+		}
+	}
+	if len(needForce) > 0 && !force {
+		return &exitError{code: ExitNeedsForce, err: fmt.Errorf("node(s) %s are leased by another actor or already under maintenance; nothing was requested (use --force to request anyway)", strings.Join(needForce, ", "))}
+	}
+	for _, n := range res.Nodes {
+		if err := o.submit(ctx, c, cl, n, req, reason); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // submit creates (or, forced, updates) one node's NodeMaintenance.
