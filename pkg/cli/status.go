@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -131,6 +132,9 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 			st.Action, st.Rule = d.Action, d.RuleRef()
 		}
 		class = nm.Spec.Class
+		if msg := relabelRefused(nm, n); msg != "" {
+			st.WaitingFor = strings.TrimPrefix(st.WaitingFor+"; "+msg, "; ")
+		}
 	} else if v, ok := n.Labels[lullv1alpha1.MaintenanceLabel]; ok {
 		st.Class, st.Phase, st.WaitingFor = v, lullv1alpha1.PhasePending, "the drainer has not picked up the label yet"
 		if err := lullv1alpha1.ValidateClass(v); err != nil {
@@ -142,6 +146,22 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 	}
 	st.Windows, _ = cl.WindowsOf(n, class)
 	return st
+}
+
+// relabelRefused says why a label request that has not started does not
+// move: its label was changed to an invalid class, which the drainer
+// cannot apply to the request (it reports InvalidMaintenanceLabel and
+// goes no further until the label is corrected or removed).
+func relabelRefused(nm *lullv1alpha1.NodeMaintenance, n *corev1.Node) string {
+	v, labelled := n.Labels[lullv1alpha1.MaintenanceLabel]
+	if !labelled || v == nm.Spec.Class || nm.Annotations[lullv1alpha1.RequestedByAnnotation] != lullv1alpha1.RequestedByLabel ||
+		nm.Status.StartedAt != nil || nm.Spec.Complete {
+		return ""
+	}
+	if err := lullv1alpha1.ValidateClass(v); err != nil {
+		return fmt.Sprintf("held: the drainer refuses the label's new class (event InvalidMaintenanceLabel): %v; correct or remove the label", err)
+	}
+	return ""
 }
 
 func phaseOrPending(nm *lullv1alpha1.NodeMaintenance) lullv1alpha1.MaintenancePhase {

@@ -22,8 +22,16 @@ func TestStatusOfInvalidMaintenanceLabels(t *testing.T) {
 	labelled := func(name, class string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{lullv1alpha1.MaintenanceLabel: class}}}
 	}
+	// n-relabelled was requested by its label as kernel-update; the label
+	// now names an invalid class, which the drainer refuses to apply.
+	relabelled := &lullv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: "n-relabelled", Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByLabel}},
+		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: "n-relabelled", Class: "kernel-update"},
+		Status:     lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForWindow, WaitingFor: "window(s) noon closed"},
+	}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 		labelled("n-empty", ""), labelled("n-upper", "Kernel_Update"), labelled("n-valid", "kernel-update"),
+		labelled("n-relabelled", "Firmware_2"), relabelled,
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n-none"}},
 	).Build()
 	po := plan.DefaultOptions()
@@ -35,7 +43,8 @@ func TestStatusOfInvalidMaintenanceLabels(t *testing.T) {
 	for _, r := range rows {
 		phases[r.Node] = r.Phase
 	}
-	require.Equal(t, map[string]lullv1alpha1.MaintenancePhase{"n-empty": PhaseInvalidLabel, "n-upper": PhaseInvalidLabel, "n-valid": lullv1alpha1.PhasePending}, phases)
+	require.Equal(t, map[string]lullv1alpha1.MaintenancePhase{"n-empty": PhaseInvalidLabel, "n-upper": PhaseInvalidLabel,
+		"n-valid": lullv1alpha1.PhasePending, "n-relabelled": lullv1alpha1.PhaseWaitingForWindow}, phases)
 	var buf bytes.Buffer
 	require.NoError(t, renderStatus(&buf, rows, at, humanOptions{}))
 	golden(t, "status-invalid-label", buf.Bytes())
