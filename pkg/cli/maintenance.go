@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -68,29 +67,26 @@ func (o *options) connect(d *drainerFlags) (plan.Options, client.Client, kuberne
 // clients returns a client for lull's objects and the built-in ones, and a
 // clientset for pods (the drain library).
 func (o *options) clients() (client.Client, kubernetes.Interface, error) {
-	cfg, err := o.flags.ToRESTConfig()
+	cfg, err := o.restConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("creating a Kubernetes client: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("creating a Kubernetes client: %w", err)
 	}
 	return c, kube, nil
-}
-
-func addOutput(cmd *cobra.Command, o *options) {
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 }
 
 func newPlanCommand(o *options) *cobra.Command {
 	var d drainerFlags
 	var class, selector, deadline string
 	var showPods bool
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "plan NODE... | -l SELECTOR --class CLASS",
 		Short: "Preview what a maintenance request would do, changing nothing",
@@ -101,10 +97,14 @@ the node) and the windows deciding it; the pods a drain would evict; the
 PodDisruptionBudgets that would block it now; and warnings. The preview runs
 the drainer's own decision code on the cluster's current state.`,
 		Example: `  kubectl lull plan node-1 node-2 --class kernel-update
-  kubectl lull plan -l pool=general --class ssh-keys -o json`,
+  kubectl lull plan -l pool=general --class ssh-keys -o json
+  kubectl lull plan -l pool=general --class kernel-update -o custom-columns=NODE:.metadata.name,START:.start,AT:.startAt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := buildRequest(args, selector, class, deadline, o.clock)
 			if err != nil {
+				return err
+			}
+			if err := out.validate(); err != nil {
 				return err
 			}
 			po, c, kube, err := o.connect(&d)
@@ -115,7 +115,11 @@ the drainer's own decision code on the cluster's current state.`,
 			if err != nil {
 				return err
 			}
-			return o.emit(res, func() error { return renderPlan(o.out, res, showPods) })
+			obj, err := planObject(res)
+			if err != nil {
+				return err
+			}
+			return out.printObj(o.out, obj, func(h humanOptions) error { return renderPlan(o.out, res, showPods, h) })
 		},
 	}
 	cmd.Flags().StringVar(&class, "class", "", "maintenance class (required)")
@@ -124,13 +128,9 @@ the drainer's own decision code on the cluster's current state.`,
 	cmd.Flags().BoolVar(&showPods, "show-pods", false, "list the pods each drain would evict")
 	_ = cmd.MarkFlagRequired("class")
 	d.add(cmd.Flags())
-	addOutput(cmd, o)
+	out = addOutputFlags(cmd)
 	return cmd
 }
-
-// classRegexp is the admission rule for a class, checked before a preview
-// (which creates nothing the API server could reject).
-var classRegexp = regexp.MustCompile(lullv1alpha1.ClassPattern)
 
 // buildRequest validates the arguments shared by plan and request.
 func buildRequest(nodes []string, selector, class, deadline string, clk clock.PassiveClock) (plan.Request, error) {
@@ -138,8 +138,10 @@ func buildRequest(nodes []string, selector, class, deadline string, clk clock.Pa
 	if len(nodes) == 0 && selector == "" {
 		return req, fmt.Errorf("name one or more nodes, or give a label selector (-l)")
 	}
-	if !classRegexp.MatchString(class) || len(class) > lullv1alpha1.MaxClassLength {
-		return req, fmt.Errorf("--class %q is not a valid maintenance class: lower-case letters, digits, '-', '.' and '_', at most 63 characters (e.g. kernel-update)", class)
+	// The admission rule, checked before a preview (which creates nothing
+	// the API server could reject).
+	if err := lullv1alpha1.ValidateClass(class); err != nil {
+		return req, fmt.Errorf("--class: %w", err)
 	}
 	if selector != "" {
 		sel, err := labels.Parse(selector)
@@ -206,24 +208,7 @@ that block now) are printed as warnings.`,
 			if err != nil {
 				return err
 			}
-			var needForce []string
-			for _, n := range res.Nodes {
-				for _, w := range n.Warnings {
-					fmt.Fprintf(o.errOut, "Warning: %s: %s\n", n.Node, w)
-				}
-				if n.Existing != nil || n.ForeignLease {
-					needForce = append(needForce, n.Node)
-				}
-			}
-			if len(needForce) > 0 && !force {
-				return &exitError{code: ExitNeedsForce, err: fmt.Errorf("node(s) %s are leased by another actor or already under maintenance; nothing was requested (use --force to request anyway)", strings.Join(needForce, ", "))}
-			}
-			for _, n := range res.Nodes {
-				if err := o.submit(ctx, c, cl, n, req, reason); err != nil {
-					return err
-				}
-			}
-			return nil
+			return o.requestAll(ctx, c, cl, res, req, reason, force)
 		},
 	}
 	cmd.Flags().StringVar(&class, "class", "", "maintenance class, e.g. kernel-update (required)")
@@ -233,6 +218,29 @@ that block now) are printed as warnings.`,
 	_ = cmd.MarkFlagRequired("class")
 	d.add(cmd.Flags())
 	return cmd
+}
+
+// requestAll prints the preview's warnings and, unless a node needs --force
+// that was not given, submits the request of every node.
+func (o *options) requestAll(ctx context.Context, c client.Client, cl *plan.Cluster, res *plan.Result, req plan.Request, reason string, force bool) error {
+	var needForce []string
+	for _, n := range res.Nodes {
+		for _, w := range n.Warnings {
+			fmt.Fprintf(o.errOut, "Warning: %s: %s\n", n.Node, w)
+		}
+		if n.Existing != nil || n.ForeignLease {
+			needForce = append(needForce, n.Node)
+		}
+	}
+	if len(needForce) > 0 && !force {
+		return &exitError{code: ExitNeedsForce, err: fmt.Errorf("node(s) %s are leased by another actor or already under maintenance; nothing was requested (use --force to request anyway)", strings.Join(needForce, ", "))}
+	}
+	for _, n := range res.Nodes {
+		if err := o.submit(ctx, c, cl, n, req, reason); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // submit creates (or, forced, updates) one node's NodeMaintenance.
