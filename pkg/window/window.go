@@ -233,8 +233,9 @@ func (w *Window) baseState(now time.Time, permitted bool, next Interval, ok bool
 // decided the state until it expired, so a state other than the
 // override's began at the expiry, and the override's own state began when
 // the override did, which is not recorded (zero). A state that began after
-// the expiry is left alone, as is one that began before the search horizon
-// when the override expired before it too.
+// the expiry keeps its start. A start not known (zero) stays unknown when
+// the override expired before the search horizon: the state may have begun
+// between the two.
 func (w *Window) afterOverride(since time.Time, permitted bool, now time.Time) time.Time {
 	o := w.override
 	if o == nil || now.Before(o.until) || since.After(o.until) {
