@@ -121,7 +121,10 @@ func TestWindowsTable(t *testing.T) {
 		MaxUnavailable: ptr.To(intstr.FromString("50%")),
 		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "02:00", Duration: lullv1alpha1.Duration{Duration: 4 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Weekly, DaysOfWeek: []lullv1alpha1.Weekday{lullv1alpha1.Saturday, lullv1alpha1.Sunday}}}}}
-	always := lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "canary"}, Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}}
+	// Always open; the window controller saw it open on Tuesday.
+	always := lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "canary", Generation: 2}, Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive},
+		Status: lullv1alpha1.MaintenanceWindowStatus{Conditions: []metav1.Condition{{Type: lullv1alpha1.WindowConditionPermitted, Status: metav1.ConditionTrue,
+			ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(time.Date(2026, 10, 20, 8, 0, 0, 0, time.UTC))}}}}
 	nodes := []corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"pool": "general"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"pool": "general"}}},
@@ -135,6 +138,9 @@ func TestWindowsTable(t *testing.T) {
 	require.NoError(t, renderWindows(&buf, views, humanOptions{}))
 	golden(t, "windows", buf.Bytes())
 	require.Equal(t, time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC), views[1].Periods[0].Start, "02:00 happens twice that night; the window takes the first (CEST)")
+	later := windowViews([]lullv1alpha1.MaintenanceWindow{weekend, always}, nodes, at.Add(time.Hour), 3)
+	require.Equal(t, time.Date(2026, 10, 20, 8, 0, 0, 0, time.UTC), later[0].Periods[0].Start, "an always-open window starts when it opened, not now")
+	require.Nil(t, later[0].Periods[0].End)
 }
 
 // The CLI checks classes with the API's rule, which is the CRDs' pattern:

@@ -351,7 +351,10 @@ func windowViews(ws []lullv1alpha1.MaintenanceWindow, nodes []corev1.Node, now t
 			}
 		}
 		v.MaxUnavailable, _ = budget.MaxUnavailable(mw, v.Nodes)
-		for _, iv := range compiled.Upcoming(now, count) {
+		for j, iv := range compiled.Upcoming(now, count) {
+			if j == 0 && iv.Start.Equal(r.Next.Start) {
+				iv.Start = r.ShownStart(&mw.Status, mw.Generation) // stable for an always-open window
+			}
 			p := Period{Start: iv.Start.UTC(), LocalStart: iv.Start.In(loc).Format("Mon 2006-01-02 15:04 MST")}
 			if !iv.Unbounded() {
 				p.End = ptr.To(iv.End.UTC())
