@@ -29,6 +29,7 @@ require (
 	k8s.io/kubectl v0.0.0
 	k8s.io/kubernetes v1.37.1
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	lull.dev/lull/lease v0.0.0
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -265,3 +266,5 @@ replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.37.1
 replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.1
 
 replace k8s.io/streaming => k8s.io/streaming v0.37.1
+
+replace lull.dev/lull/lease => ./lease

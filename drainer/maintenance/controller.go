@@ -35,9 +35,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/settings"
 )
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 )
 
 func newLeaseCommand(o *options) *cobra.Command {

@@ -28,9 +28,9 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/window"

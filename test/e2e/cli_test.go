@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/cli"
-	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/plan"
 )
 

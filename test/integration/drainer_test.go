@@ -31,7 +31,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
 	"lull.dev/lull/drainer/maintenance"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/test/framework"
