@@ -8,6 +8,10 @@ BIN := _output/bin
 # Static Go builds everywhere (binaries, images, tests): one build
 # configuration, so the Kubernetes packages compile once (hack/build-binaries.sh).
 export CGO_ENABLED ?= 0
+# Modules of their own inside the repository (`./...` stops at their
+# go.mod) that make verify vets and tidies and hack/test.sh unit tests: the
+# lease library other tools import, and the image assembler.
+NESTED_MODULES := $(shell cat hack/nested-modules.txt)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \
@@ -50,9 +54,12 @@ verify:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; echo "gofmt: ok"
 	go vet ./...
-	cd hack/imagebuild && go vet ./...
+	@for m in $(NESTED_MODULES); do echo "(cd $$m && go vet ./...)"; (cd $$m && go vet ./...) || exit 1; done
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy; run 'go mod tidy'"; go mod tidy -diff; exit 1; }; echo "go mod tidy: ok"
-	@cd hack/imagebuild && { go mod tidy -diff >/dev/null || { echo "hack/imagebuild: go.mod/go.sum are not tidy"; exit 1; }; }; echo "go mod tidy (hack/imagebuild): ok"
+	@for m in $(NESTED_MODULES); do \
+	  (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum are not tidy; run 'cd $$m && go mod tidy'"; exit 1; }; \
+	  echo "go mod tidy ($$m): ok"; \
+	done
 	hack/update-k8s-deps.sh --verify
 	hack/update-codegen.sh --verify
 
