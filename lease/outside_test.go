@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -98,7 +99,10 @@ func (g *goCmd) run(args ...string) string {
 	cmd.Dir, cmd.Env = g.dir, g.env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	start := time.Now()
 	out, err := cmd.Output()
 	require.NoError(g.t, err, "go %s in %s:\n%s", strings.Join(args, " "), g.dir, stderr.String())
+	// Cold (empty caches) this test costs minutes, warm seconds: say where.
+	g.t.Logf("go %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	return string(out)
 }
