@@ -154,19 +154,11 @@ func newLeaseReleaseCommand(o *options) *cobra.Command {
 		Short: "Release a lease you hold (exit 3 when another actor holds it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.leaseClient()
+			cs, err := o.kube()
 			if err != nil {
 				return err
 			}
-			err = c.Release(cmd.Context(), args[0], holder)
-			if errors.Is(err, lease.ErrNotHolder) {
-				return &exitError{code: ExitHeld, err: err}
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(o.out, "released lease of node %s\n", args[0])
-			return nil
+			return o.releaseLease(cmd.Context(), cs, args[0], holder)
 		},
 	}
 	cmd.Flags().StringVar(&holder, "holder", "", "your identity (required)")
@@ -205,6 +197,33 @@ func newLeaseShowCommand(o *options) *cobra.Command {
 	cmd.Flags().BoolVar(&all, "all", false, "show every node lease")
 	out = addOutputFlags(cmd)
 	return cmd
+}
+
+// releaseLease releases node's lease held by holder. Releasing a lease
+// nobody holds succeeds (release is idempotent) but says so, and a node
+// that does not exist is an error, as kubectl says it.
+func (o *options) releaseLease(ctx context.Context, cs kubernetes.Interface, node, holder string) error {
+	c := o.newLeaseClient(cs)
+	info, err := c.Get(ctx, node)
+	if err != nil {
+		return err
+	}
+	if info == nil {
+		if _, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.out, "node %s has no disruption lease (namespace %s); nothing to release\n", node, o.namespace())
+		return nil
+	}
+	err = c.Release(ctx, node, holder)
+	if errors.Is(err, lease.ErrNotHolder) {
+		return &exitError{code: ExitHeld, err: err}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.out, "released lease of node %s\n", node)
+	return nil
 }
 
 // showLease prints node's lease. A node without one is not an error, a
