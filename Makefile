@@ -8,6 +8,10 @@ BIN := _output/bin
 # Static Go builds everywhere (binaries, images, tests): one build
 # configuration, so the Kubernetes packages compile once (hack/build-binaries.sh).
 export CGO_ENABLED ?= 0
+# Modules of their own inside the repository (`./...` stops at their
+# go.mod) that make verify vets and tidies and hack/test.sh unit tests: the
+# lease library other tools import, and the image assembler.
+NESTED_MODULES := $(shell cat hack/nested-modules.txt)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \
@@ -50,10 +54,13 @@ verify:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; echo "gofmt: ok"
 	go vet ./...
-	cd hack/imagebuild && go vet ./...
+	@for m in $(NESTED_MODULES); do echo "(cd $$m && go vet ./...)"; (cd $$m && go vet ./...) || exit 1; done
 	go test -count=1 ./test/imports/ # import arrows point down (cmd → drainer/, plugins/ → pkg/ → api/)
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy; run 'go mod tidy'"; go mod tidy -diff; exit 1; }; echo "go mod tidy: ok"
-	@cd hack/imagebuild && { go mod tidy -diff >/dev/null || { echo "hack/imagebuild: go.mod/go.sum are not tidy"; exit 1; }; }; echo "go mod tidy (hack/imagebuild): ok"
+	@for m in $(NESTED_MODULES); do \
+	  (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum are not tidy; run 'cd $$m && go mod tidy'"; exit 1; }; \
+	  echo "go mod tidy ($$m): ok"; \
+	done
 	hack/update-k8s-deps.sh --verify
 	hack/update-codegen.sh --verify
 
@@ -99,7 +106,8 @@ bench-scheduler:
 ## run: local cluster with simulated nodes (NODES=10)
 run: cluster-up
 
-## demo: walk the guided tour against the cluster from `make run`
+## demo: the guided tour on nodes, windows, a policy and a workload of its own (lull-demo-*),
+## against the cluster from `make run`; removes what it made and touches nothing else
 demo:
 	hack/demo.sh
 

@@ -13,6 +13,7 @@ tool (
 
 require (
 	github.com/google/go-cmp v0.7.0
+	github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de
 	github.com/prometheus/client_golang v1.24.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
@@ -28,6 +29,7 @@ require (
 	k8s.io/kubectl v0.0.0
 	k8s.io/kubernetes v1.37.1
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	lull.dev/lull/lease v0.0.0
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -99,7 +101,6 @@ require (
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
-	github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de // indirect
 	github.com/lithammer/dedent v1.1.0 // indirect
 	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.1 // indirect
@@ -265,3 +266,5 @@ replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.37.1
 replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.1
 
 replace k8s.io/streaming => k8s.io/streaming v0.37.1
+
+replace lull.dev/lull/lease => ./lease

@@ -140,7 +140,7 @@ build_one() {
     tail -n 20 "$log" >&2
     if grep -qE '403|404|410|Forbidden|Not Found|verifying module|reading https' "$log"; then
       echo "build-binaries: the Go module proxy ($(go env GOPROXY)) refused a module for ${name} ${version}." >&2
-      echo "build-binaries: check the version in hack/versions.env against ../shared/TOOLCHAIN.md." >&2
+      echo "build-binaries: check that its version in hack/versions.env is published on the proxy." >&2
     fi
     rm -f "$out.tmp"
     return 1

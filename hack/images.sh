@@ -91,7 +91,7 @@ else
   if ! (cd "$TOOL_SRC" && CGO_ENABLED=0 go build -trimpath -o "${TOOL}.tmp" .) >"${OUT}/.imagebuild.build.log" 2>&1; then
     tail -n 20 "${OUT}/.imagebuild.build.log" >&2
     grep -qE '403|404|410|Forbidden|Not Found|verifying module|reading https' "${OUT}/.imagebuild.build.log" &&
-      echo "images: the Go module proxy ($(go env GOPROXY)) refused a module; check GGCR_VERSION against ../shared/TOOLCHAIN.md" >&2
+      echo "images: the Go module proxy ($(go env GOPROXY)) refused a module; check that GGCR_VERSION in hack/versions.env names a published go-containerregistry version" >&2
     die "building hack/imagebuild failed (log: ${OUT}/.imagebuild.build.log)"
   fi
   mv "${TOOL}.tmp" "$TOOL"

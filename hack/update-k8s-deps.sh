@@ -8,8 +8,12 @@
 # resolves to v0.0.0 and the proxy refuses it). This script writes the whole
 # block from hack/staging-modules.txt.
 #
-#   hack/update-k8s-deps.sh            rewrite go.mod and run go mod tidy
-#   hack/update-k8s-deps.sh --verify   fail if go.mod disagrees with the pin
+# The lease module (lease/go.mod, imported by other tools without any
+# replace line) requires the same staging modules and the k8s.io/utils
+# version lull's module resolves: its tests run with what lull ships.
+#
+#   hack/update-k8s-deps.sh            rewrite both go.mod files and run go mod tidy
+#   hack/update-k8s-deps.sh --verify   fail if a go.mod disagrees with the pin
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=versions.env
@@ -21,6 +25,30 @@ while read -r m; do
   [[ -z "$m" ]] && continue
   edit_args+=(-replace="k8s.io/${m}=k8s.io/${m}@${KUBE_STAGING_VERSION}")
 done <"${ROOT}/hack/staging-modules.txt"
+
+# lease_pins fills lease_edit with go mod edit arguments for lease/go.mod
+# (run after lull's go.mod is pinned: k8s.io/utils follows the version lull
+# resolves).
+lease_pins() {
+  local m utils
+  utils=$(cd "$ROOT" && go list -m -f '{{.Version}}' k8s.io/utils) ||
+    { echo "update-k8s-deps: cannot resolve k8s.io/utils in lull's module" >&2; return 1; }
+  lease_edit=(-require="k8s.io/utils@${utils}")
+  for m in api apimachinery client-go; do
+    lease_edit+=(-require="k8s.io/${m}@${KUBE_STAGING_VERSION}")
+  done
+}
+
+# verify_lease: lease/go.mod requires what lease_pins pins.
+verify_lease() { # $1: scratch folder
+  lease_pins || return 1
+  cp "${ROOT}/lease/go.mod" "$1/lease.go.mod"
+  (cd "$1" && go mod edit "${lease_edit[@]}" lease.go.mod)
+  if ! diff -u "${ROOT}/lease/go.mod" "$1/lease.go.mod"; then
+    echo "lease/go.mod disagrees with hack/versions.env (KUBE_STAGING_VERSION=${KUBE_STAGING_VERSION}) or lull's k8s.io/utils; run 'make update-deps'" >&2
+    return 1
+  fi
+}
 
 if [[ "${1:-}" == "--verify" ]]; then
   tmp=$(mktemp -d)
@@ -39,11 +67,14 @@ if [[ "${1:-}" == "--verify" ]]; then
     echo "$bad" >&2
     exit 1
   fi
-  echo "go.mod pins k8s.io/kubernetes ${KUBE_VERSION} and ${KUBE_STAGING_VERSION} staging modules"
+  verify_lease "$tmp"
+  echo "go.mod pins k8s.io/kubernetes ${KUBE_VERSION} and ${KUBE_STAGING_VERSION} staging modules; so does lease/go.mod"
   exit 0
 fi
 
 cd "$ROOT"
 go mod edit "${edit_args[@]}"
 go mod tidy
-echo "go.mod pinned to k8s.io/kubernetes ${KUBE_VERSION}"
+lease_pins
+(cd lease && go mod edit "${lease_edit[@]}" && go mod tidy)
+echo "go.mod pinned to k8s.io/kubernetes ${KUBE_VERSION}, lease/go.mod to ${KUBE_STAGING_VERSION}"

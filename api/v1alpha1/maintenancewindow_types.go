@@ -289,6 +289,15 @@ const (
 	StateRestricted WindowState = "Restricted"
 )
 
+// Condition types of a MaintenanceWindow's status.
+const (
+	// WindowConditionReady: the spec is valid and a window can be computed.
+	WindowConditionReady = "Ready"
+	// WindowConditionPermitted: material changes may start now. Its
+	// lastTransitionTime is when lull saw the window open (or close).
+	WindowConditionPermitted = "Permitted"
+)
+
 // CurrentWindow is the state now and the interval it holds for.
 type CurrentWindow struct {
 	// State: Permitted or Restricted.

@@ -1,4 +1,5 @@
-// Command kubectl-lull is lull's kubectl plugin: `kubectl lull lease ...`.
+// Command kubectl-lull is lull's kubectl plugin: previews, requests,
+// status and the node disruption lease from a shell (`kubectl lull ...`).
 package main
 
 import (

@@ -1,5 +1,6 @@
-// Command lull-drainer runs lull's controllers: today the MaintenanceWindow
-// status controller; the drain controller joins it.
+// Command lull-drainer runs lull's controllers: NodeMaintenance (gates,
+// cordon, drain, completion), MaintenanceWindow status and DisruptionPolicy
+// status, with leader election.
 package main
 
 import (

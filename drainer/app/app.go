@@ -31,11 +31,11 @@ import (
 	"lull.dev/lull/drainer/maintenance"
 	policyctl "lull.dev/lull/drainer/policy"
 	windowctrl "lull.dev/lull/drainer/window"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/lease"
 	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/version"
-	engine "lull.dev/lull/pkg/window"
 )
 
 // Options are lull-drainer's flags.
@@ -49,16 +49,38 @@ type Options struct {
 	MetricsSecure           bool
 	MetricsCertDir          string
 	ProbeAddr               string
-	Horizon                 time.Duration
-	LeaseNamespace          string
-	NodesWithoutWindow      string
-	Maintenance             maintenance.Options
+	// Settings shared with lull-scheduler and kubectl-lull.
+	Settings settings.Settings
+	// Maintenance configures the NodeMaintenance controller; its Settings
+	// are taken from Settings.
+	Maintenance maintenance.Options
 }
 
 // Run parses args, runs the manager until a signal and returns the exit code.
 func Run(args []string) int {
 	fs := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
 	var o Options
+	o.AddFlags(fs)
+	klog.InitFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := o.Settings.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if *showVersion {
+		fmt.Println("lull-drainer", version.Version)
+		return 0
+	}
+	return run(o)
+}
+
+// AddFlags registers lull-drainer's flags, the shared settings' among them
+// (all but the toleration key, which only the scheduler and kubectl lull
+// why read).
+func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader among replicas; only the leader acts")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "lull-system", "namespace of the leader election lease")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a stopped leader's lease blocks the others")
@@ -68,9 +90,7 @@ func Run(args []string) int {
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the non-resource URL /metrics); false: plain HTTP to anyone, for a loopback address only")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics endpoint's tls.crt and tls.key, reloaded when they change; empty: a self-signed certificate generated in memory")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	fs.DurationVar(&o.Horizon, "window-horizon", engine.DefaultHorizon, "how far ahead to search for the next maintenance window")
-	fs.StringVar(&o.LeaseNamespace, "lease-namespace", lease.DefaultNamespace, "namespace of the node disruption leases")
-	fs.StringVar(&o.NodesWithoutWindow, "nodes-without-window", "Permissive", "Permissive or Restrictive: may maintenance of a node no MaintenanceWindow selects start at any time? (keep equal to lull-scheduler's nodesWithoutWindow)")
+	o.Settings.AddFlags(fs, settings.TolerationKeyName)
 	fs.StringVar(&o.Maintenance.Identity, "identity", "", "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
 	fs.StringVar(&o.Maintenance.BudgetNamespace, "budget-namespace", "lull-system", "namespace of the budget ledger ConfigMap lull-budget")
 	fs.DurationVar(&o.Maintenance.LeaseDuration, "lease-duration", time.Minute, "duration of the node leases lull holds (renewed every third of it)")
@@ -78,21 +98,11 @@ func Run(args []string) int {
 	fs.DurationVar(&o.Maintenance.RetryDelay, "eviction-retry-delay", 2*time.Second, "first delay between eviction rounds; doubles while blocked")
 	fs.DurationVar(&o.Maintenance.MaxRetryDelay, "eviction-max-retry-delay", 30*time.Second, "longest delay between eviction rounds")
 	fs.BoolVar(&o.Maintenance.AllowForce, "allow-force", false, "permit the Force escalation (deleting pods past their PodDisruptionBudget); needs pods/delete RBAC")
-	fs.IntVar(&o.Maintenance.DefaultMaxUnavailable, "default-max-unavailable", 1, "nodes without a MaintenanceWindow disrupted at once")
 	fs.BoolVar(&o.Maintenance.DeleteEmptyDirData, "delete-emptydir-data", true, "evict pods with emptyDir volumes (their data is lost)")
-	klog.InitFlags(fs)
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if o.NodesWithoutWindow != "Permissive" && o.NodesWithoutWindow != "Restrictive" {
-		fmt.Fprintf(os.Stderr, "--nodes-without-window must be Permissive or Restrictive, not %q\n", o.NodesWithoutWindow)
-		return 2
-	}
-	if *showVersion {
-		fmt.Println("lull-drainer", version.Version)
-		return 0
-	}
+}
+
+// run runs the manager until a signal and returns the exit code.
+func run(o Options) int {
 	ctrl.SetLogger(klog.NewKlogr())
 	logger := klog.Background().WithName("lull-drainer")
 	if o.Maintenance.Identity == "" {
@@ -124,7 +134,7 @@ func Run(args []string) int {
 		// Only the lease namespace's Leases: every kubelet renews its own
 		// heartbeat Lease every 10 s, and none of those concern us.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.LeaseNamespace: {}}},
+			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.Settings.LeaseNamespace: {}}},
 		}},
 	})
 	if err != nil {
@@ -135,7 +145,7 @@ func Run(args []string) int {
 	collector := windowctrl.NewCollector(clk)
 	crmetrics.Registry.MustRegister(collector)
 	if err := (&windowctrl.Reconciler{
-		Client: mgr.GetClient(), Clock: clk, Metrics: collector, Options: engine.Options{Horizon: o.Horizon},
+		Client: mgr.GetClient(), Clock: clk, Metrics: collector, Options: o.Settings.WindowOptions(),
 	}).SetupWithManager(mgr); err != nil {
 		logger.Error(err, "Setting up the MaintenanceWindow controller")
 		return 1
@@ -205,12 +215,8 @@ func loopback(addr string) bool {
 // SetupMaintenance wires the shared forecast to the manager's informers and
 // registers the NodeMaintenance controller. Tests call it with a fake clock.
 func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTickerAndDelayedExecution, o Options, reg prometheus.Registerer) error {
-	f := forecast.New(forecast.Options{
-		LeaseNamespace:  o.LeaseNamespace,
-		NoWindowPermits: o.NodesWithoutWindow != "Restrictive",
-		WindowOptions:   engine.Options{Horizon: o.Horizon},
-		Clock:           clk,
-	})
+	o.Settings = o.Settings.WithDefaults()
+	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: clk})
 	h := f.Handlers()
 	for obj, hd := range map[client.Object]toolscache.ResourceEventHandler{
 		&corev1.Node{}: h.Nodes, &coordinationv1.Lease{}: h.Leases,
@@ -241,6 +247,8 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	if err != nil {
 		return err
 	}
+	mo := o.Maintenance
+	mo.Settings = o.Settings
 	metrics := maintenance.NewMetrics(mgr.GetClient())
 	if reg != nil {
 		if err := metrics.Register(reg); err != nil {
@@ -256,11 +264,11 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		Kube:      kube,
 		// With leader election, the replica acting is the leader: a lease
 		// another replica holds is a deposed leader's, taken over at once.
-		Leases:   lease.New(kube, lease.Options{Namespace: o.LeaseNamespace, Clock: clk, TakeOverReplicas: o.LeaderElect}),
+		Leases:   lease.New(kube, lease.Options{Namespace: o.Settings.LeaseNamespace, Clock: clk, TakeOverReplicas: o.LeaderElect}),
 		Forecast: f,
 		Clock:    clk,
 		Recorder: mgr.GetEventRecorder("lull-drainer"),
 		Metrics:  metrics,
-		Options:  o.Maintenance,
+		Options:  mo,
 	}).SetupWithManager(mgr)
 }

@@ -2,10 +2,42 @@ package app
 
 import (
 	"crypto/tls"
+	"flag"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"lull.dev/lull/pkg/settings"
 )
+
+// The drainer's shared-settings flags default to pkg/settings' one set of
+// defaults (lull-scheduler's args and kubectl-lull's flags are checked
+// against the same set), and set what the controllers read.
+func TestSharedSettingsFlags(t *testing.T) {
+	var o Options
+	fs := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse(nil))
+	assert.Equal(t, settings.Defaults(), o.Settings)
+	assert.Nil(t, fs.Lookup(settings.TolerationKeyName.Flag), "the drainer does not read the toleration key")
+
+	require.NoError(t, fs.Parse([]string{"--maintenance-label=example.com/maintenance", "--lease-namespace=leases",
+		"--nodes-without-window=Restrictive", "--default-max-unavailable=3", "--window-horizon=720h"}))
+	want := settings.Defaults()
+	want.MaintenanceLabel, want.LeaseNamespace, want.NodesWithoutWindow = "example.com/maintenance", "leases", settings.NoWindowRestrictive
+	want.DefaultMaxUnavailable, want.WindowHorizon = 3, 720*time.Hour
+	assert.Equal(t, want, o.Settings)
+}
+
+// Bad settings stop the drainer before it connects anywhere, with exit
+// code 2 (usage).
+func TestRunRejectsBadSettings(t *testing.T) {
+	for _, arg := range []string{"--nodes-without-window=Sometimes", "--maintenance-label=not a label", "--default-max-unavailable=0", "--window-horizon=-1h"} {
+		assert.Equal(t, 2, Run([]string{arg}), arg)
+	}
+}
 
 func TestMetricsServerOptions(t *testing.T) {
 	secure := MetricsServerOptions(Options{MetricsAddr: ":8443", MetricsSecure: true, MetricsCertDir: "/certs"})

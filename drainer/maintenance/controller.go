@@ -38,9 +38,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/pkg/settings"
 )
 
 const (
@@ -71,8 +72,9 @@ type Options struct {
 	// AllowForce permits the Force escalation (deleting pods past their
 	// PodDisruptionBudget). Off unless explicitly configured.
 	AllowForce bool
-	// DefaultMaxUnavailable bounds nodes no window selects.
-	DefaultMaxUnavailable int
+	// Settings shared with lull-scheduler and kubectl-lull (pkg/settings);
+	// the controller reads the maintenance label and the default budget.
+	settings.Settings
 	// DeleteEmptyDirData lets drains evict pods with emptyDir volumes.
 	DeleteEmptyDirData bool
 }
@@ -96,9 +98,7 @@ func (o *Options) defaults() {
 	if o.MaxRetryDelay == 0 {
 		o.MaxRetryDelay = 30 * time.Second
 	}
-	if o.DefaultMaxUnavailable == 0 {
-		o.DefaultMaxUnavailable = 1
-	}
+	o.Settings = o.Settings.WithDefaults()
 }
 
 // Reconciler carries NodeMaintenance requests out.
@@ -156,7 +156,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// creation and deletion (which bumps the generation) do.
 		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Labels request and complete maintenance; unschedulable shows cordons.
-		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged())).
+		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
 		// A lease released or taken in the lease namespace.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest)).
 		// A maintenance changing phase may free budget for the others.
@@ -173,7 +173,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Complete(r)
 }
 
-func nodeChanged() predicate.Funcs {
+func nodeChanged(label string) predicate.Funcs {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*corev1.Node)
@@ -181,8 +181,8 @@ func nodeChanged() predicate.Funcs {
 			if !ok1 || !ok2 {
 				return true
 			}
-			return o.Labels[lullv1alpha1.MaintenanceLabel] != n.Labels[lullv1alpha1.MaintenanceLabel] ||
-				hasLabel(o) != hasLabel(n) || o.Spec.Unschedulable != n.Spec.Unschedulable
+			return o.Labels[label] != n.Labels[label] ||
+				hasLabel(o, label) != hasLabel(n, label) || o.Spec.Unschedulable != n.Spec.Unschedulable
 		},
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/gate"
-	"lull.dev/lull/pkg/lease"
 )
 
 // gate asks pkg/gate whether the request may start (policy decision,

@@ -18,8 +18,8 @@ import (
 // NodeMaintenance made from it), changes its class before it starts, and
 // completes it when removed; lull removes the label when a request ends.
 
-func hasLabel(n *corev1.Node) bool {
-	_, ok := n.Labels[lullv1alpha1.MaintenanceLabel]
+func hasLabel(n *corev1.Node, label string) bool {
+	_, ok := n.Labels[label]
 	return ok
 }
 
@@ -31,10 +31,10 @@ func requestedByLabel(nm *lullv1alpha1.NodeMaintenance) bool {
 // createFromLabel turns a node's maintenance label into a NodeMaintenance;
 // nothing for a node without the label, gone, or being deleted.
 func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) error {
-	if node == nil || node.DeletionTimestamp != nil || !hasLabel(node) {
+	if node == nil || node.DeletionTimestamp != nil || !hasLabel(node, r.Options.MaintenanceLabel) {
 		return nil
 	}
-	class := node.Labels[lullv1alpha1.MaintenanceLabel]
+	class := node.Labels[r.Options.MaintenanceLabel]
 	nm := &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        node.Name,
@@ -44,7 +44,7 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) err
 		Spec: lullv1alpha1.NodeMaintenanceSpec{
 			NodeName: node.Name,
 			Class:    class,
-			Reason:   fmt.Sprintf("requested by the node label %s=%s", lullv1alpha1.MaintenanceLabel, class),
+			Reason:   fmt.Sprintf("requested by the node label %s=%s", r.Options.MaintenanceLabel, class),
 		},
 	}
 	if err := r.Client.Create(ctx, nm); err != nil {
@@ -55,7 +55,7 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) err
 			// An invalid class in the label: say so on the node; nothing
 			// else can be done until someone fixes the label.
 			r.nodeEvent(node, corev1.EventTypeWarning, ReasonInvalidMaintenanceLabel,
-				"label %s=%q does not make a valid NodeMaintenance: %v", lullv1alpha1.MaintenanceLabel, class, err)
+				"label %s=%q does not make a valid NodeMaintenance: %v", r.Options.MaintenanceLabel, class, err)
 			return nil
 		}
 		return fmt.Errorf("creating NodeMaintenance for node %s: %w", node.Name, err)
@@ -71,7 +71,7 @@ func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMainten
 	if !requestedByLabel(nm) || nm.Spec.Complete {
 		return false, nil
 	}
-	class, labelled := node.Labels[lullv1alpha1.MaintenanceLabel]
+	class, labelled := node.Labels[r.Options.MaintenanceLabel]
 	logger := klog.FromContext(ctx)
 	switch {
 	case !labelled:
@@ -88,7 +88,7 @@ func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMainten
 		nm.Spec.Class = class
 		if err := r.Client.Update(ctx, nm); apierrors.IsInvalid(err) {
 			r.nodeEvent(node, corev1.EventTypeWarning, ReasonInvalidMaintenanceLabel,
-				"label %s=%q is not a valid maintenance class: %v", lullv1alpha1.MaintenanceLabel, class, err)
+				"label %s=%q is not a valid maintenance class: %v", r.Options.MaintenanceLabel, class, err)
 		} else if err != nil {
 			return true, client.IgnoreNotFound(err)
 		}
@@ -100,10 +100,10 @@ func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMainten
 // removeLabel removes the maintenance label from the node (a node gone
 // has none to remove).
 func (r *Reconciler) removeLabel(ctx context.Context, node *corev1.Node) error {
-	if !hasLabel(node) {
+	if !hasLabel(node, r.Options.MaintenanceLabel) {
 		return nil
 	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, r.Options.MaintenanceLabel)
 	if err := r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing the maintenance label from node %s: %w", node.Name, err)
 	}

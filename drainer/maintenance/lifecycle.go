@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 )
 
 // cordon marks the node unschedulable (unless it already is) and moves on

@@ -89,7 +89,7 @@ func (r *Reconciler) finished(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		controllerutil.RemoveFinalizer(nm, Finalizer)
 		return client.IgnoreNotFound(r.Client.Update(ctx, nm))
 	}
-	if node != nil && hasLabel(node) && requestedByLabel(nm) {
+	if node != nil && hasLabel(node, r.Options.MaintenanceLabel) && requestedByLabel(nm) {
 		// The node was labelled again: a new request replaces the record
 		// of the old one.
 		klog.FromContext(ctx).V(2).Info("Label set again; replacing the completed request")

@@ -33,9 +33,9 @@ import (
 
 const (
 	// ConditionReady: the spec is valid and a window can be computed.
-	ConditionReady = "Ready"
+	ConditionReady = lullv1alpha1.WindowConditionReady
 	// ConditionPermitted: material changes may start now.
-	ConditionPermitted = "Permitted"
+	ConditionPermitted = lullv1alpha1.WindowConditionPermitted
 	// upcomingCount is how many periods after Next the status lists.
 	upcomingCount = 4
 )
@@ -181,7 +181,33 @@ func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.Mainten
 
 // setStatus fills status from an evaluation at now.
 func setStatus(status *lullv1alpha1.MaintenanceWindowStatus, gen int64, w *engine.Window, res engine.Result, now time.Time, selErr error) {
-	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Valid", Message: "window is valid", ObservedGeneration: gen}
+	setConditions(status, gen, res, now, selErr)
+	cur := &lullv1alpha1.CurrentWindow{State: lullv1alpha1.StateRestricted, Reason: res.Message()}
+	if meta.IsStatusConditionTrue(status.Conditions, ConditionPermitted) {
+		cur.State = lullv1alpha1.StatePermitted
+	}
+	cur.Since = timePtr(res.Since)
+	cur.Until = timePtr(res.Until)
+	status.Current = cur
+	status.Next, status.Upcoming = nil, nil
+	if !res.HasNext {
+		return
+	}
+	status.Next = period(res.Next)
+	status.Next.Start = metav1.Time{Time: res.ShownStart(status, gen).UTC().Truncate(time.Second)}
+	for _, iv := range w.Upcoming(now, upcomingCount+1) {
+		if iv.Start.Equal(res.Next.Start) {
+			continue
+		}
+		status.Upcoming = append(status.Upcoming, *period(iv))
+	}
+}
+
+// setConditions sets Ready and Permitted. A condition's lastTransitionTime
+// comes from the controller's clock and is kept while its status holds.
+func setConditions(status *lullv1alpha1.MaintenanceWindowStatus, gen int64, res engine.Result, now time.Time, selErr error) {
+	at := metav1.Time{Time: now.UTC().Truncate(time.Second)}
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Valid", Message: "window is valid", ObservedGeneration: gen, LastTransitionTime: at}
 	switch {
 	case res.Reason == engine.ReasonInvalid:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "InvalidSpec", res.Detail
@@ -191,29 +217,11 @@ func setStatus(status *lullv1alpha1.MaintenanceWindowStatus, gen int64, w *engin
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NoWindowInHorizon", res.Message()
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
-	permitted := metav1.Condition{Type: ConditionPermitted, Status: metav1.ConditionFalse, Reason: string(res.Reason), Message: res.Message(), ObservedGeneration: gen}
+	permitted := metav1.Condition{Type: ConditionPermitted, Status: metav1.ConditionFalse, Reason: string(res.Reason), Message: res.Message(), ObservedGeneration: gen, LastTransitionTime: at}
 	if res.Permitted && selErr == nil {
 		permitted.Status = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(&status.Conditions, permitted)
-
-	cur := &lullv1alpha1.CurrentWindow{State: lullv1alpha1.StateRestricted, Reason: res.Message()}
-	if permitted.Status == metav1.ConditionTrue {
-		cur.State = lullv1alpha1.StatePermitted
-	}
-	cur.Since = timePtr(res.Since)
-	cur.Until = timePtr(res.Until)
-	status.Current = cur
-	status.Next, status.Upcoming = nil, nil
-	if res.HasNext {
-		status.Next = period(res.Next)
-		for _, iv := range w.Upcoming(now, upcomingCount+1) {
-			if iv.Start.Equal(res.Next.Start) {
-				continue
-			}
-			status.Upcoming = append(status.Upcoming, *period(iv))
-		}
-	}
 }
 
 func timePtr(t time.Time) *metav1.Time {

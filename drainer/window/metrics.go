@@ -81,11 +81,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for name, w := range c.ws {
 		res := w.Evaluate(now)
 		ch <- prometheus.MustNewConstMetric(secondsUntilPermittedDesc, prometheus.GaugeValue, res.SecondsUntilPermitted(now), name)
-		remaining := res.PermittedRemaining(now).Seconds()
-		if res.Permitted && !res.Until.Before(engine.Forever) {
-			remaining = -1
-		}
-		ch <- prometheus.MustNewConstMetric(permittedRemainingDesc, prometheus.GaugeValue, remaining, name)
+		ch <- prometheus.MustNewConstMetric(permittedRemainingDesc, prometheus.GaugeValue, res.SecondsRemaining(now), name)
 		ch <- prometheus.MustNewConstMetric(nodesWaitingDesc, prometheus.GaugeValue, float64(c.waiting[name]), name)
 	}
 }

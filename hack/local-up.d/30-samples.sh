@@ -15,7 +15,7 @@ if [[ "${LULL_SAMPLES:-1}" != "0" && "$NODES" -gt 0 ]]; then
   wait_for "sample workload running" 120 k rollout status deployment/web --timeout=5s
   cat >"$DIR/tour.txt" <<TOUR
 
-Guided tour (or run it by itself: make demo)
+Guided tour (make demo runs the same steps on lull-demo-* nodes and objects of its own, and leaves these alone)
   export KUBECONFIG=${KUBECONFIG_ADMIN} PATH=${BIN}:\$PATH
   kubectl get nodes -L type,pool                      # kwok nodes, and the real kubelet node real-node-0
   kubectl get pods -n lull-system -o wide              # lull-scheduler, lull-drainer: pods on the real node

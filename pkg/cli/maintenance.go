@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -20,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/scheme"
 )
@@ -29,84 +28,65 @@ import (
 // already under maintenance, and --force was not given. Nothing changed.
 const ExitNeedsForce = 4
 
-// drainerFlags are the drainer settings a preview must share with the
-// drainer to predict what it does.
+// drainerFlags are the drainer flags besides the shared settings (global
+// flags) that a preview must share with the drainer to predict what it does.
 type drainerFlags struct {
-	nodesWithoutWindow    string
-	identity              string
-	defaultMaxUnavailable int
-	deleteEmptyDirData    bool
-	horizon               time.Duration
+	identity           string
+	deleteEmptyDirData bool
 }
 
 func (d *drainerFlags) add(fs *pflag.FlagSet) {
 	def := plan.DefaultOptions()
-	fs.StringVar(&d.nodesWithoutWindow, "nodes-without-window", "Permissive", "the drainer's --nodes-without-window (Permissive or Restrictive)")
 	fs.StringVar(&d.identity, "drainer-identity", def.Identity, "the drainer's lease holder family (its replicas hold leases as <family>/<replica>)")
-	fs.IntVar(&d.defaultMaxUnavailable, "default-max-unavailable", def.DefaultMaxUnavailable, "the drainer's --default-max-unavailable")
 	fs.BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", def.DeleteEmptyDirData, "the drainer's --delete-emptydir-data")
-	fs.DurationVar(&d.horizon, "window-horizon", 0, "the drainer's --window-horizon (0: the default)")
 }
 
-func (o *options) planOptions(d *drainerFlags) (plan.Options, error) {
+func (o *options) planOptions(d *drainerFlags) plan.Options {
 	po := plan.DefaultOptions()
-	switch d.nodesWithoutWindow {
-	case "Permissive":
-	case "Restrictive":
-		po.NoWindowPermits = false
-	default:
-		return po, fmt.Errorf("--nodes-without-window must be Permissive or Restrictive, not %q", d.nodesWithoutWindow)
-	}
+	po.Settings = o.settings
 	po.LeaseNamespace = o.namespace()
-	po.Identity, po.DefaultMaxUnavailable, po.DeleteEmptyDirData, po.Horizon = d.identity, d.defaultMaxUnavailable, d.deleteEmptyDirData, d.horizon
+	po.Identity, po.DeleteEmptyDirData = d.identity, d.deleteEmptyDirData
 	po.Clock = o.clock
-	return po, nil
+	return po
 }
 
 func (o *options) namespace() string {
 	if o.medik8s {
 		return lease.Medik8sNamespace
 	}
-	return o.leaseNamespace
+	return o.settings.LeaseNamespace
 }
 
 // connect returns the preview options and the clients of a verb that
 // decides like the drainer.
 func (o *options) connect(d *drainerFlags) (plan.Options, client.Client, kubernetes.Interface, error) {
-	po, err := o.planOptions(d)
-	if err != nil {
-		return po, nil, nil, err
-	}
 	c, kube, err := o.clients()
-	return po, c, kube, err
+	return o.planOptions(d), c, kube, err
 }
 
 // clients returns a client for lull's objects and the built-in ones, and a
 // clientset for pods (the drain library).
 func (o *options) clients() (client.Client, kubernetes.Interface, error) {
-	cfg, err := o.flags.ToRESTConfig()
+	cfg, err := o.restConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("creating a Kubernetes client: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("creating a Kubernetes client: %w", err)
 	}
 	return c, kube, nil
-}
-
-func addOutput(cmd *cobra.Command, o *options) {
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 }
 
 func newPlanCommand(o *options) *cobra.Command {
 	var d drainerFlags
 	var class, selector, deadline string
 	var showPods bool
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "plan NODE... | -l SELECTOR --class CLASS",
 		Short: "Preview what a maintenance request would do, changing nothing",
@@ -117,10 +97,14 @@ the node) and the windows deciding it; the pods a drain would evict; the
 PodDisruptionBudgets that would block it now; and warnings. The preview runs
 the drainer's own decision code on the cluster's current state.`,
 		Example: `  kubectl lull plan node-1 node-2 --class kernel-update
-  kubectl lull plan -l pool=general --class ssh-keys -o json`,
+  kubectl lull plan -l pool=general --class ssh-keys -o json
+  kubectl lull plan -l pool=general --class kernel-update -o custom-columns=NODE:.metadata.name,START:.start,AT:.startAt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := buildRequest(args, selector, class, deadline, o.clock)
 			if err != nil {
+				return err
+			}
+			if err := out.validate(); err != nil {
 				return err
 			}
 			po, c, kube, err := o.connect(&d)
@@ -131,7 +115,11 @@ the drainer's own decision code on the cluster's current state.`,
 			if err != nil {
 				return err
 			}
-			return o.emit(res, func() error { return renderPlan(o.out, res, showPods) })
+			obj, err := planObject(res)
+			if err != nil {
+				return err
+			}
+			return out.printObj(o.out, obj, func(h humanOptions) error { return renderPlan(o.out, res, showPods, h) })
 		},
 	}
 	cmd.Flags().StringVar(&class, "class", "", "maintenance class (required)")
@@ -140,13 +128,9 @@ the drainer's own decision code on the cluster's current state.`,
 	cmd.Flags().BoolVar(&showPods, "show-pods", false, "list the pods each drain would evict")
 	_ = cmd.MarkFlagRequired("class")
 	d.add(cmd.Flags())
-	addOutput(cmd, o)
+	out = addOutputFlags(cmd)
 	return cmd
 }
-
-// classRegexp is the admission rule for a class, checked before a preview
-// (which creates nothing the API server could reject).
-var classRegexp = regexp.MustCompile(lullv1alpha1.ClassPattern)
 
 // buildRequest validates the arguments shared by plan and request.
 func buildRequest(nodes []string, selector, class, deadline string, clk clock.PassiveClock) (plan.Request, error) {
@@ -154,8 +138,10 @@ func buildRequest(nodes []string, selector, class, deadline string, clk clock.Pa
 	if len(nodes) == 0 && selector == "" {
 		return req, fmt.Errorf("name one or more nodes, or give a label selector (-l)")
 	}
-	if !classRegexp.MatchString(class) || len(class) > lullv1alpha1.MaxClassLength {
-		return req, fmt.Errorf("--class %q is not a valid maintenance class: lower-case letters, digits, '-', '.' and '_', at most 63 characters (e.g. kernel-update)", class)
+	// The admission rule, checked before a preview (which creates nothing
+	// the API server could reject).
+	if err := lullv1alpha1.ValidateClass(class); err != nil {
+		return req, fmt.Errorf("--class: %w", err)
 	}
 	if selector != "" {
 		sel, err := labels.Parse(selector)
@@ -222,24 +208,7 @@ that block now) are printed as warnings.`,
 			if err != nil {
 				return err
 			}
-			var needForce []string
-			for _, n := range res.Nodes {
-				for _, w := range n.Warnings {
-					fmt.Fprintf(o.errOut, "Warning: %s: %s\n", n.Node, w)
-				}
-				if n.Existing != nil || n.ForeignLease {
-					needForce = append(needForce, n.Node)
-				}
-			}
-			if len(needForce) > 0 && !force {
-				return &exitError{code: ExitNeedsForce, err: fmt.Errorf("node(s) %s are leased by another actor or already under maintenance; nothing was requested (use --force to request anyway)", strings.Join(needForce, ", "))}
-			}
-			for _, n := range res.Nodes {
-				if err := o.submit(ctx, c, cl, n, req, reason); err != nil {
-					return err
-				}
-			}
-			return nil
+			return o.requestAll(ctx, c, cl, res, req, reason, force)
 		},
 	}
 	cmd.Flags().StringVar(&class, "class", "", "maintenance class, e.g. kernel-update (required)")
@@ -249,6 +218,29 @@ that block now) are printed as warnings.`,
 	_ = cmd.MarkFlagRequired("class")
 	d.add(cmd.Flags())
 	return cmd
+}
+
+// requestAll prints the preview's warnings and, unless a node needs --force
+// that was not given, submits the request of every node.
+func (o *options) requestAll(ctx context.Context, c client.Client, cl *plan.Cluster, res *plan.Result, req plan.Request, reason string, force bool) error {
+	var needForce []string
+	for _, n := range res.Nodes {
+		for _, w := range n.Warnings {
+			fmt.Fprintf(o.errOut, "Warning: %s: %s\n", n.Node, w)
+		}
+		if n.Existing != nil || n.ForeignLease {
+			needForce = append(needForce, n.Node)
+		}
+	}
+	if len(needForce) > 0 && !force {
+		return &exitError{code: ExitNeedsForce, err: fmt.Errorf("node(s) %s are leased by another actor or already under maintenance; nothing was requested (use --force to request anyway)", strings.Join(needForce, ", "))}
+	}
+	for _, n := range res.Nodes {
+		if err := o.submit(ctx, c, cl, n, req, reason); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // submit creates (or, forced, updates) one node's NodeMaintenance.
@@ -337,7 +329,7 @@ the lease before the object goes. Use complete instead to keep the record.`,
 			return o.eachActive(ctx, c, args, func(nm *lullv1alpha1.NodeMaintenance) error {
 				// The label first: while it is there, the drainer would
 				// request the maintenance again.
-				patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
+				patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, o.settings.MaintenanceLabel)
 				node := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: nm.Spec.NodeName}}
 				if err := c.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("removing the maintenance label of node %s: %w", nm.Spec.NodeName, err)

@@ -1,41 +1,16 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 
 	"lull.dev/lull/pkg/plan"
 )
-
-// emit prints v as JSON or YAML, or calls table.
-func (o *options) emit(v any, table func() error) error {
-	switch o.output {
-	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(o.out, string(b))
-		return nil
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(o.out, string(b))
-		return nil
-	case "table", "":
-		return table()
-	}
-	return fmt.Errorf("unknown output format %q (table, json, yaml)", o.output)
-}
 
 // stamp is a time in UTC with how far it is from now ("in 2h", "3m ago").
 func stamp(t, now time.Time) string {
@@ -49,30 +24,13 @@ func stamp(t, now time.Time) string {
 	return s + " (now)"
 }
 
-func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
-
-func renderPlan(w io.Writer, res *plan.Result, showPods bool) error {
-	tw := table(w)
-	fmt.Fprintln(tw, "NODE\tACTION\tRULE\tSTART\tAT\tWINDOWS\tEVICT\tBLOCKED-BY")
-	for _, n := range res.Nodes {
-		at := "-"
-		if n.StartAt != nil {
-			at = stamp(*n.StartAt, res.At)
-		}
-		wins := "-"
-		if n.Windows != nil && len(n.Windows.Names) > 0 {
-			wins = strings.Join(n.Windows.Names, ",")
-		} else if n.Windows != nil {
-			wins = "(none)"
-		}
-		var blockers []string
-		for _, b := range n.Blockers {
-			blockers = append(blockers, fmt.Sprintf("%s(%d)", b.PodDisruptionBudget, len(b.Pods)))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.Node, n.Action, n.Rule, n.Start, at, wins, len(n.Evict), dash(strings.Join(blockers, ",")))
-	}
-	if err := tw.Flush(); err != nil {
+// renderPlan prints the plan's table and, below it, each node's notes.
+func renderPlan(w io.Writer, res *plan.Result, showPods bool, h humanOptions) error {
+	if err := printTable(w, planTable(res), h); err != nil {
 		return err
+	}
+	if h.noHeaders {
+		return nil
 	}
 	for _, n := range res.Nodes {
 		fmt.Fprintf(w, "\n%s: %s\n", n.Node, describeStart(n, res.At))
@@ -97,13 +55,44 @@ func renderPlan(w io.Writer, res *plan.Result, showPods bool) error {
 	return nil
 }
 
-func renderStatus(w io.Writer, rows []NodeStatus, now time.Time) error {
+// planTable is a row per node: what, when, which windows, how many pods,
+// which budgets block now; -o wide adds the drain estimate and what the
+// node waits for.
+func planTable(res *plan.Result) *metav1.Table {
+	t := newTable("NODE", "ACTION", "RULE", "START", "AT", "WINDOWS", "EVICT", "BLOCKED-BY", "+DRAIN-ESTIMATE", "+WAITING-FOR")
+	for _, n := range res.Nodes {
+		at := "-"
+		if n.StartAt != nil {
+			at = stamp(*n.StartAt, res.At)
+		}
+		wins := "-"
+		if n.Windows != nil && len(n.Windows.Names) > 0 {
+			wins = strings.Join(n.Windows.Names, ",")
+		} else if n.Windows != nil {
+			wins = "(none)"
+		}
+		var blockers []string
+		for _, b := range n.Blockers {
+			blockers = append(blockers, fmt.Sprintf("%s(%d)", b.PodDisruptionBudget, len(b.Pods)))
+		}
+		estimate := "-"
+		if n.DrainEstimate.Duration > 0 {
+			estimate = n.DrainEstimate.Duration.String()
+		}
+		addRow(t, n.Node, string(n.Action), n.Rule, string(n.Start), at, wins, fmt.Sprint(len(n.Evict)),
+			dash(strings.Join(blockers, ",")), estimate, dash(n.WaitingFor))
+	}
+	return t
+}
+
+// renderStatus prints a row per node; -o wide adds the rule, whether the
+// node is cordoned and the request's reason.
+func renderStatus(w io.Writer, rows []NodeStatus, now time.Time, h humanOptions) error {
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "No node is under maintenance or leased.")
 		return nil
 	}
-	tw := table(w)
-	fmt.Fprintln(tw, "NODE\tCLASS\tACTION\tPHASE\tLEASE\tWINDOW\tPODS-LEFT\tBLOCKED-BY\tWAITING-FOR")
+	t := newTable("NODE", "CLASS", "ACTION", "PHASE", "LEASE", "WINDOW", "PODS-LEFT", "BLOCKED-BY", "WAITING-FOR", "+RULE", "+CORDONED", "+REASON")
 	for _, r := range rows {
 		lease := "-"
 		if r.Lease != nil {
@@ -120,10 +109,10 @@ func renderStatus(w io.Writer, rows []NodeStatus, now time.Time) error {
 		for _, b := range r.Blockers {
 			blockers = append(blockers, fmt.Sprintf("%s(%d) since %s", b.PodDisruptionBudget, len(b.Pods), duration.HumanDuration(now.Sub(b.Since.Time))))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, dash(r.Class), dash(string(r.Action)), dash(string(r.Phase)), lease,
-			windowCell(r.Windows, now), pods, dash(strings.Join(blockers, ",")), dash(r.WaitingFor))
+		addRow(t, r.Node, dash(r.Class), dash(string(r.Action)), dash(string(r.Phase)), lease, windowCell(r.Windows, now), pods,
+			dash(strings.Join(blockers, ",")), dash(r.WaitingFor), dash(r.Rule), fmt.Sprint(r.Cordoned), dash(r.Reason))
 	}
-	return tw.Flush()
+	return printTable(w, t, h)
 }
 
 // windowCell is "open until T", "closed; opens T" or "-".
@@ -146,7 +135,7 @@ func windowCell(ws *plan.Windows, now time.Time) string {
 	return name + " closed"
 }
 
-func renderWhy(w io.Writer, why *Why) error {
+func renderWhy(w io.Writer, why *Why, h humanOptions) error {
 	fmt.Fprintf(w, "Pod %s (scheduler %s)", why.Pod, dash(why.SchedulerName))
 	if why.NodeName != "" {
 		fmt.Fprintf(w, " is bound to node %s", why.NodeName)
@@ -164,15 +153,15 @@ func renderWhy(w io.Writer, why *Why) error {
 		return nil
 	}
 	fmt.Fprintf(w, "NodeDisruption rejects %d of %d node(s) now:\n", len(why.Rejected), why.Nodes)
-	tw := table(w)
-	fmt.Fprintln(tw, "NODE\tREASON")
+	t := newTable("NODE", "REASON")
 	for _, r := range why.Rejected {
-		fmt.Fprintf(tw, "%s\t%s\n", r.Node, r.Reason)
+		addRow(t, r.Node, r.Reason)
 	}
-	return tw.Flush()
+	return printTable(w, t, h)
 }
 
-func renderWindows(w io.Writer, views []WindowView) error {
+// renderWindows prints each window's state and its next periods.
+func renderWindows(w io.Writer, views []WindowView, h humanOptions) error {
 	if len(views) == 0 {
 		fmt.Fprintln(w, "No MaintenanceWindow exists: the drainer's --nodes-without-window decides for every node.")
 		return nil
@@ -191,20 +180,24 @@ func renderWindows(w io.Writer, views []WindowView) error {
 			fmt.Fprintln(w, "  no permitted period within the search horizon")
 			continue
 		}
-		tw := table(w)
-		fmt.Fprintln(tw, "  START (LOCAL)\tEND (LOCAL)\tSTART (UTC)\tEND (UTC)")
-		for _, p := range v.Periods {
-			end, localEnd := "-", "-"
-			if p.End != nil {
-				end, localEnd = p.End.Format(time.RFC3339), p.LocalEnd
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", p.LocalStart, localEnd, p.Start.Format(time.RFC3339), end)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := printTable(w, periodTable(v.Periods), h); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// periodTable lists a window's next periods; -o wide adds their length.
+func periodTable(periods []Period) *metav1.Table {
+	t := newTable("  START (LOCAL)", "END (LOCAL)", "START (UTC)", "END (UTC)", "+LENGTH")
+	for _, p := range periods {
+		end, localEnd, length := "-", "-", "unbounded"
+		if p.End != nil {
+			end, localEnd, length = p.End.Format(time.RFC3339), p.LocalEnd, p.End.Sub(p.Start).String()
+		}
+		addRow(t, "  "+p.LocalStart, localEnd, p.Start.Format(time.RFC3339), end, length)
+	}
+	return t
 }
 
 // describeStart says in words when a planned node starts.

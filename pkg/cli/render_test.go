@@ -35,9 +35,11 @@ func golden(t *testing.T, name string, got []byte) {
 	require.Equal(t, string(want), string(got), "output differs from %s (go test ./pkg/cli -update rewrites it)", path)
 }
 
-func TestPlanTable(t *testing.T) {
+// planFixture is a plan of four nodes: one starts now, one waits for the
+// budget, one for its window, one for another lease holder.
+func planFixture() *plan.Result {
 	noon := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	res := &plan.Result{At: now, Class: "kernel-update", Nodes: []plan.Node{
+	return &plan.Result{At: now, Class: "kernel-update", Nodes: []plan.Node{
 		{Node: "n1", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Start: plan.StartNow, StartAt: &now,
 			Windows: &plan.Windows{Permitted: true, NextStart: &now, Message: "no MaintenanceWindow selects the node; the default permits"},
 			Evict:   []string{"shop/db-0", "shop/web-0"}, Blockers: []lullv1alpha1.Blocker{{PodDisruptionBudget: "shop/db", Pods: []string{"shop/db-1"}}},
@@ -55,21 +57,27 @@ func TestPlanTable(t *testing.T) {
 			WaitingFor: `node is leased by "fw-updater"; the request waits until it is released`,
 			Warnings:   []string{"node is leased by fw-updater for reboot (firmware 2.1)"}},
 	}}
+}
+
+func TestPlanTable(t *testing.T) {
+	res := planFixture()
 	var buf bytes.Buffer
-	require.NoError(t, renderPlan(&buf, res, true))
+	require.NoError(t, renderPlan(&buf, res, true, humanOptions{}))
 	golden(t, "plan", buf.Bytes())
 
 	none := &plan.Result{At: now, Class: "ssh-keys", Nodes: []plan.Node{{Node: "n1", Action: lullv1alpha1.ActionNone, Rule: "default/ssh-keys",
 		Start: plan.StartImmediately, StartAt: &now, WaitingFor: "class ssh-keys needs no disruption (rule default/ssh-keys): completes at once, without lease, window or budget"}}}
 	buf.Reset()
-	require.NoError(t, renderPlan(&buf, none, false))
+	require.NoError(t, renderPlan(&buf, none, false, humanOptions{}))
 	golden(t, "plan-none", buf.Bytes())
 }
 
-func TestStatusTable(t *testing.T) {
+// statusFixture: a node draining, one waiting for its window, one leased
+// by another actor.
+func statusFixture() []NodeStatus {
 	noon := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	end := time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC)
-	rows := []NodeStatus{
+	return []NodeStatus{
 		{Node: "n1", Class: "kernel-update", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Phase: lullv1alpha1.PhaseDraining,
 			Lease: &LeaseState{Holder: "lull-drainer", Operation: "drain"}, Windows: &plan.Windows{Names: []string{"morning"}, Permitted: true, NextStart: &now, NextEnd: &end},
 			Pods:       &lullv1alpha1.PodCounts{Total: 3, Evicted: 1, Pending: 2},
@@ -80,11 +88,15 @@ func TestStatusTable(t *testing.T) {
 			WaitingFor: "window(s) noon closed; next opens at 2026-11-21T12:00:00Z"},
 		{Node: "n3", Lease: &LeaseState{Holder: "fw-updater", Operation: "reboot"}, Windows: &plan.Windows{Permitted: true}},
 	}
+}
+
+func TestStatusTable(t *testing.T) {
+	rows := statusFixture()
 	var buf bytes.Buffer
-	require.NoError(t, renderStatus(&buf, rows, now))
+	require.NoError(t, renderStatus(&buf, rows, now, humanOptions{}))
 	golden(t, "status", buf.Bytes())
 	buf.Reset()
-	require.NoError(t, renderStatus(&buf, nil, now))
+	require.NoError(t, renderStatus(&buf, nil, now, humanOptions{}))
 	require.Equal(t, "No node is under maintenance or leased.\n", buf.String())
 }
 
@@ -93,10 +105,10 @@ func TestWhyOutput(t *testing.T) {
 	require.NoError(t, renderWhy(&buf, &Why{Pod: "shop/web-x", SchedulerName: "lull-scheduler", Nodes: 3,
 		Scheduler: "0/3 nodes are available: 2 node(s) didn't match NodeDisruption, 1 Insufficient cpu.",
 		Rejected: []Rejection{{Node: "n1", Reason: `node is leased for disruption by "fw-updater" for reboot`},
-			{Node: "n2", Reason: "node awaits maintenance (class kernel-update) and its window is open"}}}))
+			{Node: "n2", Reason: "node awaits maintenance (class kernel-update) and its window is open"}}}, humanOptions{}))
 	golden(t, "why", buf.Bytes())
 	buf.Reset()
-	require.NoError(t, renderWhy(&buf, &Why{Pod: "shop/batch", SchedulerName: "lull-scheduler", Tolerates: true}))
+	require.NoError(t, renderWhy(&buf, &Why{Pod: "shop/batch", SchedulerName: "lull-scheduler", Tolerates: true}, humanOptions{}))
 	require.Contains(t, buf.String(), "tolerates lull.dev/disruption")
 }
 
@@ -109,7 +121,10 @@ func TestWindowsTable(t *testing.T) {
 		MaxUnavailable: ptr.To(intstr.FromString("50%")),
 		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "02:00", Duration: lullv1alpha1.Duration{Duration: 4 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Weekly, DaysOfWeek: []lullv1alpha1.Weekday{lullv1alpha1.Saturday, lullv1alpha1.Sunday}}}}}
-	always := lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "canary"}, Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}}
+	// Always open; the window controller saw it open on Tuesday.
+	always := lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "canary", Generation: 2}, Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive},
+		Status: lullv1alpha1.MaintenanceWindowStatus{Conditions: []metav1.Condition{{Type: lullv1alpha1.WindowConditionPermitted, Status: metav1.ConditionTrue,
+			ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(time.Date(2026, 10, 20, 8, 0, 0, 0, time.UTC))}}}}
 	nodes := []corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"pool": "general"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"pool": "general"}}},
@@ -120,9 +135,12 @@ func TestWindowsTable(t *testing.T) {
 	at := time.Date(2026, 10, 24, 10, 0, 0, 0, time.UTC)
 	views := windowViews([]lullv1alpha1.MaintenanceWindow{weekend, always}, nodes, at, 3)
 	var buf bytes.Buffer
-	require.NoError(t, renderWindows(&buf, views))
+	require.NoError(t, renderWindows(&buf, views, humanOptions{}))
 	golden(t, "windows", buf.Bytes())
 	require.Equal(t, time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC), views[1].Periods[0].Start, "02:00 happens twice that night; the window takes the first (CEST)")
+	later := windowViews([]lullv1alpha1.MaintenanceWindow{weekend, always}, nodes, at.Add(time.Hour), 3)
+	require.Equal(t, time.Date(2026, 10, 20, 8, 0, 0, 0, time.UTC), later[0].Periods[0].Start, "an always-open window starts when it opened, not now")
+	require.Nil(t, later[0].Periods[0].End)
 }
 
 // The CLI checks classes with the API's rule, which is the CRDs' pattern:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,11 @@ import (
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/window"
 )
+
+// PhaseInvalidLabel is the phase status shows for a node whose maintenance
+// label is not a valid class: no NodeMaintenance can exist for it. It is
+// not a phase a NodeMaintenance ever has.
+const PhaseInvalidLabel lullv1alpha1.MaintenancePhase = "InvalidLabel"
 
 // NodeStatus is one node's maintenance state, as `status` shows it.
 type NodeStatus struct {
@@ -45,12 +51,16 @@ type LeaseState struct {
 
 func newStatusCommand(o *options) *cobra.Command {
 	var d drainerFlags
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "status [NODE...]",
 		Short: "Show nodes under maintenance or leased: phase, what they wait for, lease, windows, pods, blockers",
 		Long: `Without arguments, status shows every node with a maintenance request, a
 maintenance label or a disruption lease; with arguments, those nodes.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
 			po, c, _, err := o.connect(&d)
 			if err != nil {
 				return err
@@ -59,11 +69,20 @@ maintenance label or a disruption lease; with arguments, those nodes.`,
 			if err != nil {
 				return err
 			}
-			return o.emit(rows, func() error { return renderStatus(o.out, rows, now) })
+			obj, err := statusObject(rows)
+			if err != nil {
+				return err
+			}
+			return out.printObj(o.out, obj, func(h humanOptions) error {
+				if len(rows) == 0 && h.noHeaders {
+					return renderStatus(o.errOut, rows, now, h)
+				}
+				return renderStatus(o.out, rows, now, h)
+			})
 		},
 	}
 	d.add(cmd.Flags())
-	addOutput(cmd, o)
+	out = addOutputFlags(cmd)
 	return cmd
 }
 
@@ -86,7 +105,7 @@ func loadStatus(ctx context.Context, c client.Reader, po plan.Options, names []s
 		snap := cl.Forecast.Snapshot()
 		for i := range cl.Nodes {
 			n := &cl.Nodes[i]
-			_, labelled := n.Labels[lullv1alpha1.MaintenanceLabel]
+			_, labelled := n.Labels[cl.Options.MaintenanceLabel]
 			if labelled || cl.Requests[n.Name] != nil || snap.Get(n.Name).Leased() {
 				nodes = append(nodes, n)
 			}
@@ -113,12 +132,36 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 			st.Action, st.Rule = d.Action, d.RuleRef()
 		}
 		class = nm.Spec.Class
-	} else if v, ok := n.Labels[lullv1alpha1.MaintenanceLabel]; ok {
+		if msg := relabelRefused(nm, n, cl.Options.MaintenanceLabel); msg != "" {
+			st.WaitingFor = strings.TrimPrefix(st.WaitingFor+"; "+msg, "; ")
+		}
+	} else if v, ok := n.Labels[cl.Options.MaintenanceLabel]; ok {
 		st.Class, st.Phase, st.WaitingFor = v, lullv1alpha1.PhasePending, "the drainer has not picked up the label yet"
-		class = v
+		if err := lullv1alpha1.ValidateClass(v); err != nil {
+			st.Phase = PhaseInvalidLabel
+			st.WaitingFor = fmt.Sprintf("nothing: the drainer refuses the label (event InvalidMaintenanceLabel): %v; correct or remove the label", err)
+		} else {
+			class = v
+		}
 	}
 	st.Windows, _ = cl.WindowsOf(n, class)
 	return st
+}
+
+// relabelRefused says why a label request that has not started does not
+// move: its label was changed to an invalid class, which the drainer
+// cannot apply to the request (it reports InvalidMaintenanceLabel and
+// goes no further until the label is corrected or removed).
+func relabelRefused(nm *lullv1alpha1.NodeMaintenance, n *corev1.Node, labelKey string) string {
+	v, labelled := n.Labels[labelKey]
+	if !labelled || v == nm.Spec.Class || nm.Annotations[lullv1alpha1.RequestedByAnnotation] != lullv1alpha1.RequestedByLabel ||
+		nm.Status.StartedAt != nil || nm.Spec.Complete {
+		return ""
+	}
+	if err := lullv1alpha1.ValidateClass(v); err != nil {
+		return fmt.Sprintf("held: the drainer refuses the label's new class (event InvalidMaintenanceLabel): %v; correct or remove the label", err)
+	}
+	return ""
 }
 
 func phaseOrPending(nm *lullv1alpha1.NodeMaintenance) lullv1alpha1.MaintenancePhase {
@@ -131,6 +174,7 @@ func phaseOrPending(nm *lullv1alpha1.NodeMaintenance) lullv1alpha1.MaintenancePh
 func newWhyCommand(o *options) *cobra.Command {
 	var d drainerFlags
 	var filterOutside bool
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "why POD",
 		Short: "Explain which nodes lull-scheduler's NodeDisruption rejects for a pod, and why",
@@ -139,6 +183,9 @@ plugin rejects now (leased, under maintenance, or requested with an open
 window) with the reason, next to what the scheduler last reported.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
 			po, c, _, err := o.connect(&d)
 			if err != nil {
 				return err
@@ -157,12 +204,16 @@ window) with the reason, next to what the scheduler last reported.`,
 			}
 			defer cl.Forecast.Stop()
 			w := explain(cl, &pod, filterOutside)
-			return o.emit(w, func() error { return renderWhy(o.out, w) })
+			obj, err := whyObject(w, pod.Namespace, pod.Name)
+			if err != nil {
+				return err
+			}
+			return out.printObj(o.out, obj, func(h humanOptions) error { return renderWhy(o.out, w, h) })
 		},
 	}
 	cmd.Flags().BoolVar(&filterOutside, "filter-requested-outside-window", false, "lull-scheduler's filterRequestedOutsideWindow argument")
 	d.add(cmd.Flags())
-	addOutput(cmd, o)
+	out = addOutputFlags(cmd)
 	return cmd
 }
 
@@ -193,7 +244,7 @@ func explain(cl *plan.Cluster, pod *corev1.Pod, filterOutside bool) *Why {
 			w.Scheduler = c.Message
 		}
 	}
-	if forecast.Tolerates(pod, lullv1alpha1.DisruptionTolerationKey) {
+	if forecast.Tolerates(pod, cl.Options.TolerationKey) {
 		w.Tolerates = true
 		return w
 	}
@@ -208,11 +259,18 @@ func explain(cl *plan.Cluster, pod *corev1.Pod, filterOutside bool) *Why {
 
 func newWindowsCommand(o *options) *cobra.Command {
 	var count int
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "windows [NAME]",
 		Short: "Show MaintenanceWindows: open or closed now, and the next periods in local time and UTC",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 1 {
+				return fmt.Errorf("--count %d: show at least 1 period", count)
+			}
+			if err := out.validate(); err != nil {
+				return err
+			}
 			c, _, err := o.clients()
 			if err != nil {
 				return err
@@ -235,11 +293,15 @@ func newWindowsCommand(o *options) *cobra.Command {
 				return fmt.Errorf("MaintenanceWindow %q not found", args[0])
 			}
 			views := windowViews(ws, nodes.Items, o.clock.Now(), count)
-			return o.emit(views, func() error { return renderWindows(o.out, views) })
+			obj, err := windowsObject(views, len(args) == 1)
+			if err != nil {
+				return err
+			}
+			return out.printObj(o.out, obj, func(h humanOptions) error { return renderWindows(o.out, views, h) })
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 3, "how many upcoming periods to show per window")
-	addOutput(cmd, o)
+	out = addOutputFlags(cmd)
 	return cmd
 }
 
@@ -289,7 +351,10 @@ func windowViews(ws []lullv1alpha1.MaintenanceWindow, nodes []corev1.Node, now t
 			}
 		}
 		v.MaxUnavailable, _ = budget.MaxUnavailable(mw, v.Nodes)
-		for _, iv := range compiled.Upcoming(now, count) {
+		for j, iv := range compiled.Upcoming(now, count) {
+			if j == 0 && iv.Start.Equal(r.Next.Start) {
+				iv.Start = r.ShownStart(&mw.Status, mw.Generation) // stable for an always-open window
+			}
 			p := Period{Start: iv.Start.UTC(), LocalStart: iv.Start.In(loc).Format("Mon 2006-01-02 15:04 MST")}
 			if !iv.Unbounded() {
 				p.End = ptr.To(iv.End.UTC())

@@ -22,22 +22,19 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/window"
 )
 
 // Options configure a Forecast.
 type Options struct {
-	// LeaseNamespace holds the node disruption leases.
-	LeaseNamespace string
-	// MaintenanceLabel requests maintenance (lullv1alpha1.MaintenanceLabel).
-	MaintenanceLabel string
-	// NoWindowPermits is the default for a node no MaintenanceWindow
-	// selects: true (permissive) unless configured otherwise.
-	NoWindowPermits bool
-	// WindowOptions compile MaintenanceWindows (search horizon).
-	WindowOptions window.Options
+	// Settings every component forecasting disruptions must share: the
+	// maintenance label, the lease namespace, the policy for nodes no
+	// window selects and the window search horizon. Unset fields take
+	// the defaults.
+	settings.Settings
 	// Clock for lease expiry by observation and timed transitions.
 	Clock clock.WithTickerAndDelayedExecution
 }
@@ -112,12 +109,7 @@ type Forecast struct {
 
 // New returns an empty Forecast.
 func New(opts Options) *Forecast {
-	if opts.LeaseNamespace == "" {
-		opts.LeaseNamespace = lease.DefaultNamespace
-	}
-	if opts.MaintenanceLabel == "" {
-		opts.MaintenanceLabel = lullv1alpha1.MaintenanceLabel
-	}
+	opts.Settings = opts.Settings.WithDefaults()
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -239,7 +231,7 @@ func (f *Forecast) SetWindow(mw *lullv1alpha1.MaintenanceWindow) {
 	case err != nil:
 		cw.selector, cw.window = labels.Everything(), window.Invalid(err)
 	default:
-		cw.selector, cw.window = sel, window.CompileOrInvalid(&mw.Spec, f.opts.WindowOptions)
+		cw.selector, cw.window = sel, window.CompileOrInvalid(&mw.Spec, f.opts.WindowOptions())
 	}
 	f.mu.Lock()
 	f.windows[mw.Name] = cw
@@ -407,7 +399,7 @@ func differs(a, b *Node) bool {
 func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 	lbls := f.labels[name]
 	in := Input{Name: name, Labels: lbls, LabelKey: f.opts.MaintenanceLabel, NM: f.nms[name],
-		NoWindowOK: f.opts.NoWindowPermits, WindowsUnknown: !f.windowsSynced, Policies: f.rules}
+		NoWindowOK: f.opts.NodesWithoutWindow.Permits(), WindowsUnknown: !f.windowsSynced, Policies: f.rules}
 	if o := f.leases[name]; o != nil {
 		if holder := ptr.Deref(o.lease.Spec.HolderIdentity, ""); holder != "" {
 			info := lease.FromLease(name, o.lease)

@@ -17,7 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/window"
 )
 
@@ -75,7 +76,11 @@ func (r *recorder) take() []Change {
 func newForecast(t *testing.T, noWindowPermits bool) (*Forecast, *testingclock.FakeClock, *recorder) {
 	t.Helper()
 	clk := testingclock.NewFakeClock(t0)
-	f := New(Options{NoWindowPermits: noWindowPermits, Clock: clk})
+	policy := settings.NoWindowRestrictive
+	if noWindowPermits {
+		policy = settings.NoWindowPermissive
+	}
+	f := New(Options{Settings: settings.Settings{NodesWithoutWindow: policy}, Clock: clk})
 	rec := &recorder{}
 	f.OnChange(rec.record)
 	f.SetSynced()
@@ -254,7 +259,7 @@ func TestLookupSeesLabelBeforeForecast(t *testing.T) {
 
 func TestWindowsUnknownUntilSynced(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
-	f := New(Options{NoWindowPermits: false, Clock: clk})
+	f := New(Options{Settings: settings.Settings{NodesWithoutWindow: settings.NoWindowRestrictive}, Clock: clk})
 	defer f.Stop()
 	f.SetNode(node("n1", map[string]string{lullv1alpha1.MaintenanceLabel: "x"}))
 	if n := f.Snapshot().Get("n1"); !n.WindowOpen {

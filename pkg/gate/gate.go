@@ -13,9 +13,9 @@ import (
 	"time"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/pkg/window"
 )

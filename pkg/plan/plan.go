@@ -27,51 +27,41 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/gate"
-	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/window"
 )
 
 // Options must match the drainer's configuration for the preview to match
 // what it does.
 type Options struct {
-	// LeaseNamespace of the node disruption leases (--lease-namespace).
-	LeaseNamespace string
-	// NoWindowPermits: nodes no MaintenanceWindow selects may be disrupted
-	// (--nodes-without-window=Permissive, the default).
-	NoWindowPermits bool
+	// Settings shared with the drainer and lull-scheduler (pkg/settings):
+	// the maintenance label, lease namespace, policy for nodes no window
+	// selects, default budget and window search horizon.
+	settings.Settings
 	// Identity of the drainer (its lease holder name).
 	Identity string
-	// DefaultMaxUnavailable bounds nodes no window selects.
-	DefaultMaxUnavailable int
 	// DeleteEmptyDirData: drains may evict pods with emptyDir volumes.
 	DeleteEmptyDirData bool
-	// Horizon of the window search.
-	Horizon time.Duration
 	// Clock gives now.
 	Clock clock.WithTickerAndDelayedExecution
 }
 
 // DefaultOptions are the drainer's defaults.
 func DefaultOptions() Options {
-	return Options{LeaseNamespace: lease.DefaultNamespace, NoWindowPermits: true, Identity: "lull-drainer", DefaultMaxUnavailable: 1, DeleteEmptyDirData: true}
+	return Options{Settings: settings.Defaults(), Identity: "lull-drainer", DeleteEmptyDirData: true}
 }
 
 // withDefaults fills in what o leaves unset with the drainer's defaults.
 func (o Options) withDefaults() Options {
-	d := DefaultOptions()
-	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = d.LeaseNamespace
-	}
+	o.Settings = o.Settings.WithDefaults()
 	if o.Identity == "" {
-		o.Identity = d.Identity
-	}
-	if o.DefaultMaxUnavailable == 0 {
-		o.DefaultMaxUnavailable = d.DefaultMaxUnavailable
+		o.Identity = DefaultOptions().Identity
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -197,8 +187,7 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 			return nil, fmt.Errorf("listing %s: %w", l.what, err)
 		}
 	}
-	f := forecast.New(forecast.Options{LeaseNamespace: o.LeaseNamespace, NoWindowPermits: o.NoWindowPermits,
-		WindowOptions: window.Options{Horizon: o.Horizon}, Clock: o.Clock})
+	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: o.Clock})
 	cl := &Cluster{Options: o, Now: o.Clock.Now(), Nodes: nodes.Items, Policies: policies.Items, Forecast: f,
 		Windows: map[string]*lullv1alpha1.MaintenanceWindow{}, Requests: map[string]*lullv1alpha1.NodeMaintenance{},
 		nms: nms.Items}
@@ -244,7 +233,7 @@ func (cl *Cluster) Node(name string) *corev1.Node {
 // of class were made), and the governing windows.
 func (cl *Cluster) WindowsOf(node *corev1.Node, class string) (*Windows, []*lullv1alpha1.MaintenanceWindow) {
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node.Name}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Class: class}}
-	return cl.windowsOf(cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, class)))
+	return cl.windowsOf(cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, cl.Options.MaintenanceLabel, class)))
 }
 
 func (cl *Cluster) windowsOf(fc *forecast.Node) (*Windows, []*lullv1alpha1.MaintenanceWindow) {
@@ -267,12 +256,12 @@ func (cl *Cluster) windowsOf(fc *forecast.Node) (*Windows, []*lullv1alpha1.Maint
 	return w, ws
 }
 
-func withLabel(in map[string]string, class string) map[string]string {
+func withLabel(in map[string]string, key, class string) map[string]string {
 	out := make(map[string]string, len(in)+1)
 	for k, v := range in {
 		out[k] = v
 	}
-	out[lullv1alpha1.MaintenanceLabel] = class
+	out[key] = class
 	return out
 }
 
@@ -313,7 +302,7 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 func (cl *Cluster) previewNode(ctx context.Context, c client.Reader, kube kubernetes.Interface, req Request, node *corev1.Node, starting *[]string) (Node, error) {
 	p := Node{Node: node.Name}
 	nm := cl.prospective(&p, node, req)
-	fc := cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, req.Class))
+	fc := cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, cl.Options.MaintenanceLabel, req.Class))
 	cl.warnLease(&p, fc)
 	if node.Spec.Unschedulable && (p.Existing == nil || !p.Existing.Status.CordonedByLull) {
 		p.warn("node is already cordoned by someone else; lull will leave that cordon in place")

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/scheme"
 )
 

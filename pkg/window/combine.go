@@ -24,17 +24,19 @@ func EvaluateAll(ws []*Window, now time.Time) Result {
 			blocking = &results[i]
 		}
 	}
-	next, ok := NextAll(ws, now)
+	next, ok := nextAll(ws, now)
 	if blocking == nil {
-		// All permit now: the combined period ends when the first closes.
+		// All permit now: the combined period began when the last of them
+		// opened (zero: not known) and ends when the first closes.
 		res := results[0]
 		for _, r := range results[1:] {
 			if r.Until.Before(res.Until) {
 				res.Until = r.Until
 			}
-			if r.Since.After(res.Since) {
-				res.Since = r.Since
-			}
+		}
+		res.Since = next.Start
+		if next.Start.IsZero() {
+			next.Start = now
 		}
 		res.Next, res.HasNext = next, ok
 		if ok {
@@ -57,8 +59,18 @@ func EvaluateAll(ws []*Window, now time.Time) Result {
 }
 
 // NextAll returns the first period, ending after t, in which every window
-// permits; its Start may lie before t when all permit at t.
+// permits; its Start may lie before t when all permit at t, and is t when
+// that start is not known.
 func NextAll(ws []*Window, t time.Time) (Interval, bool) {
+	iv, ok := nextAll(ws, t)
+	if ok && iv.Start.IsZero() {
+		iv.Start = t
+	}
+	return iv, ok
+}
+
+// nextAll is NextAll with a Start that is not known left zero.
+func nextAll(ws []*Window, t time.Time) (Interval, bool) {
 	if len(ws) == 0 {
 		return Interval{}, false
 	}

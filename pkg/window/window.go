@@ -53,14 +53,21 @@ type Result struct {
 	// the error for an invalid spec.
 	Reason Reason
 	Detail string
-	// Since is when the current state began; zero when it began before the
-	// search horizon or is not known (an override's start is not recorded).
+	// Since is when the current state began: the start of the merged
+	// permitted period, the end of the last one, or the expiry of an
+	// override that decided the state before. It is zero when that is not
+	// known: the state began before the search horizon (a schedule that
+	// never closes), with a strategy that always held, or with an override
+	// (whose start is not recorded).
 	Since time.Time
 	// Until is the next transition; Forever when the state holds
 	// indefinitely or at least beyond the horizon.
 	Until time.Time
 	// Next is the current permitted period when Permitted, otherwise the
-	// next one; valid only when HasNext.
+	// next one; valid only when HasNext. Next.End is Forever for a period
+	// that never closes. When Permitted, Next.Start equals Since, except
+	// that a start which is not known (Since zero) is reported as the
+	// instant evaluated.
 	Next    Interval
 	HasNext bool
 	// OverrideUntil is when an override in force expires (Reason Override).
@@ -91,6 +98,9 @@ func (r Result) Message() string {
 		return "strategy Permissive: changes may always start"
 	case ReasonNoWindows:
 		return "no window selects the node"
+	}
+	if r.Permitted && !r.Until.Before(Forever) {
+		return "inside a scheduled window that never closes (its occurrences overlap or touch)"
 	}
 	if r.Permitted {
 		return "inside a scheduled window until " + fmtTime(r.Until)
@@ -123,13 +133,17 @@ func (r Result) SecondsUntilPermitted(now time.Time) float64 {
 	return r.Next.Start.Sub(now).Seconds()
 }
 
-// PermittedRemaining is the time left in the current permitted period (0
-// when restricted; Forever-bounded periods report the time to Forever).
-func (r Result) PermittedRemaining(now time.Time) time.Duration {
-	if !r.Permitted {
+// SecondsRemaining is the value of lull_window_permitted_remaining_seconds:
+// the seconds left in the current permitted period, 0 when restricted, -1
+// when the period never closes.
+func (r Result) SecondsRemaining(now time.Time) float64 {
+	switch {
+	case !r.Permitted:
 		return 0
+	case !r.Until.Before(Forever):
+		return -1
 	}
-	return r.Until.Sub(now)
+	return r.Until.Sub(now).Seconds()
 }
 
 type exclusion struct {
@@ -170,83 +184,120 @@ func (w *Window) Evaluate(now time.Time) Result {
 	if w.invalid != nil {
 		return Result{Reason: ReasonInvalid, Detail: w.invalid.Error(), Until: Forever}
 	}
+	next, ok := w.nextPermitted(now)
+	res := Result{Next: next, HasNext: ok}
 	if o := w.override; o != nil && now.Before(o.until) {
-		next, ok := w.nextPermitted(now)
-		res := Result{Reason: ReasonOverride, Detail: o.reason, OverrideUntil: o.until, Next: next, HasNext: ok}
-		if o.permissive {
-			res.Permitted = true
-			res.Until = next.End
-		} else if ok {
-			res.Until = next.Start
-		} else {
-			res.Until = Forever
-		}
-		return res
+		res.Permitted, res.Reason, res.Detail, res.OverrideUntil = o.permissive, ReasonOverride, o.reason, o.until
+	} else {
+		res.Permitted = ok && !next.Start.After(now)
+		res.Reason, res.Detail, res.Since = w.baseState(now, res.Permitted, next, ok)
 	}
-	switch w.strategy {
-	case "Permissive":
-		return Result{Permitted: true, Reason: ReasonPermissive, Until: Forever,
-			Next: Interval{Start: now, End: Forever}, HasNext: true}
-	case "Restrictive":
-		return Result{Reason: ReasonRestrictive, Until: Forever}
+	switch {
+	case res.Permitted:
+		res.Until = next.End
+	case ok:
+		res.Until = next.Start
+	default:
+		res.Until = Forever
 	}
-	s := w.sched
-	iv, ok := s.pieceAfter(now, now.Add(w.horizon))
-	if !ok {
-		res := Result{Reason: ReasonNoWindow, Until: Forever}
-		res.Since, _ = s.lastEndBefore(now, now.Add(-w.horizon))
-		return res
+	if res.Permitted && next.Start.IsZero() {
+		res.Next.Start = now
 	}
-	res := Result{Reason: ReasonSchedule, Next: iv, HasNext: true}
-	if iv.Start.After(now) {
-		res.Until = iv.Start
-		res.Since, _ = s.lastEndBefore(now, now.Add(-w.horizon))
-		if e, in := s.excludedAt(now); in {
-			res.Reason, res.Detail = ReasonExcluded, e.reason
-		}
-		return res
-	}
-	res.Permitted = true
-	res.Until = iv.End
-	res.Since = s.startOfPieceAt(now, now.Add(-w.horizon))
 	return res
 }
 
+// baseState is the reason and start of the state at now when no override
+// is in force; permitted and next are what nextPermitted found.
+func (w *Window) baseState(now time.Time, permitted bool, next Interval, ok bool) (Reason, string, time.Time) {
+	switch {
+	case w.strategy == "Permissive":
+		return ReasonPermissive, "", next.Start
+	case w.strategy == "Restrictive":
+		return ReasonRestrictive, "", w.afterOverride(time.Time{}, false, now)
+	case permitted:
+		return ReasonSchedule, "", next.Start
+	}
+	since, _ := w.sched.lastEndBefore(now, now.Add(-w.horizon))
+	since = w.afterOverride(since, false, now)
+	if !ok {
+		return ReasonNoWindow, "", since
+	}
+	if e, in := w.sched.excludedAt(now); in {
+		return ReasonExcluded, e.reason, since
+	}
+	return ReasonSchedule, "", since
+}
+
+// afterOverride corrects since, the start of a state (permitted or not)
+// that holds at now, for an override that expired by now: the override
+// decided the state until it expired, so a state other than the
+// override's began at the expiry, and the override's own state began when
+// the override did, which is not recorded (zero). A state that began after
+// the expiry keeps its start. A start not known (zero) stays unknown when
+// the override expired before the search horizon: the state may have begun
+// between the two.
+func (w *Window) afterOverride(since time.Time, permitted bool, now time.Time) time.Time {
+	o := w.override
+	if o == nil || now.Before(o.until) || since.After(o.until) {
+		return since
+	}
+	if o.permissive == permitted || (since.IsZero() && o.until.Before(now.Add(-w.horizon))) {
+		return time.Time{}
+	}
+	return o.until
+}
+
 // nextPermitted returns the first permitted period that ends after t, with
-// overrides applied; its Start may lie before t.
+// overrides applied; its Start may lie before t, and is zero when it is not
+// known (see Result.Since).
 func (w *Window) nextPermitted(t time.Time) (Interval, bool) {
 	if w.invalid != nil {
 		return Interval{}, false
 	}
-	if o := w.override; o != nil && t.Before(o.until) {
-		if o.permissive {
-			iv := Interval{Start: t, End: o.until}
-			if base, ok := w.basePermitted(o.until); ok && !base.Start.After(o.until) {
-				iv.End = base.End
-			}
-			return iv, true
+	o := w.override
+	if o == nil || !t.Before(o.until) {
+		iv, ok := w.basePermitted(t)
+		if ok {
+			iv.Start = w.afterOverride(iv.Start, true, t)
 		}
-		base, ok := w.basePermitted(o.until)
-		if ok && base.Start.Before(o.until) {
-			base.Start = o.until
-		}
-		return base, ok
+		return iv, ok
 	}
-	return w.basePermitted(t)
+	if o.permissive {
+		// Opened by the override, whose start is not recorded; the
+		// schedule may keep it open past the expiry.
+		iv := Interval{End: o.until}
+		if base, ok := w.basePermitted(o.until); ok && !base.Start.After(o.until) {
+			iv.End = base.End
+		}
+		return iv, true
+	}
+	base, ok := w.basePermitted(o.until)
+	if ok {
+		base.Start = w.afterOverride(base.Start, true, o.until)
+	}
+	return base, ok
 }
 
+// basePermitted is nextPermitted without the override. Strategy
+// Permissive has always been open (zero Start).
 func (w *Window) basePermitted(t time.Time) (Interval, bool) {
 	switch w.strategy {
 	case "Permissive":
-		return Interval{Start: t, End: Forever}, true
+		return Interval{End: Forever}, true
 	case "Restrictive":
 		return Interval{}, false
 	}
-	return w.sched.pieceAfter(t, t.Add(w.horizon))
+	iv, ok := w.sched.pieceAfter(t, t.Add(w.horizon))
+	if ok && !iv.Start.After(t) {
+		// pieceAfter looks back only as far as one occurrence lasts; the
+		// merged period may have begun earlier.
+		iv.Start = w.sched.startOfPieceAt(t, t.Add(-w.horizon))
+	}
+	return iv, ok
 }
 
 // Upcoming returns up to n permitted periods, the first being the current
-// or next one.
+// or next one. A current period whose start is not known starts at now.
 func (w *Window) Upcoming(now time.Time, n int) []Interval {
 	var out []Interval
 	t := now
@@ -255,6 +306,9 @@ func (w *Window) Upcoming(now time.Time, n int) []Interval {
 		iv, ok := w.nextPermitted(t)
 		if !ok || iv.Start.After(limit) {
 			break
+		}
+		if iv.Start.IsZero() {
+			iv.Start = t
 		}
 		out = append(out, iv)
 		if iv.Unbounded() {
@@ -272,44 +326,77 @@ func (s *schedule) occurrence(day int) Interval {
 	return Interval{Start: start, End: start.Add(s.dur)}
 }
 
+// extendDays is how many days past the search horizon a permitted period
+// is followed before it is reported as never closing: more than the
+// longest occurrence lasts, so a period that closes soon after the horizon
+// is reported with its end.
+const extendDays = 33
+
 // pieceAfter returns the first permitted piece (scheduled occurrences merged
 // where they overlap or touch, minus exclusions) that ends after t, looking
-// at occurrences that start no later than limit.
+// at occurrences that start no later than limit. A piece still open
+// extendDays after limit never closes: its End is Forever. Its Start is
+// exact only when it lies after t.
 func (s *schedule) pieceAfter(t, limit time.Time) (Interval, bool) {
 	// An occurrence that is still open at t started at most dur before it;
 	// one day of margin covers the local-date rounding.
 	from := localDay(t.Add(-s.dur), s.loc) - 1
-	to := localDay(limit, s.loc) + 1
+	to := localDay(limit, s.loc) + 1 + extendDays
 	var (
-		cur    Interval
-		have   bool
-		result Interval
-		found  bool
+		run, piece  Interval
+		have, found bool
+		stopped     bool
 	)
 	s.rec.forEachDay(from, to, func(day int) bool {
 		iv := s.occurrence(day)
-		if have && !iv.Start.After(cur.End) {
-			if iv.End.After(cur.End) {
-				cur.End = iv.End
+		if have && !iv.Start.After(run.End) {
+			if iv.End.After(run.End) {
+				run.End = iv.End
 			}
 			return true
 		}
 		if have {
-			if result, found = s.firstPieceAfter(cur, t); found {
+			if piece, found = s.firstPieceAfter(run, t); found {
+				stopped = true
 				return false
 			}
 		}
 		if iv.Start.After(limit) {
-			have = false
+			have, stopped = false, true
 			return false
 		}
-		cur, have = iv, true
+		run, have = iv, true
 		return true
 	})
-	if !found && have {
-		result, found = s.firstPieceAfter(cur, t)
+	if !stopped && have {
+		if s.continuesAfter(to, run) {
+			run.End = Forever
+		}
+		piece, found = s.firstPieceAfter(run, t)
 	}
-	return result, found
+	return piece, found
+}
+
+// continuesAfter reports whether an occurrence starting on a day after day
+// overlaps or touches run (so the run goes on past day).
+func (s *schedule) continuesAfter(day int, run Interval) bool {
+	more := false
+	s.rec.forEachDay(day+1, localDay(run.End, s.loc)+1, func(d int) bool {
+		more = !s.occurrence(d).Start.After(run.End)
+		return false
+	})
+	return more
+}
+
+// continuesBefore reports whether an occurrence starting on a day before
+// day overlaps or touches run (so the run began before day).
+func (s *schedule) continuesBefore(day int, run Interval) bool {
+	more := false
+	s.rec.forEachDayDesc(localDay(run.Start.Add(-s.dur), s.loc)-1, day-1, func(d int) bool {
+		more = !s.occurrence(d).End.Before(run.Start)
+		return false
+	})
+	return more
 }
 
 // forEachPiece calls fn with the permitted pieces of a raw run (the run
@@ -349,8 +436,10 @@ func (s *schedule) firstPieceAfter(raw Interval, t time.Time) (Interval, bool) {
 }
 
 // runsBackward calls fn with merged raw runs that start before t, latest
-// first, down to runs starting after floor.
-func (s *schedule) runsBackward(t, floor time.Time, fn func(run Interval) bool) {
+// first, down to runs starting after floor. cut is set for the earliest
+// run when it began before the search reached: its Start is then only
+// where the search stopped.
+func (s *schedule) runsBackward(t, floor time.Time, fn func(run Interval, cut bool) bool) {
 	from := localDay(floor, s.loc) - 1
 	to := localDay(t, s.loc) + 1
 	var cur Interval
@@ -367,7 +456,7 @@ func (s *schedule) runsBackward(t, floor time.Time, fn func(run Interval) bool) 
 			}
 			return true
 		}
-		if have && !fn(cur) {
+		if have && !fn(cur, false) {
 			stopped = true
 			return false
 		}
@@ -375,7 +464,7 @@ func (s *schedule) runsBackward(t, floor time.Time, fn func(run Interval) bool) 
 		return true
 	})
 	if have && !stopped {
-		fn(cur)
+		fn(cur, s.continuesBefore(from, cur))
 	}
 }
 
@@ -384,7 +473,7 @@ func (s *schedule) runsBackward(t, floor time.Time, fn func(run Interval) bool) 
 func (s *schedule) lastEndBefore(t, floor time.Time) (time.Time, bool) {
 	var end time.Time
 	found := false
-	s.runsBackward(t, floor, func(run Interval) bool {
+	s.runsBackward(t, floor, func(run Interval, _ bool) bool {
 		// Pieces ascend, so the last one ending by t is the latest.
 		s.forEachPiece(run, func(p Interval) bool {
 			if p.End.After(t) {
@@ -398,17 +487,23 @@ func (s *schedule) lastEndBefore(t, floor time.Time) (time.Time, bool) {
 	return end, found
 }
 
-// startOfPieceAt returns the start of the permitted piece containing t.
+// startOfPieceAt returns the start of the permitted piece containing t, or
+// the zero time when the piece began before floor (the start of a schedule
+// that never closes is not known).
 func (s *schedule) startOfPieceAt(t, floor time.Time) time.Time {
 	var start time.Time
-	s.runsBackward(t.Add(time.Nanosecond), floor, func(run Interval) bool {
+	found := false
+	s.runsBackward(t.Add(time.Nanosecond), floor, func(run Interval, cut bool) bool {
 		s.forEachPiece(run, func(p Interval) bool {
 			if p.Contains(t) {
-				start = p.Start
+				found = true
+				if !cut || !p.Start.Equal(run.Start) {
+					start = p.Start
+				}
 			}
-			return start.IsZero()
+			return !found
 		})
-		return start.IsZero()
+		return !found
 	})
 	return start
 }

@@ -63,6 +63,26 @@ func TestRecurrences(t *testing.T) {
 			want: []string{"2026-01-04T01:00:00Z/1h0m0s", "2026-01-07T01:00:00Z/1h0m0s", "2026-01-10T01:00:00Z/1h0m0s"},
 		},
 		{
+			name: "occurrences before the anchor date exist (the anchor only fixes the phase)",
+			spec: func() *lullv1alpha1.MaintenanceWindowSpec {
+				s := sched("UTC", "01:00", time.Hour, &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily, Interval: 3})
+				s.Schedule.Anchor = "2026-01-10"
+				return s
+			}(),
+			now:  "2026-01-02T00:00:00Z",
+			want: []string{"2026-01-04T01:00:00Z/1h0m0s", "2026-01-07T01:00:00Z/1h0m0s", "2026-01-10T01:00:00Z/1h0m0s"},
+		},
+		{
+			name: "every second month before its anchor month",
+			spec: func() *lullv1alpha1.MaintenanceWindowSpec {
+				s := sched("UTC", "00:00", time.Hour, &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Monthly, Interval: 2, DaysOfMonth: []int32{1}})
+				s.Schedule.Anchor = "2027-03-15"
+				return s
+			}(),
+			now:  "2026-10-02T00:00:00Z",
+			want: []string{"2026-11-01T00:00:00Z/1h0m0s", "2027-01-01T00:00:00Z/1h0m0s", "2027-03-01T00:00:00Z/1h0m0s"},
+		},
+		{
 			name: "weekends in Berlin, winter",
 			spec: sched("Europe/Berlin", "02:00", 4*time.Hour, weekly(lullv1alpha1.Saturday, lullv1alpha1.Sunday)),
 			now:  "2026-11-23T00:00:00Z",
@@ -210,8 +230,8 @@ func TestEvaluate(t *testing.T) {
 			want{false, ReasonExcluded, "2027-01-09T03:00:00Z", "2027-01-09T04:00:00Z", "2027-01-09T04:00:00Z", 1800}},
 		{"emergency override opens a closed window", overridden(lullv1alpha1.OverridePermissive, "2026-11-25T18:00:00Z"), "2026-11-25T12:00:00Z",
 			want{true, ReasonOverride, "", "2026-11-25T18:00:00Z", "2026-11-25T12:00:00Z", 0}},
-		{"an expired override does nothing", overridden(lullv1alpha1.OverridePermissive, "2026-11-25T18:00:00Z"), "2026-11-25T18:00:00Z",
-			want{false, ReasonSchedule, "2026-11-22T05:00:00Z", "2026-11-28T01:00:00Z", "2026-11-28T01:00:00Z", 2*86400 + 7*3600}},
+		{"an expired override no longer opens; the restriction began when it expired", overridden(lullv1alpha1.OverridePermissive, "2026-11-25T18:00:00Z"), "2026-11-25T18:00:00Z",
+			want{false, ReasonSchedule, "2026-11-25T18:00:00Z", "2026-11-28T01:00:00Z", "2026-11-28T01:00:00Z", 2*86400 + 7*3600}},
 		{"a freeze closes an open window until it expires", overridden(lullv1alpha1.OverrideRestrictive, "2026-11-28T03:00:00Z"), "2026-11-28T02:00:00Z",
 			want{false, ReasonOverride, "", "2026-11-28T03:00:00Z", "2026-11-28T03:00:00Z", 3600}},
 		{"Permissive", &lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}, "2026-11-25T12:00:00Z",

@@ -72,12 +72,7 @@ func NewWithClock(c clock.WithTickerAndDelayedExecution) func(context.Context, r
 		if err := config.ValidateNodeDisruptionArgs(nil, args); err != nil {
 			return nil, err
 		}
-		f := forecast.New(forecast.Options{
-			LeaseNamespace:   args.LeaseNamespace,
-			MaintenanceLabel: args.MaintenanceLabel,
-			NoWindowPermits:  args.NodesWithoutWindow != config.NoWindowRestrictive,
-			Clock:            c,
-		})
+		f := forecast.New(forecast.Options{Settings: args.Settings, Clock: c})
 		pl := newPlugin(*args, h, f, c)
 		dyn, err := dynamic.NewForConfig(h.KubeConfig())
 		if err != nil {

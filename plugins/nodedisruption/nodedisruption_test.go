@@ -23,16 +23,18 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 func defaultArgs() config.NodeDisruptionArgs {
+	s := settings.Defaults()
+	s.LeaseNamespace = "lull-system"
 	return config.NodeDisruptionArgs{
-		LeaseNamespace: "lull-system", MaintenanceLabel: lullv1alpha1.MaintenanceLabel,
-		TolerationKey: lullv1alpha1.DisruptionTolerationKey, ExpectedRuntimeAnnotation: lullv1alpha1.ExpectedRuntimeAnnotation,
-		Horizon: metav1.Duration{Duration: 24 * time.Hour}, NodesWithoutWindow: config.NoWindowPermissive,
+		Settings: s, ExpectedRuntimeAnnotation: lullv1alpha1.ExpectedRuntimeAnnotation,
+		Horizon: metav1.Duration{Duration: 24 * time.Hour},
 	}
 }
 
@@ -65,8 +67,7 @@ type fixture struct {
 func newFixture(t testing.TB, args config.NodeDisruptionArgs, nodes ...*v1.Node) *fixture {
 	t.Helper()
 	clk := testingclock.NewFakeClock(t0)
-	f := forecast.New(forecast.Options{LeaseNamespace: args.LeaseNamespace, MaintenanceLabel: args.MaintenanceLabel,
-		NoWindowPermits: args.NodesWithoutWindow == config.NoWindowPermissive, Clock: clk})
+	f := forecast.New(forecast.Options{Settings: args.Settings, Clock: clk})
 	t.Cleanup(f.Stop)
 	f.SetSynced()
 	h := &fakeHandle{snapshot: cache.NewSnapshot(nil, nodes), active: map[string]*v1.Pod{}}
@@ -447,7 +448,7 @@ func TestNewRejectsBadArgs(t *testing.T) {
 // pods away and activates them once synced.
 func TestPreFilterWaitsForSync(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
-	f := forecast.New(forecast.Options{Clock: clk})
+	f := forecast.New(forecast.Options{Settings: settings.Settings{NodesWithoutWindow: settings.NoWindowRestrictive}, Clock: clk})
 	defer f.Stop()
 	h := &fakeHandle{snapshot: cache.NewSnapshot(nil, nil), active: map[string]*v1.Pod{}}
 	pl := newPlugin(defaultArgs(), h, f, clk)

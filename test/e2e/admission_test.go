@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 )
 
 // The names the admission guard's parameters (manifests/admission/params.yaml)

@@ -3,20 +3,23 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/cli"
-	"lull.dev/lull/pkg/lease"
 	"lull.dev/lull/pkg/plan"
 )
 
@@ -25,10 +28,15 @@ func planOf(t *testing.T, class, node string) plan.Node {
 	t.Helper()
 	out, code := lullctl(t, "plan", node, "--class", class, "-o", "json")
 	require.Equal(t, 0, code, out)
-	var res plan.Result
+	// A List of NodePlan items, each the preview's plan.Node.
+	var res struct {
+		Kind  string      `json:"kind"`
+		Items []plan.Node `json:"items"`
+	}
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
-	require.Len(t, res.Nodes, 1)
-	return res.Nodes[0]
+	require.Equal(t, "List", res.Kind, out)
+	require.Len(t, res.Items, 1)
+	return res.Items[0]
 }
 
 // kubectl lull against the running system: plan and request warn about a
@@ -52,6 +60,9 @@ func TestCLIRequestWarnsThenForce(t *testing.T) {
 	require.Equal(t, lullv1alpha1.ActionDrain, p.Action)
 	require.Equal(t, "default/kernel-update", p.Rule)
 	require.Equal(t, plan.StartHolder, p.Start)
+	out, code = lullctl(t, "plan", node, "--class", "kernel-update", "-o", "name")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, "nodeplan.cli.lull.dev/"+node+"\n", out)
 
 	// Without --force: warned, nothing requested, exit 4.
 	out, code = lullctl(t, "request", node, "--class", "kernel-update", "--reason", "CVE-2026-1234")
@@ -119,4 +130,94 @@ func TestCLIRequestWarnsThenForce(t *testing.T) {
 	out, code = lullctl(t, "cancel", node)
 	require.Equal(t, 1, code, "nothing active to cancel: %s", out)
 	require.Contains(t, out, "no active maintenance request for node(s) "+node)
+}
+
+// A maintenance label that is not a valid class: the drainer refuses it
+// with an InvalidMaintenanceLabel event, and status says the label is
+// invalid and why (not "Pending").
+func TestCLIStatusOfAnInvalidLabel(t *testing.T) {
+	e := newSysEnv(t)
+	ctx := t.Context()
+	nodes := e.pickNodes("e2e-cli-label", 2)
+	classes := map[string]string{nodes[0]: "", nodes[1]: "Kernel_Update"}
+	for node, class := range classes {
+		e.patchNode(node, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, lullv1alpha1.MaintenanceLabel, class))
+	}
+	for node := range classes {
+		var last int
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			evs, err := cluster.Clientset.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=InvalidMaintenanceLabel"})
+			if err != nil {
+				return false, err
+			}
+			last = len(evs.Items)
+			return last > 0, nil
+		})
+		require.NoError(t, err, "the drainer reports InvalidMaintenanceLabel for %s (%d events seen); %s", node, last, cluster.LogsHint())
+		err = e.c.Get(ctx, client.ObjectKey{Name: node}, &lullv1alpha1.NodeMaintenance{})
+		require.True(t, err != nil && strings.Contains(err.Error(), "not found"), "no request for an invalid label: %v", err)
+	}
+
+	out, code := lullctl(t, append([]string{"status", "-o", `jsonpath={range .items[*]}{.metadata.name}={.phase}{"\n"}{end}`}, nodes...)...)
+	require.Equal(t, 0, code, out)
+	require.Equal(t, nodes[0]+"=InvalidLabel\n"+nodes[1]+"=InvalidLabel\n", out)
+	out, code = lullctl(t, "status", nodes[1])
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "InvalidLabel")
+	require.Contains(t, out, `the drainer refuses the label (event InvalidMaintenanceLabel): "Kernel_Update" is not a valid maintenance class`)
+	out, code = lullctl(t, "status", nodes[0], "-o", "custom-columns=NODE:.metadata.name,CLASS:.class,PHASE:.phase", "--no-headers")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, []string{nodes[0], "<none>", "InvalidLabel"}, strings.Fields(out))
+}
+
+// kubectl lull version: the client's, the server's, and lull's components
+// as their Deployments in the install namespace say.
+func TestCLIVersion(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	const ns = "e2e-cli-version"
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+
+	out, code := lullctl(t, "version", "--lull-namespace", ns)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `^Client Version: \S+\nServer Version: v1\.\d+\.\d+\S*\nlull: not installed in namespace `+ns+` \(no Deployment lull-scheduler or lull-drainer\)`, out)
+	out, code = lullctl(t, "version", "--client")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `^Client Version: \S+\n$`, out)
+
+	// Deployments as manifests/install makes them (no replicas: nothing
+	// needs to run for the version to be read).
+	for _, name := range []string{"lull-scheduler", "lull-drainer"} {
+		labels := map[string]string{"app.kubernetes.io/name": name}
+		_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "lull.dev/" + name + ":v9.8.7"}}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	out, code = lullctl(t, "version", "--lull-namespace", ns, "-o", "json")
+	require.Equal(t, 0, code, out)
+	var v struct {
+		Kind          string `json:"kind"`
+		ServerVersion struct {
+			GitVersion string `json:"gitVersion"`
+		} `json:"serverVersion"`
+		Components []struct {
+			Name, Version, Image string
+			Installed            bool
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+	require.Equal(t, "Version", v.Kind)
+	require.NotEmpty(t, v.ServerVersion.GitVersion)
+	require.Len(t, v.Components, 2, out)
+	for _, c := range v.Components {
+		require.True(t, c.Installed, out)
+		require.Equal(t, "v9.8.7", c.Version, out)
+		require.Equal(t, "lull.dev/"+c.Name+":v9.8.7", c.Image, out)
+	}
 }

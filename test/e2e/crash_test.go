@@ -264,14 +264,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	pauseNode := e.pickNodes("e2e-win-pause", 1)[0]
 	abortNode := e.pickNodes("e2e-win-abort", 1)[0]
 	spare := e.pickNodes("e2e-spare", 1)[0]
-	e.window(&lullv1alpha1.MaintenanceWindow{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-crash"},
-		Spec: lullv1alpha1.MaintenanceWindowSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-crash"}},
-			Strategy:       lullv1alpha1.StrategyPermissive,
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-		},
-	})
+	e.oneAtATimeWindow("e2e-crash")
 	e.window(&lullv1alpha1.MaintenanceWindow{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-frozen"},
 		Spec: lullv1alpha1.MaintenanceWindowSpec{

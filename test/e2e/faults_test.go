@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -49,14 +48,7 @@ func newFaultEnv(t *testing.T, name string) *faultEnv {
 	nodes := e.pickNodes("e2e-"+name, 2)
 	f.a, f.b = nodes[0], nodes[1]
 	f.spare = e.pickNodes("e2e-"+name+"-spare", 1)[0]
-	e.window(&lullv1alpha1.MaintenanceWindow{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + name},
-		Spec: lullv1alpha1.MaintenanceWindowSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-" + name}},
-			Strategy:       lullv1alpha1.StrategyPermissive,
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-		},
-	})
+	e.oneAtATimeWindow("e2e-" + name)
 	e.patchNode(f.a, fmt.Sprintf(`{"metadata":{"labels":{%q:"yes"}}}`, f.key))
 	t.Cleanup(func() {
 		for _, n := range []string{f.a, f.spare} {

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 )
 
 // TestLullSchedulerAvoidsDisruptedNodes runs the real lull-scheduler binary

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/plan"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
@@ -79,6 +79,20 @@ func (e *sysEnv) window(w *lullv1alpha1.MaintenanceWindow) {
 	e.t.Helper()
 	require.NoError(e.t, e.c.Create(e.t.Context(), w))
 	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), w) })
+}
+
+// oneAtATimeWindow creates the always-open window pool for the nodes
+// labelled pool=<pool> (pickNodes), with maxUnavailable 1.
+func (e *sysEnv) oneAtATimeWindow(pool string) {
+	e.t.Helper()
+	e.window(&lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: pool},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
+			Strategy:       lullv1alpha1.StrategyPermissive,
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		},
+	})
 }
 
 func (e *sysEnv) waitNM(node, what string, timeout time.Duration, cond func(*lullv1alpha1.NodeMaintenance) bool) *lullv1alpha1.NodeMaintenance {
@@ -222,14 +236,7 @@ func TestSystemPDBBlocksThenUnblocks(t *testing.T) {
 func TestSystemBudgetOneAtATime(t *testing.T) {
 	e := newSysEnv(t)
 	nodes := e.pickNodes("e2e-budget", 3)
-	e.window(&lullv1alpha1.MaintenanceWindow{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-budget"},
-		Spec: lullv1alpha1.MaintenanceWindowSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-budget"}},
-			Strategy:       lullv1alpha1.StrategyPermissive,
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-		},
-	})
+	e.oneAtATimeWindow("e2e-budget")
 	iv := e.watchInvariants(nodes...)
 	iv.budget("e2e-budget", 1, nodes...)
 	for _, n := range nodes {

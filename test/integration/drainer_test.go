@@ -31,8 +31,9 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
 	"lull.dev/lull/drainer/maintenance"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/test/framework"
 )
 
@@ -78,7 +79,7 @@ func newDrainEnv(t *testing.T) *drainEnv {
 // crash would: nothing is cleaned up).
 func (e *drainEnv) start(mutate func(*app.Options)) context.CancelFunc {
 	e.t.Helper()
-	o := app.Options{LeaseNamespace: lease.DefaultNamespace, NodesWithoutWindow: "Permissive",
+	o := app.Options{Settings: settings.Defaults(),
 		Maintenance: maintenance.Options{LeaseDuration: time.Minute, DrainTimeout: time.Hour, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second, DeleteEmptyDirData: true}}
 	if mutate != nil {
 		mutate(&o)
@@ -174,6 +175,18 @@ func (e *drainEnv) label(node string, class *string) {
 	_, err := e.cs.CoreV1().Nodes().Patch(e.ctx, node, "application/merge-patch+json",
 		[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, lullv1alpha1.MaintenanceLabel, v)), metav1.PatchOptions{})
 	require.NoError(e.t, err)
+}
+
+// noonWindow creates the window "noon" for the nodes of pool: daily 13:00
+// to 15:00 in Berlin, closed at the fake clock's start (10:00 UTC).
+func (e *drainEnv) noonWindow(pool string) {
+	e.t.Helper()
+	e.window("noon", func(w *lullv1alpha1.MaintenanceWindow) {
+		w.Spec.Strategy = lullv1alpha1.StrategySchedule
+		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}}
+		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
+			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
+	})
 }
 
 func (e *drainEnv) window(name string, mutate func(*lullv1alpha1.MaintenanceWindow)) {
@@ -362,12 +375,7 @@ func TestDrainerFullLifeByLabel(t *testing.T) {
 // window opens.
 func TestDrainerWaitsForWindow(t *testing.T) {
 	e := newDrainEnv(t)
-	e.window("noon", func(w *lullv1alpha1.MaintenanceWindow) {
-		w.Spec.Strategy = lullv1alpha1.StrategySchedule
-		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
-		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
-			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
-	})
+	e.noonWindow("a")
 	e.node("n1", map[string]string{"pool": "a"})
 	e.pods("n1", "web", 2)
 	deleted := e.deletions()

@@ -17,7 +17,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 )
 
 // Two drainer replicas with leader election off, both acting on the same
@@ -96,12 +96,7 @@ func (e *drainEnv) waitDrainedAmong(nodes []string, done map[string]bool) string
 // lease too; nobody else would.
 func TestLeaderReleasesDeadReplicasLease(t *testing.T) {
 	e := newDrainEnv(t)
-	e.window("noon", func(w *lullv1alpha1.MaintenanceWindow) {
-		w.Spec.Strategy = lullv1alpha1.StrategySchedule
-		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
-		w.Spec.Schedule = &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
-			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}
-	})
+	e.noonWindow("a")
 	e.node("n1", map[string]string{"pool": "a"})
 	_, err := lease.New(e.cs, lease.Options{Clock: e.clock}).Acquire(e.ctx, "n1", "lull-drainer/killed-replica", "drain", "", time.Minute)
 	require.NoError(t, err)

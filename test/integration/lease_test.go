@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 )
 
 func createNode(t *testing.T, name string) *corev1.Node {

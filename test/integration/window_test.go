@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -114,6 +116,51 @@ func TestWindowStatusController(t *testing.T) {
 	ready := meta.FindStatusCondition(got.Status.Conditions, windowctrl.ConditionReady)
 	require.Contains(t, ready.Message, "unknown time zone")
 	require.Equal(t, metav1.ConditionFalse, condStatus(got, windowctrl.ConditionPermitted), "an invalid window is restrictive")
+}
+
+// TestWindowStatusTimes: through the API server, an always-open window's
+// next start stays when the controller saw it open (not the last
+// reconcile), and a schedule that never closes has no end.
+func TestWindowStatusTimes(t *testing.T) {
+	opened := time.Date(2026, 3, 12, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(opened)
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: framework.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	require.NoError(t, err)
+	require.NoError(t, (&windowctrl.Reconciler{Client: mgr.GetClient(), Clock: clk, Metrics: windowctrl.NewCollector(clk)}).SetupWithManager(mgr))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = mgr.Start(ctx) }()
+
+	always := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "always-open"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}}
+	daily := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "daily-24h"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{Schedule: &lullv1alpha1.Schedule{StartTime: "00:00",
+			Duration: lullv1alpha1.Duration{Duration: 24 * time.Hour}, Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
+	for _, w := range []*lullv1alpha1.MaintenanceWindow{always, daily} {
+		require.NoError(t, cp.Client.Create(ctx, w))
+		got := waitWindow(t, w.Name, func(w *lullv1alpha1.MaintenanceWindow) bool {
+			return condStatus(w, windowctrl.ConditionPermitted) == metav1.ConditionTrue && w.Status.Next != nil
+		})
+		require.Equal(t, opened, got.Status.Next.Start.UTC(), "%s: opened when the controller first saw it", w.Name)
+		require.Nil(t, got.Status.Next.End, "%s never closes", w.Name)
+		require.Nil(t, got.Status.Current.Until, "%s never closes", w.Name)
+	}
+
+	// An hour later a spec change that leaves them open (a budget) makes
+	// the controller reconcile both again; observedGeneration shows it did.
+	clk.Step(time.Hour)
+	for _, name := range []string{always.Name, daily.Name} {
+		var w lullv1alpha1.MaintenanceWindow
+		require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, &w))
+		w.Spec.MaxUnavailable = ptrIntStr(intstr.FromInt32(2))
+		require.NoError(t, cp.Client.Update(ctx, &w))
+		got := waitWindow(t, name, func(mw *lullv1alpha1.MaintenanceWindow) bool {
+			return mw.Status.ObservedGeneration == w.Generation && mw.Status.Next != nil
+		})
+		require.Equal(t, opened, got.Status.Next.Start.UTC(), "%s: the start must not follow the reconcile", name)
+		require.Nil(t, got.Status.Next.End)
+	}
 }
 
 func condStatus(w *lullv1alpha1.MaintenanceWindow, t string) metav1.ConditionStatus {

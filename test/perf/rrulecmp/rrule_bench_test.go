@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/teambition/rrule-go"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/window"

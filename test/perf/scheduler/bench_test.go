@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
+	"lull.dev/lull/lease"
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/plugins/nodedisruption"
 )

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -15,21 +14,10 @@ const MaxHorizon = 31 * 24 * time.Hour
 // ValidateNodeDisruptionArgs checks the args; path is where they sit in
 // the configuration (nil at the root).
 func ValidateNodeDisruptionArgs(path *field.Path, args *NodeDisruptionArgs) error {
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Label(args.LeaseNamespace) {
-		errs = append(errs, field.Invalid(path.Child("leaseNamespace"), args.LeaseNamespace, msg))
-	}
-	errs = append(errs, metav1validation.ValidateLabelName(args.MaintenanceLabel, path.Child("maintenanceLabel"))...)
-	errs = append(errs, metav1validation.ValidateLabelName(args.TolerationKey, path.Child("tolerationKey"))...)
+	errs := args.Settings.ValidateArgs(path)
 	errs = append(errs, metav1validation.ValidateLabelName(args.ExpectedRuntimeAnnotation, path.Child("expectedRuntimeAnnotation"))...)
 	if h := args.Horizon.Duration; h <= 0 || h > MaxHorizon {
 		errs = append(errs, field.Invalid(path.Child("horizon"), args.Horizon.Duration.String(), "must be more than 0 and at most 744h"))
-	}
-	switch args.NodesWithoutWindow {
-	case NoWindowPermissive, NoWindowRestrictive:
-	default:
-		errs = append(errs, field.NotSupported(path.Child("nodesWithoutWindow"), args.NodesWithoutWindow,
-			[]NoWindowPolicy{NoWindowPermissive, NoWindowRestrictive}))
 	}
 	return errs.ToAggregate()
 }

@@ -28,6 +28,7 @@ import (
 func (in *NodeDisruptionArgs) DeepCopyInto(out *NodeDisruptionArgs) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
+	out.Settings = in.Settings
 	out.Horizon = in.Horizon
 }
 

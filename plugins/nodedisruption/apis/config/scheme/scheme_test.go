@@ -13,6 +13,7 @@ import (
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	configv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
 
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 )
 
@@ -33,6 +34,8 @@ profiles:
   - name: NodeDisruption
     args:
       leaseNamespace: maint
+      maintenanceLabel: example.com/maintenance
+      windowHorizon: 720h
       horizon: 6h
       filterRequestedOutsideWindow: true
   - name: NodeResourcesFit
@@ -73,13 +76,17 @@ func TestDecodeDefaultsAndRoundTrip(t *testing.T) {
 	cfg := decode(t, fullConfig)
 	got := argsOf(t, cfg)
 	want := &config.NodeDisruptionArgs{
-		LeaseNamespace:               "maint",
-		MaintenanceLabel:             "lull.dev/maintenance",
-		TolerationKey:                "lull.dev/disruption",
+		Settings: settings.Settings{
+			LeaseNamespace:        "maint",
+			MaintenanceLabel:      "example.com/maintenance",
+			TolerationKey:         "lull.dev/disruption",
+			NodesWithoutWindow:    settings.NoWindowPermissive,
+			DefaultMaxUnavailable: 1,
+			WindowHorizon:         720 * time.Hour,
+		},
 		ExpectedRuntimeAnnotation:    "lull.dev/expected-runtime",
 		Horizon:                      metav1.Duration{Duration: 6 * time.Hour},
 		FilterRequestedOutsideWindow: true,
-		NodesWithoutWindow:           config.NoWindowPermissive,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decoded args (-want,+got):\n%s", diff)
@@ -117,8 +124,18 @@ profiles:
       - name: NodeDisruption
 `)
 	got := argsOf(t, cfg)
-	if got.Horizon.Duration != 24*time.Hour || got.LeaseNamespace != "lull-leases" || got.FilterRequestedOutsideWindow {
-		t.Errorf("defaults not applied: %+v", got)
+	// The shared settings default to pkg/settings' one set of defaults, as
+	// lull-drainer's and kubectl-lull's flags do (their tests check that).
+	want := &config.NodeDisruptionArgs{
+		Settings:                  settings.Defaults(),
+		ExpectedRuntimeAnnotation: "lull.dev/expected-runtime",
+		Horizon:                   metav1.Duration{Duration: 24 * time.Hour},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want,+got):\n%s", diff)
+	}
+	if got.LeaseNamespace != "lull-leases" || got.MaintenanceLabel != "lull.dev/maintenance" || got.NodesWithoutWindow != settings.NoWindowPermissive {
+		t.Errorf("defaults differ from the documented ones: %+v", got.Settings)
 	}
 }
 
@@ -126,9 +143,10 @@ func TestDecodeErrors(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args string
 	}{
-		"unknown field":   {"leaseNamespaces: x"},
-		"bad horizon":     {"horizon: soon"},
-		"wrong type bool": {"filterRequestedOutsideWindow: maybe"},
+		"unknown field":      {"leaseNamespaces: x"},
+		"bad horizon":        {"horizon: soon"},
+		"wrong type bool":    {"filterRequestedOutsideWindow: maybe"},
+		"bad window horizon": {"windowHorizon: later"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data := fullConfig[:len(fullConfig)-len("  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        type: MostAllocated\n")]
@@ -142,20 +160,23 @@ func TestDecodeErrors(t *testing.T) {
 
 func TestValidation(t *testing.T) {
 	valid := func() *config.NodeDisruptionArgs {
-		return &config.NodeDisruptionArgs{LeaseNamespace: "lull-system", MaintenanceLabel: "lull.dev/maintenance",
-			TolerationKey: "lull.dev/disruption", ExpectedRuntimeAnnotation: "lull.dev/expected-runtime",
-			Horizon: metav1.Duration{Duration: time.Hour}, NodesWithoutWindow: config.NoWindowPermissive}
+		s := settings.Defaults()
+		s.LeaseNamespace = "lull-system"
+		return &config.NodeDisruptionArgs{Settings: s, ExpectedRuntimeAnnotation: "lull.dev/expected-runtime",
+			Horizon: metav1.Duration{Duration: time.Hour}}
 	}
 	for name, tc := range map[string]struct {
 		mutate  func(*config.NodeDisruptionArgs)
 		wantErr string
 	}{
-		"valid":             {func(*config.NodeDisruptionArgs) {}, ""},
-		"bad namespace":     {func(a *config.NodeDisruptionArgs) { a.LeaseNamespace = "Lull_System" }, "leaseNamespace"},
-		"empty label":       {func(a *config.NodeDisruptionArgs) { a.MaintenanceLabel = "" }, "maintenanceLabel"},
-		"zero horizon":      {func(a *config.NodeDisruptionArgs) { a.Horizon.Duration = 0 }, "horizon"},
-		"huge horizon":      {func(a *config.NodeDisruptionArgs) { a.Horizon.Duration = 800 * time.Hour }, "horizon"},
-		"bad window policy": {func(a *config.NodeDisruptionArgs) { a.NodesWithoutWindow = "Sometimes" }, "nodesWithoutWindow"},
+		"valid":               {func(*config.NodeDisruptionArgs) {}, ""},
+		"bad namespace":       {func(a *config.NodeDisruptionArgs) { a.LeaseNamespace = "Lull_System" }, "leaseNamespace"},
+		"empty label":         {func(a *config.NodeDisruptionArgs) { a.MaintenanceLabel = "" }, "maintenanceLabel"},
+		"zero horizon":        {func(a *config.NodeDisruptionArgs) { a.Horizon.Duration = 0 }, "horizon"},
+		"huge horizon":        {func(a *config.NodeDisruptionArgs) { a.Horizon.Duration = 800 * time.Hour }, "horizon"},
+		"bad window policy":   {func(a *config.NodeDisruptionArgs) { a.NodesWithoutWindow = "Sometimes" }, "nodesWithoutWindow"},
+		"bad toleration":      {func(a *config.NodeDisruptionArgs) { a.TolerationKey = "not a key" }, "tolerationKey"},
+		"zero window horizon": {func(a *config.NodeDisruptionArgs) { a.WindowHorizon = 0 }, "windowHorizon"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := valid()

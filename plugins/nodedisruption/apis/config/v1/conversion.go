@@ -1,26 +1,30 @@
 package v1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/utils/ptr"
 
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 )
 
 // Convert_v1_NodeDisruptionArgs_To_config_NodeDisruptionArgs converts the
-// versioned args (defaults already applied) to the internal type.
+// versioned args (defaults already applied) to the internal type. The
+// shared setting without an argument (DefaultMaxUnavailable) keeps its
+// default.
 //
 //nolint:revive,staticcheck // the name follows the Kubernetes conversion convention
 func Convert_v1_NodeDisruptionArgs_To_config_NodeDisruptionArgs(in *NodeDisruptionArgs, out *config.NodeDisruptionArgs, _ conversion.Scope) error {
+	out.Settings = settings.Defaults()
 	out.LeaseNamespace = ptr.Deref(in.LeaseNamespace, "")
 	out.MaintenanceLabel = ptr.Deref(in.MaintenanceLabel, "")
 	out.TolerationKey = ptr.Deref(in.TolerationKey, "")
+	out.NodesWithoutWindow = settings.NoWindowPolicy(ptr.Deref(in.NodesWithoutWindow, ""))
+	out.WindowHorizon = ptr.Deref(in.WindowHorizon, metav1.Duration{}).Duration
 	out.ExpectedRuntimeAnnotation = ptr.Deref(in.ExpectedRuntimeAnnotation, "")
-	if in.Horizon != nil {
-		out.Horizon = *in.Horizon
-	}
+	out.Horizon = ptr.Deref(in.Horizon, metav1.Duration{})
 	out.FilterRequestedOutsideWindow = ptr.Deref(in.FilterRequestedOutsideWindow, false)
-	out.NodesWithoutWindow = config.NoWindowPolicy(ptr.Deref(in.NodesWithoutWindow, ""))
 	return nil
 }
 
@@ -32,9 +36,10 @@ func Convert_config_NodeDisruptionArgs_To_v1_NodeDisruptionArgs(in *config.NodeD
 	out.LeaseNamespace = ptr.To(in.LeaseNamespace)
 	out.MaintenanceLabel = ptr.To(in.MaintenanceLabel)
 	out.TolerationKey = ptr.To(in.TolerationKey)
-	out.ExpectedRuntimeAnnotation = ptr.To(in.ExpectedRuntimeAnnotation)
-	out.Horizon = &in.Horizon
-	out.FilterRequestedOutsideWindow = ptr.To(in.FilterRequestedOutsideWindow)
 	out.NodesWithoutWindow = ptr.To(string(in.NodesWithoutWindow))
+	out.WindowHorizon = &metav1.Duration{Duration: in.WindowHorizon}
+	out.ExpectedRuntimeAnnotation = ptr.To(in.ExpectedRuntimeAnnotation)
+	out.Horizon = ptr.To(in.Horizon)
+	out.FilterRequestedOutsideWindow = ptr.To(in.FilterRequestedOutsideWindow)
 	return nil
 }

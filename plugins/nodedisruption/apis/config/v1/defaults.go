@@ -7,36 +7,31 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/lease"
-	"lull.dev/lull/plugins/nodedisruption/apis/config"
+	"lull.dev/lull/pkg/settings"
 )
 
 // DefaultHorizon is how far ahead the plugin scores by default.
 const DefaultHorizon = 24 * time.Hour
 
-// SetDefaults_NodeDisruptionArgs fills unset fields.
+// SetDefaults_NodeDisruptionArgs fills unset fields; the shared settings
+// take the defaults of pkg/settings, as lull-drainer's and kubectl-lull's
+// flags do.
 //
 //nolint:revive,staticcheck // the name follows the Kubernetes defaulter convention
 func SetDefaults_NodeDisruptionArgs(obj *NodeDisruptionArgs) {
-	if obj.LeaseNamespace == nil {
-		obj.LeaseNamespace = ptr.To(lease.DefaultNamespace)
-	}
-	if obj.MaintenanceLabel == nil {
-		obj.MaintenanceLabel = ptr.To(lullv1alpha1.MaintenanceLabel)
-	}
-	if obj.TolerationKey == nil {
-		obj.TolerationKey = ptr.To(lullv1alpha1.DisruptionTolerationKey)
-	}
-	if obj.ExpectedRuntimeAnnotation == nil {
-		obj.ExpectedRuntimeAnnotation = ptr.To(lullv1alpha1.ExpectedRuntimeAnnotation)
-	}
-	if obj.Horizon == nil {
-		obj.Horizon = &metav1.Duration{Duration: DefaultHorizon}
-	}
-	if obj.FilterRequestedOutsideWindow == nil {
-		obj.FilterRequestedOutsideWindow = ptr.To(false)
-	}
-	if obj.NodesWithoutWindow == nil {
-		obj.NodesWithoutWindow = ptr.To(string(config.NoWindowPermissive))
+	d := settings.Defaults()
+	setDefault(&obj.LeaseNamespace, d.LeaseNamespace)
+	setDefault(&obj.MaintenanceLabel, d.MaintenanceLabel)
+	setDefault(&obj.TolerationKey, d.TolerationKey)
+	setDefault(&obj.NodesWithoutWindow, string(d.NodesWithoutWindow))
+	setDefault(&obj.WindowHorizon, metav1.Duration{Duration: d.WindowHorizon})
+	setDefault(&obj.ExpectedRuntimeAnnotation, lullv1alpha1.ExpectedRuntimeAnnotation)
+	setDefault(&obj.Horizon, metav1.Duration{Duration: DefaultHorizon})
+	setDefault(&obj.FilterRequestedOutsideWindow, false)
+}
+
+func setDefault[T any](p **T, def T) {
+	if *p == nil {
+		*p = ptr.To(def)
 	}
 }

@@ -5,19 +5,22 @@ import (
 )
 
 // NodeDisruptionArgs configure the NodeDisruption plugin. Unset fields take
-// the defaults documented on each field.
+// the defaults documented on each field. The fields marked shared are
+// lull's shared settings (pkg/settings): lull-drainer and kubectl-lull take
+// them as flags, and all three must be given the same values.
 //
 // +kubebuilder:object:root=true
 type NodeDisruptionArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
-	// LeaseNamespace holds the node disruption leases. Default lull-leases.
+	// LeaseNamespace holds the node disruption leases. Default
+	// lull-leases. Shared: --lease-namespace.
 	LeaseNamespace *string `json:"leaseNamespace,omitempty"`
 	// MaintenanceLabel is the node label that requests maintenance.
-	// Default lull.dev/maintenance.
+	// Default lull.dev/maintenance. Shared: --maintenance-label.
 	MaintenanceLabel *string `json:"maintenanceLabel,omitempty"`
 	// TolerationKey: pods with a toleration for this key ignore disruption.
-	// Default lull.dev/disruption.
+	// Default lull.dev/disruption. Shared: --toleration-key.
 	TolerationKey *string `json:"tolerationKey,omitempty"`
 	// ExpectedRuntimeAnnotation gives a pod's expected runtime as a Go
 	// duration. Default lull.dev/expected-runtime.
@@ -28,6 +31,9 @@ type NodeDisruptionArgs struct {
 	// requested while their window is closed. Default false.
 	FilterRequestedOutsideWindow *bool `json:"filterRequestedOutsideWindow,omitempty"`
 	// NodesWithoutWindow: Permissive (default) or Restrictive, the policy
-	// for nodes no MaintenanceWindow selects; must match lull-drainer's.
+	// for nodes no MaintenanceWindow selects. Shared: --nodes-without-window.
 	NodesWithoutWindow *string `json:"nodesWithoutWindow,omitempty"`
+	// WindowHorizon bounds the search for a node's next maintenance
+	// window. Default 36000h (1500 days). Shared: --window-horizon.
+	WindowHorizon *metav1.Duration `json:"windowHorizon,omitempty"`
 }

@@ -181,12 +181,16 @@ func (c *Client) Namespace() string { return c.namespace }
 // Acquire takes node's lease for holder. It creates the lease, takes over a
 // lease that is free or has expired by observation, or renews it when holder
 // already holds it. It returns a *HeldError when another actor holds a
-// live lease.
+// live lease. A zero duration means DefaultDuration; a negative one is an
+// error.
 func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason string, duration time.Duration) (*Info, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("acquiring lease for node %s: holder must not be empty", node)
 	}
-	if duration <= 0 {
+	if duration < 0 {
+		return nil, fmt.Errorf("acquiring lease for node %s: duration %s is negative; give a positive duration, or zero for the default (%s)", node, duration, DefaultDuration)
+	}
+	if duration == 0 {
 		duration = DefaultDuration
 	}
 	leases := c.cs.CoordinationV1().Leases(c.namespace)

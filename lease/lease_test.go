@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -144,6 +145,20 @@ func TestAcquireUnknownNode(t *testing.T) {
 	_, err := New(cs, Options{Clock: clk}).Acquire(t.Context(), "nope", "a", "drain", "", time.Minute)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "getting node nope")
+}
+
+// A negative duration is refused and writes nothing; zero means the default.
+func TestAcquireDuration(t *testing.T) {
+	cs, clk := setup(t)
+	c := New(cs, Options{Clock: clk})
+	_, err := c.Acquire(t.Context(), "n1", "a", "drain", "", -90*time.Second)
+	require.ErrorContains(t, err, "duration -1m30s is negative")
+	_, err = cs.CoordinationV1().Leases(DefaultNamespace).Get(t.Context(), "node-n1", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "nothing created: %v", err)
+
+	info, err := c.Acquire(t.Context(), "n1", "a", "drain", "", 0)
+	require.NoError(t, err)
+	require.Equal(t, DefaultDuration, info.Duration)
 }
 
 func TestNamespaceOption(t *testing.T) {

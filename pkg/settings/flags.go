@@ -1,0 +1,55 @@
+package settings
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// FlagSet is what AddFlags needs of a flag set: both the standard
+// library's *flag.FlagSet (lull-drainer) and *pflag.FlagSet (kubectl-lull)
+// have these methods.
+type FlagSet interface {
+	StringVar(p *string, name, value, usage string)
+	IntVar(p *int, name string, value int, usage string)
+	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
+}
+
+// agree ends a setting's help: which components must be given the same.
+func agree(n Name) string {
+	return fmt.Sprintf("; lull-scheduler (NodeDisruption argument %s), lull-drainer and kubectl-lull must agree", n.Arg)
+}
+
+// AddFlags sets s to the defaults and registers a flag for each setting
+// except those named in omit (settings a binary has no use for, which keep
+// their defaults). Every binary calls it, so the flags have the same names,
+// defaults and help everywhere. Call Validate after parsing.
+func (s *Settings) AddFlags(fs FlagSet, omit ...Name) {
+	d := Defaults()
+	*s = d
+	add := func(n Name) bool { return !slices.Contains(omit, n) }
+	if add(MaintenanceLabelName) {
+		fs.StringVar(&s.MaintenanceLabel, MaintenanceLabelName.Flag, d.MaintenanceLabel,
+			"the node label that requests maintenance (its value is the class)"+agree(MaintenanceLabelName))
+	}
+	if add(TolerationKeyName) {
+		fs.StringVar(&s.TolerationKey, TolerationKeyName.Flag, d.TolerationKey,
+			"the toleration key with which a pod says it does not mind its node being disrupted; lull-scheduler (NodeDisruption argument tolerationKey) and kubectl-lull must agree (lull-drainer does not read it)")
+	}
+	if add(LeaseNamespaceName) {
+		fs.StringVar(&s.LeaseNamespace, LeaseNamespaceName.Flag, d.LeaseNamespace,
+			"namespace of the node disruption leases"+agree(LeaseNamespaceName))
+	}
+	if add(NodesWithoutWindowName) {
+		fs.StringVar((*string)(&s.NodesWithoutWindow), NodesWithoutWindowName.Flag, string(d.NodesWithoutWindow),
+			"Permissive or Restrictive: whether maintenance of a node that no MaintenanceWindow selects may start at any time or never"+agree(NodesWithoutWindowName))
+	}
+	if add(DefaultMaxUnavailableName) {
+		fs.IntVar(&s.DefaultMaxUnavailable, DefaultMaxUnavailableName.Flag, d.DefaultMaxUnavailable,
+			"how many nodes no MaintenanceWindow selects may be disrupted at once; lull-drainer and kubectl-lull must agree (lull-scheduler counts no budgets)")
+	}
+	if add(WindowHorizonName) {
+		fs.DurationVar(&s.WindowHorizon, WindowHorizonName.Flag, d.WindowHorizon,
+			"how far ahead to search for a node's next maintenance window"+agree(WindowHorizonName))
+	}
+}
