@@ -54,7 +54,7 @@ func planFixture() *plan.Result {
 			DrainEstimate: metav1.Duration{Duration: 15*time.Minute + 5*time.Second}, DrainEstimateBasis: "median of 3 drain(s) recorded in NodeMaintenances",
 			Warnings: []string{"the window noon lasts 10m0s from when the drain would start (2026-11-21T12:00:00Z), less than the drain estimate 15m5s: the drain would run past its end"}},
 		{Node: "n4", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Start: plan.StartHolder, LeaseHolder: "fw-updater",
-			WaitingFor: `node is leased by "fw-updater"; the request waits until it is released`,
+			WaitingFor: `node n4 is leased by "fw-updater" for reboot (firmware 2.1) since 2026-11-21T09:00:00Z`,
 			Warnings:   []string{"node is leased by fw-updater for reboot (firmware 2.1)"}},
 	}}
 }
