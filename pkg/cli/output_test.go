@@ -135,12 +135,14 @@ func TestLeaseOutputFormats(t *testing.T) {
 
 func TestOutputFlagErrors(t *testing.T) {
 	for args, want := range map[string]string{
-		"-o=table":                    `-o "table": unknown output format; use one of wide, json, yaml, kyaml, name,`,
+		"-o=table":                    `-o "table": unknown output format; use one of wide, json, yaml, name, jsonpath=, jsonpath-file=, custom-columns=...`,
 		"-o=custom-columns=":          "-o custom-columns= needs columns: HEADER:JSONPATH",
 		"-o=custom-columns=NODE":      `-o custom-columns: "NODE" is not HEADER:JSONPATH`,
 		"-o=custom-columns=N:.items[": "-o custom-columns: column N:",
 		"-o=jsonpath={.items[*]":      `-o "jsonpath={.items[*]":`,
-		"-o=go-template={{.bad":       `-o "go-template={{.bad":`,
+		"-o=go-template={{.x}}":       `-o "go-template={{.x}}": unknown output format`,
+		"-o=jsonpath=":                `-o jsonpath= needs a template`,
+		"-o=jsonpath-file=/no/such":   `-o jsonpath-file=/no/such: open /no/such`,
 	} {
 		cmd := &cobra.Command{Use: "x"}
 		out := addOutputFlags(cmd)
