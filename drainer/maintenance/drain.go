@@ -3,6 +3,8 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -205,7 +207,7 @@ func (s *step) blockers(round *drain.Round) error {
 		return err
 	}
 	var out []lullv1alpha1.Blocker
-	for _, id := range sortedKeys(byPDB) {
+	for _, id := range slices.Sorted(maps.Keys(byPDB)) {
 		since, ok := prev[id]
 		if !ok {
 			since = metav1.Time{Time: s.now}

@@ -2,7 +2,6 @@ package maintenance
 
 import (
 	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -58,14 +57,4 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 		s.logger.Info("Phase changed", "from", old, "to", phase, "waitingFor", s.status.WaitingFor)
 	}
 	return res, nil
-}
-
-// sortedKeys returns a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

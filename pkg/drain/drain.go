@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -284,19 +286,9 @@ func (d *Drain) Preview(ctx context.Context, pdbs client.Reader) (*Preview, erro
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range sortedKeys(byPDB) {
+	for _, id := range slices.Sorted(maps.Keys(byPDB)) {
 		out.Blockers = append(out.Blockers, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id]})
 	}
 	sort.Strings(out.Evict)
 	return out, nil
-}
-
-// sortedKeys returns a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
