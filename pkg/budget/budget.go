@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -75,12 +76,24 @@ func activeRequests(items []lullv1alpha1.NodeMaintenance, node string) []string 
 // evaluate answers whether req's node fits in its windows' budgets (or the
 // default budget) with the nodes in active already disrupted.
 func evaluate(ctx context.Context, cached client.Reader, req Request, active []string) (Result, error) {
-	nodeLabels := func(name string) (labels.Set, bool) {
+	// The labels of the nodes in use: a node that is gone disrupts
+	// nothing; any other read error fails the check (closed), since the
+	// node might count against the budget.
+	inUseLabels := make(map[string]labels.Set, len(active))
+	for _, name := range active {
 		var n corev1.Node
-		if err := cached.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
-			return nil, false
+		err := cached.Get(ctx, client.ObjectKey{Name: name}, &n)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return Result{}, fmt.Errorf("reading node %s, in use by a request: %w", name, err)
+		default:
+			inUseLabels[name] = labels.Set(n.Labels)
 		}
-		return labels.Set(n.Labels), true
+	}
+	nodeLabels := func(name string) (labels.Set, bool) {
+		l, ok := inUseLabels[name]
+		return l, ok
 	}
 	if len(req.Windows) == 0 {
 		// Nodes no window selects share the default budget.

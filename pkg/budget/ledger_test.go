@@ -7,12 +7,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	lullscheme "lull.dev/lull/pkg/scheme"
@@ -103,4 +105,35 @@ func TestLedgerFrozenWindow(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Free)
 	assert.Equal(t, "window pool is frozen: maxUnavailable 0% allows no node to be disrupted", res.Message)
+}
+
+// A node in use that cannot be read fails the check (it might count
+// against the budget); a node that is gone disrupts nothing and does not
+// count.
+func TestUnreadableNodeInUse(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	req := func(n string) Request {
+		return Request{Node: n, Windows: []*lullv1alpha1.MaintenanceWindow{w}, DefaultMaxUnavailable: 1}
+	}
+	res, err := l.Reserve(ctx, c, nms["a"], req("a"))
+	require.NoError(t, err)
+	require.True(t, res.Free)
+
+	failing := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Node); ok && key.Name == "a" {
+				return apierrors.NewServiceUnavailable("informer not synced")
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	})
+	_, err = l.Reserve(ctx, failing, nms["b"], req("b"))
+	require.ErrorContains(t, err, "reading node a, in use by a request")
+
+	require.NoError(t, c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}))
+	res, err = l.Reserve(ctx, c, nms["b"], req("b"))
+	require.NoError(t, err)
+	assert.True(t, res.Free, res.Message)
 }
