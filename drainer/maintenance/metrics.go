@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
@@ -13,6 +14,8 @@ import (
 var (
 	nodesDesc = prometheus.NewDesc("lull_maintenance_nodes",
 		"NodeMaintenance requests per phase.", []string{"phase"}, nil)
+	gaugesErrorDesc = prometheus.NewDesc("lull_maintenance_gauges_error",
+		"1 when the last scrape could not read the NodeMaintenances, so lull_maintenance_nodes and lull_maintenance_blocked_pods are missing from it; else 0.", nil, nil)
 	blockedPodsDesc = prometheus.NewDesc("lull_maintenance_blocked_pods",
 		"Pods whose eviction a PodDisruptionBudget refuses, per node under maintenance.", []string{"node", "poddisruptionbudget"}, nil)
 )
@@ -65,6 +68,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nodesDesc
 	ch <- blockedPodsDesc
+	ch <- gaugesErrorDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -73,8 +77,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.Reader.List(ctx, &list); err != nil {
+		// The other metrics still go out (failing the scrape would hide
+		// them all); the error gauge and the log say why these are missing.
+		log.Log.WithName("metrics").Error(err, "Listing NodeMaintenances for the phase gauges")
+		ch <- prometheus.MustNewConstMetric(gaugesErrorDesc, prometheus.GaugeValue, 1)
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(gaugesErrorDesc, prometheus.GaugeValue, 0)
 	perPhase := map[lullv1alpha1.MaintenancePhase]int{}
 	for _, p := range []lullv1alpha1.MaintenancePhase{lullv1alpha1.PhasePending, lullv1alpha1.PhaseWaitingForWindow,
 		lullv1alpha1.PhaseWaitingForBudget, lullv1alpha1.PhaseWaitingForLease, lullv1alpha1.PhaseCordoning, lullv1alpha1.PhaseCordoned,
