@@ -224,7 +224,10 @@ type NodeMaintenanceStatus struct {
 	// +optional
 	// +listType=atomic
 	Windows []string `json:"windows,omitempty"`
-	// NextWindowStart is when all of them next permit changes to start.
+	// NextWindowStart is when all of them next permit changes to start
+	// (with minTimeRemaining left). While that period goes on it keeps the
+	// start recorded for it: for an always-open window, when lull first
+	// saw it open.
 	// +optional
 	NextWindowStart *metav1.Time `json:"nextWindowStart,omitempty"`
 	// Pods on the node and how far their eviction has got.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
@@ -41,3 +42,28 @@ func TestRenewBookkeeping(t *testing.T) {
 }
 
 func t0() time.Time { return time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC) }
+
+// nextWindowStart stays put while a period that has begun goes on (the
+// engine reports an always-open period as starting when evaluated), and
+// follows a period still to come.
+func TestWindowStart(t *testing.T) {
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(d)} }
+	for name, tc := range map[string]struct {
+		prev  *metav1.Time
+		start time.Time
+		want  *metav1.Time
+	}{
+		"first record of an open period":           {nil, now, at(0)},
+		"always open, evaluated again later":       {at(-time.Hour), now.Add(-time.Minute), at(-time.Hour)},
+		"a period to come is recorded as it is":    {at(-time.Hour), now.Add(2 * time.Hour), at(2 * time.Hour)},
+		"the period recorded as coming has begun":  {at(-time.Hour), now.Add(-time.Hour), at(-time.Hour)},
+		"a later period to come replaces the last": {at(time.Hour), now.Add(3 * time.Hour), at(3 * time.Hour)},
+		"sub-second starts are truncated":          {nil, now.Add(1500 * time.Millisecond), at(time.Second)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := windowStart(tc.prev, tc.start, now)
+			assert.True(t, tc.want.Equal(got), "got %v, want %v", got, tc.want)
+		})
+	}
+}

@@ -154,14 +154,29 @@ func (s *step) start(info *lease.Info) (reconcile.Result, error) {
 // noteWindows records the governing windows and when the request may next
 // start in them (minTimeRemaining included).
 func (s *step) noteWindows() {
+	prev := s.status.NextWindowStart
 	s.status.Windows, s.status.NextWindowStart = nil, nil
 	if s.fc == nil || s.fc.Windows == nil {
 		return
 	}
 	s.status.Windows = s.fc.Windows.Names
 	if s.fc.Windows.HasStart {
-		s.status.NextWindowStart = &metav1.Time{Time: s.fc.Windows.Start.Start.UTC().Truncate(time.Second)}
+		s.status.NextWindowStart = windowStart(prev, s.fc.Windows.Start.Start, s.now)
 	}
+}
+
+// windowStart is the nextWindowStart to record for a period starting at
+// start. A period that has begun keeps the start already recorded for it:
+// the engine reports an always-open period (or one open since before its
+// horizon) as starting at the instant evaluated, which would rewrite the
+// status at every reconcile; the recorded value is then when lull first
+// saw the period open. A period still to come is recorded as it is.
+func windowStart(prev *metav1.Time, start, now time.Time) *metav1.Time {
+	start = start.UTC().Truncate(time.Second)
+	if prev != nil && !start.After(now) && !prev.After(now) && prev.Time.Before(start) {
+		return prev
+	}
+	return &metav1.Time{Time: start}
 }
 
 // noDisruption ends a request whose class needs nothing disruptive: no
