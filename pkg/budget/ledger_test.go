@@ -38,6 +38,13 @@ func ledgerFixture(t *testing.T) (client.Client, *lullv1alpha1.MaintenanceWindow
 	return c, w, nms
 }
 
+// inWindow makes the budget request of a node that window w governs.
+func inWindow(w *lullv1alpha1.MaintenanceWindow) func(node string) Request {
+	return func(n string) Request {
+		return Request{Node: n, Windows: []*lullv1alpha1.MaintenanceWindow{w}, DefaultMaxUnavailable: 1}
+	}
+}
+
 // A reservation is a write of the ledger: the second node of a
 // maxUnavailable 1 window is refused while the first holds the slot,
 // even though neither request's status says it is disrupting yet.
@@ -45,9 +52,7 @@ func TestLedgerReserveRelease(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
 	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
-	req := func(n string) Request {
-		return Request{Node: n, Windows: []*lullv1alpha1.MaintenanceWindow{w}, DefaultMaxUnavailable: 1}
-	}
+	req := inWindow(w)
 	res, err := l.Reserve(ctx, c, nms["a"], req("a"))
 	require.NoError(t, err)
 	require.True(t, res.Free)
@@ -114,9 +119,7 @@ func TestUnreadableNodeInUse(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
 	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
-	req := func(n string) Request {
-		return Request{Node: n, Windows: []*lullv1alpha1.MaintenanceWindow{w}, DefaultMaxUnavailable: 1}
-	}
+	req := inWindow(w)
 	res, err := l.Reserve(ctx, c, nms["a"], req("a"))
 	require.NoError(t, err)
 	require.True(t, res.Free)
