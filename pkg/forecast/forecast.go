@@ -522,6 +522,19 @@ type Snapshot struct {
 	f     *Forecast
 	nodes map[string]*Node
 	at    time.Time
+	// computed remembers Lookup's fallback computations by node name
+	// (*computedNode), so a node the snapshot disagrees with is computed
+	// once per snapshot, not in every Filter and Score call under the
+	// forecast's lock.
+	computed sync.Map
+}
+
+// computedNode is a forecast computed for a node carrying (hasLabel,
+// class) as its maintenance label.
+type computedNode struct {
+	hasLabel bool
+	class    string
+	node     *Node // nil: nothing forecast
 }
 
 // At is when the snapshot was computed.
@@ -547,7 +560,11 @@ func (s *Snapshot) Nodes() []*Node {
 // the node's maintenance label differs from what the forecast last saw
 // (the caller's informer delivered the node first, e.g. a node that
 // registers already labelled), the forecast is computed from the caller's
-// node, so a labelled node is never treated as unlabelled.
+// node, so a labelled node is never treated as unlabelled. The same holds
+// for a labelled node with nothing forecast (its class needs nothing, or
+// its request is complete): such a computation is remembered for the
+// snapshot's life, until the label changes or the result runs out, so the
+// scheduler's hot path computes it once instead of per pod and per node.
 func (s *Snapshot) Lookup(node *v1.Node) *Node {
 	n := s.nodes[node.Name]
 	class, has := node.Labels[s.f.opts.MaintenanceLabel]
@@ -557,5 +574,18 @@ func (s *Snapshot) Lookup(node *v1.Node) *Node {
 	if n != nil && n.HasLabel == has && n.LabelClass == class {
 		return n
 	}
-	return s.f.Compute(node.Name, node.Labels)
+	if v, ok := s.computed.Load(node.Name); ok {
+		if c := v.(*computedNode); c.hasLabel == has && c.class == class && !s.expired(c.node) {
+			return c.node
+		}
+	}
+	n = s.f.Compute(node.Name, node.Labels)
+	s.computed.Store(node.Name, &computedNode{hasLabel: has, class: class, node: n})
+	return n
+}
+
+// expired reports whether a computed forecast has run out (a window
+// opened, a lease expired); nil and untimed forecasts never do.
+func (s *Snapshot) expired(n *Node) bool {
+	return n != nil && !n.validUntil.IsZero() && !s.f.clock.Now().Before(n.validUntil)
 }

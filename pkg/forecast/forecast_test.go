@@ -257,6 +257,33 @@ func TestLookupSeesLabelBeforeForecast(t *testing.T) {
 	}
 }
 
+// Lookup computes a node the snapshot disagrees with once per snapshot:
+// the scheduler calls it per pod and per node, and a computation takes
+// the forecast's lock. The remembered result still follows the caller's
+// label and runs out with time.
+func TestLookupRemembersComputed(t *testing.T) {
+	f, clk, _ := newForecast(t, false)
+	f.SetPolicy(&lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: lullv1alpha1.DisruptionPolicySpec{
+		Rules: []lullv1alpha1.DisruptionRule{{Name: "keys", Class: "ssh-keys", Action: lullv1alpha1.ActionNone}}}})
+	f.SetWindow(dailyWindow("daily"))
+	done := node("done", map[string]string{lullv1alpha1.MaintenanceLabel: "ssh-keys", "pool": "a"})
+	f.SetNode(done)
+	snap := f.Snapshot()
+	require.Nil(t, snap.Lookup(done), "ssh-keys needs nothing")
+	require.Zero(t, testing.AllocsPerRun(100, func() { snap.Lookup(done) }), "a labelled node with nothing forecast is computed once")
+
+	// The caller's label changed before the forecast saw it: computed anew.
+	kernel := node("done", map[string]string{lullv1alpha1.MaintenanceLabel: "kernel-update", "pool": "a"})
+	got := snap.Lookup(kernel)
+	require.NotNil(t, got)
+	require.False(t, got.WindowOpen, "the daily window opens at 12:00")
+	require.Same(t, got, snap.Lookup(kernel), "remembered")
+
+	// The window opens: the remembered forecast has run out.
+	clk.SetTime(t0.Add(2 * time.Hour))
+	require.True(t, snap.Lookup(kernel).WindowOpen)
+}
+
 func TestWindowsUnknownUntilSynced(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	f := New(Options{Settings: settings.Settings{NodesWithoutWindow: settings.NoWindowRestrictive}, Clock: clk})
