@@ -99,7 +99,8 @@ bench-drain: binaries build
 bench-plan: binaries build
 	go test ./test/e2e -run '^$$' -bench BenchmarkPlan -benchtime 1x -timeout 30m
 
-## bench-scheduler: scheduler_perf, NodeDisruption vs the default profile (500 and 1000 nodes)
+## bench-scheduler: scheduler_perf, NodeDisruption vs the default profile, plain and with the same
+## nodes tainted (1,000 and 5,000 nodes, 3 interleaved runs, about 60 min; --short: hack/bench-scheduler.sh --short)
 bench-scheduler:
 	hack/bench-scheduler.sh
 

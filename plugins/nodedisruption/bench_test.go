@@ -8,24 +8,33 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
 
-// benchNodes builds n nodes: 20% leased, 20% requested for maintenance
-// behind a window, the rest plain, as in the scheduler_perf workload.
-func benchFixture(b *testing.B, n int) (*fixture, []fwk.NodeInfo) {
+// benchFixture builds n nodes: 20% leased, 20% requested for maintenance
+// behind a window, the rest plain, as in the scheduler_perf workload. With
+// done, another 20% still carry the maintenance label of a request that is
+// complete (nothing forecast: the state of a cluster after a rollout until
+// the labels are removed).
+func benchFixture(b *testing.B, n int, done bool) (*fixture, []fwk.NodeInfo) {
 	var nodes []*v1.Node
 	for i := 0; i < n; i++ {
 		lbls := map[string]string{"pool": "a"}
-		if i%5 == 1 {
+		if i%5 == 1 || (done && i%5 == 2) {
 			lbls[lullv1alpha1.MaintenanceLabel] = "kernel-update"
 		}
 		nodes = append(nodes, mkNode(fmt.Sprintf("node-%d", i), lbls))
 	}
 	fx := newFixture(b, defaultArgs(), nodes...)
+	for i := 2; done && i < n; i += 5 {
+		name := fmt.Sprintf("node-%d", i)
+		fx.f.SetMaintenance(&lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Class: "kernel-update", Complete: true}})
+	}
 	fx.f.SetWindow(mkWindow("daily", "a", "12:00"))
 	for i := 0; i < n; i += 5 {
 		fx.f.SetLease(mkLease(fmt.Sprintf("node-%d", i), "bench"))
@@ -41,7 +50,7 @@ func benchFixture(b *testing.B, n int) (*fixture, []fwk.NodeInfo) {
 // 1000 nodes and reports p50/p99 per call (target: p99 ≤ 20 µs) against a
 // baseline of an empty plugin call measured in the same run.
 func BenchmarkFilterScorePerNode(b *testing.B) {
-	fx, infos := benchFixture(b, 1000)
+	fx, infos := benchFixture(b, 1000, false)
 	ctx := context.Background()
 	pod := mkPod("p")
 	cs := framework.NewCycleState()
@@ -75,4 +84,70 @@ func BenchmarkFilterScorePerNode(b *testing.B) {
 		// The cost of the measurement itself and a node lookup.
 		measure(b, func(ni fwk.NodeInfo) { _ = ni.Node().Name })
 	})
+}
+
+// BenchmarkPerPodScaling measures what one pod costs the plugin at 1,000
+// and 5,000 nodes, both fixtures in one loop so both sizes see the same
+// machine (20% leased, 20% requested behind a window, as in the
+// scheduler_perf workload, and 20% labelled with their maintenance
+// complete):
+//   - prepod: PreFilter+PreScore for one pod (timed over a batch of pods);
+//   - pernode: Filter+Score for one node, over every node of the fixture.
+//
+// Each is reported per size, with the ratio 5,000/1,000: 1.0 means the cost
+// does not grow with the cluster (target: prepod ratio ≤ 1.2, where a
+// per-pod walk over the nodes would show as ≈ 5).
+func BenchmarkPerPodScaling(b *testing.B) {
+	type side struct {
+		n              int
+		fx             *fixture
+		infos          []fwk.NodeInfo
+		prePod, filter time.Duration
+	}
+	sides := []*side{{n: 1000}, {n: 5000}}
+	for _, s := range sides {
+		s.fx, s.infos = benchFixture(b, s.n, true)
+	}
+	ctx := context.Background()
+	const batch = 64
+	pods := make([]*v1.Pod, batch)
+	for i := range pods {
+		pods[i] = mkPod(fmt.Sprintf("p-%d", i))
+	}
+	states := make([]fwk.CycleState, batch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, s := range sides {
+			for j := range states {
+				states[j] = framework.NewCycleState()
+			}
+			start := time.Now()
+			for j, pod := range pods {
+				if _, st := s.fx.pl.PreFilter(ctx, states[j], pod, s.infos); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+				if st := s.fx.pl.PreScore(ctx, states[j], pod, s.infos); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+			}
+			s.prePod += time.Since(start)
+			start = time.Now()
+			for _, ni := range s.infos {
+				_ = s.fx.pl.Filter(ctx, states[0], pods[0], ni)
+				_, _ = s.fx.pl.Score(ctx, states[0], pods[0], ni)
+			}
+			s.filter += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	perPod := func(s *side) float64 { return float64(s.prePod.Nanoseconds()) / float64(b.N*batch) }
+	perNode := func(s *side) float64 { return float64(s.filter.Nanoseconds()) / float64(b.N*s.n) }
+	small, large := sides[0], sides[1]
+	b.ReportMetric(perPod(small), "prepod-1000-ns")
+	b.ReportMetric(perPod(large), "prepod-5000-ns")
+	b.ReportMetric(perPod(large)/perPod(small), "prepod-ratio")
+	b.ReportMetric(perNode(small), "pernode-1000-ns")
+	b.ReportMetric(perNode(large), "pernode-5000-ns")
+	b.ReportMetric(perNode(large)/perNode(small), "pernode-ratio")
 }

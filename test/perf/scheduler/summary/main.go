@@ -1,7 +1,8 @@
 // Command summary reads the data items scheduler_perf wrote for
-// BenchmarkPerfScheduling and prints, per workload, the scheduling
-// throughput of the NodeDisruption profile against the default profile
-// measured in the same run, and the plugin's Filter and Score execution
+// BenchmarkPerfScheduling and prints, per workload, each run's scheduling
+// throughput of the default profile, the default profile with the same
+// nodes tainted, and the NodeDisruption profile, the ratios of the last to
+// the first two (of the means and run by run), and the plugin's execution
 // time percentiles.
 //
 //	go run ./test/perf/scheduler/summary DIR
@@ -12,7 +13,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -50,6 +53,67 @@ func firstBucket(ms float64) string {
 		return "  (all in the first bucket: < 10 µs)"
 	}
 	return ""
+}
+
+// target is the lowest acceptable throughput ratio of the lull profile
+// against the default profile with the same nodes tainted.
+const target = 0.97
+
+// profiles in print order, with their labels.
+var profiles = []struct{ name, label string }{
+	{"Default", "default"},
+	{"DefaultTainted", "default, same nodes tainted"},
+	{"NodeDisruption", "with NodeDisruption"},
+}
+
+// nodesOf is the node count a workload name starts with ("5000Nodes").
+func nodesOf(workload string) int {
+	n, _ := strconv.Atoi(workload[:len(workload)-len(strings.TrimLeft(workload, "0123456789"))])
+	return n
+}
+
+// ratios prints lull/base: of the means, and run by run (run i of each
+// profile ran in the same go test iteration, one after the other).
+func ratios(label string, lull, base []float64) string {
+	per := make([]string, 0, len(lull))
+	for i := range min(len(lull), len(base)) {
+		per = append(per, fmt.Sprintf("%.2f", lull[i]/base[i]))
+	}
+	return fmt.Sprintf("  ratio lull/%-28s %.3f  per run [%s]", label, mean(lull)/mean(base), strings.Join(per, " "))
+}
+
+// printWorkload prints one workload's profiles and ratios; false when a
+// figure the ratios need is missing.
+func printWorkload(w string, byProfile map[string][]float64) bool {
+	fmt.Printf("\n%s\n", w)
+	for _, p := range profiles {
+		if xs := byProfile[p.name]; len(xs) > 0 {
+			fmt.Printf("  %-28s %7.1f  [%s]  spread %.0f%%\n", p.label, mean(xs), strings.Join(rounded(xs), " "), spread(xs)*100)
+		}
+	}
+	d, l, dt := byProfile["Default"], byProfile["NodeDisruption"], byProfile["DefaultTainted"]
+	if mean(d) == 0 || mean(l) == 0 {
+		fmt.Println("  ratio n/a (a throughput figure is missing; run longer)")
+		return false
+	}
+	fmt.Println(ratios("default", l, d))
+	if mean(dt) > 0 {
+		r := mean(l) / mean(dt)
+		verdict := "met"
+		if r < target {
+			verdict = "MISSED"
+		}
+		fmt.Printf("%s  (the plugin's own cost; target ≥ %.2f: %s)\n", ratios("tainted default", l, dt), target, verdict)
+	}
+	return true
+}
+
+// spread is (max-min)/mean of the runs.
+func spread(xs []float64) float64 {
+	if len(xs) < 2 || mean(xs) == 0 {
+		return 0
+	}
+	return (slices.Max(xs) - slices.Min(xs)) / mean(xs)
 }
 
 func main() {
@@ -108,20 +172,16 @@ func main() {
 	for w := range throughput {
 		workloads = append(workloads, w)
 	}
-	sort.Strings(workloads)
+	sort.Slice(workloads, func(i, j int) bool {
+		a, b := workloads[i], workloads[j]
+		return nodesOf(a) < nodesOf(b) || nodesOf(a) == nodesOf(b) && a < b
+	})
 	fmt.Printf("sources: %s\n\n", strings.Join(files, ", "))
-	fmt.Println("scheduling throughput (pods/s: mean over runs of each run's average; per run in brackets)")
+	fmt.Println("scheduling throughput, pods/s: mean over runs of each run's average [each run, in run order]")
 	missing := false
 	for _, w := range workloads {
-		d, l := throughput[w]["Default"], throughput[w]["NodeDisruption"]
-		if mean(d) == 0 || mean(l) == 0 {
-			fmt.Printf("%-15s default %7.1f  lull %7.1f  ratio n/a (a throughput figure is missing; run longer)\n", w, mean(d), mean(l))
+		if !printWorkload(w, throughput[w]) {
 			missing = true
-			continue
-		}
-		fmt.Printf("%-15s default %7.1f %v  lull %7.1f %v  ratio lull/default %.3f\n", w, mean(d), rounded(d), mean(l), rounded(l), mean(l)/mean(d))
-		if dt := throughput[w]["DefaultTainted"]; mean(dt) > 0 {
-			fmt.Printf("%-15s default with the same nodes tainted %7.1f %v  ratio lull/that %.3f (the plugin's own cost)\n", w, mean(dt), rounded(dt), mean(l)/mean(dt))
 		}
 	}
 	sort.Strings(pluginRows)
