@@ -21,6 +21,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 hack/build-binaries.sh etcd >/dev/null
 export PATH="${ROOT}/_output/bin:${PATH}"   # scheduler_perf starts etcd from PATH
+export CGO_ENABLED="${CGO_ENABLED:-0}"      # as make does: static builds share the build cache
 out="${ROOT}/_output/bench-scheduler"
 rm -rf "$out" && mkdir -p "$out"
 
