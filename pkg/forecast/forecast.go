@@ -67,7 +67,10 @@ func restriction(n *Node) int {
 }
 
 type compiledWindow struct {
-	name     string
+	name string
+	// spec is the informer's object's (never written to): a window whose
+	// spec did not change (a status update) changes no forecast.
+	spec     *lullv1alpha1.MaintenanceWindowSpec
 	selector labels.Selector
 	window   *window.Window
 	// minRemaining is spec.minTimeRemaining; an unreadable value makes
@@ -91,20 +94,38 @@ type Forecast struct {
 	labels  map[string]map[string]string // node -> labels (from informer objects, not copied)
 	leases  map[string]*observedLease    // node -> lease
 	nms     map[string]*lullv1alpha1.NodeMaintenance
-	windows map[string]compiledWindow
+	windows map[string]*compiledWindow
+	// index finds the windows that may select a node from its labels.
+	index windowIndex
 	// policies decide which requested classes disrupt nothing (action None).
 	policies map[string]lullv1alpha1.DisruptionPolicy
 	rules    *policy.Set
-	nodes    map[string]*Node // nodes with something to forecast
-	timer    clock.Timer
-	timerAt  time.Time
-	stopped  bool
+	nodes    *nodeMap // nodes with something to forecast, as published
+	// requested are the nodes whose forecast has a maintenance: the only
+	// ones whose forecast depends on windows.
+	requested map[string]struct{}
+	// due orders the nodes by validUntil for the transition timer.
+	due     dueHeap
+	timer   clock.Timer
+	timerAt time.Time
+	stopped bool
 	// windowsSynced is set once the MaintenanceWindows have been listed.
 	windowsSynced bool
 	synced        atomic.Bool
 
 	snap      atomic.Pointer[Snapshot]
 	listeners []func([]Change)
+
+	work work
+}
+
+// work counts what events cost, in units that must not grow with the
+// cluster, so tests can hold an event to what it affects.
+type work struct {
+	computed     int // node forecasts computed
+	windowsTried int // window selectors matched against a node's labels
+	copied       int // node entries copied to publish a snapshot
+	scanned      int // node entries visited to find transitions
 }
 
 // New returns an empty Forecast.
@@ -116,10 +137,11 @@ func New(opts Options) *Forecast {
 	f := &Forecast{
 		opts: opts, clock: opts.Clock,
 		labels: map[string]map[string]string{}, leases: map[string]*observedLease{},
-		nms: map[string]*lullv1alpha1.NodeMaintenance{}, windows: map[string]compiledWindow{},
-		nodes: map[string]*Node{}, policies: map[string]lullv1alpha1.DisruptionPolicy{}, rules: policy.Merge(nil),
+		nms: map[string]*lullv1alpha1.NodeMaintenance{}, windows: map[string]*compiledWindow{}, index: newWindowIndex(),
+		nodes: &nodeMap{}, requested: map[string]struct{}{}, due: newDueHeap(),
+		policies: map[string]lullv1alpha1.DisruptionPolicy{}, rules: policy.Merge(nil),
 	}
-	f.snap.Store(&Snapshot{f: f, nodes: map[string]*Node{}})
+	f.snap.Store(&Snapshot{f: f, nodes: f.nodes})
 	return f
 }
 
@@ -160,7 +182,7 @@ func (f *Forecast) SetNode(node *v1.Node) {
 	}
 	_, hadLabel := old[f.opts.MaintenanceLabel]
 	_, hasLabel := node.Labels[f.opts.MaintenanceLabel]
-	if !hadLabel && !hasLabel && f.nodes[node.Name] == nil && f.nms[node.Name] == nil {
+	if !hadLabel && !hasLabel && f.nodes.get(node.Name) == nil && f.nms[node.Name] == nil {
 		f.mu.Unlock()
 		return
 	}
@@ -218,7 +240,7 @@ func (f *Forecast) DeleteMaintenance(nm *lullv1alpha1.NodeMaintenance) {
 // SetWindow records a MaintenanceWindow. An invalid spec or selector is
 // compiled as restrictive (fail closed).
 func (f *Forecast) SetWindow(mw *lullv1alpha1.MaintenanceWindow) {
-	cw := compiledWindow{name: mw.Name}
+	cw := &compiledWindow{name: mw.Name, spec: &mw.Spec}
 	if m := mw.Spec.MinTimeRemaining; m != nil && m.Err() == nil {
 		cw.minRemaining = m.Duration
 	}
@@ -234,8 +256,17 @@ func (f *Forecast) SetWindow(mw *lullv1alpha1.MaintenanceWindow) {
 		cw.selector, cw.window = sel, window.CompileOrInvalid(&mw.Spec, f.opts.WindowOptions())
 	}
 	f.mu.Lock()
+	old := f.windows[mw.Name]
+	if old != nil && equality.Semantic.DeepEqual(old.spec, cw.spec) {
+		f.mu.Unlock()
+		return
+	}
+	if old != nil {
+		f.index.remove(old)
+	}
 	f.windows[mw.Name] = cw
-	f.update(f.requestedLocked())
+	f.index.add(cw)
+	f.update(f.selectedLocked(old, cw))
 }
 
 // SetPolicy records a DisruptionPolicy: a requested class whose action is
@@ -293,8 +324,34 @@ func (f *Forecast) maintainedLocked() []string {
 // DeleteWindow forgets a MaintenanceWindow.
 func (f *Forecast) DeleteWindow(name string) {
 	f.mu.Lock()
+	old := f.windows[name]
+	if old == nil {
+		f.mu.Unlock()
+		return
+	}
 	delete(f.windows, name)
-	f.update(f.requestedLocked())
+	f.index.remove(old)
+	f.update(f.selectedLocked(old))
+}
+
+// selectedLocked lists the requested nodes any of ws (nil ones skipped)
+// selects: the nodes a change of those windows can affect. None before
+// the windows are synced, when windows decide nothing.
+func (f *Forecast) selectedLocked(ws ...*compiledWindow) []string {
+	if !f.windowsSynced {
+		return nil
+	}
+	var out []string
+	for name := range f.requested {
+		set := labels.Set(f.labels[name])
+		for _, cw := range ws {
+			if cw != nil && cw.selector.Matches(set) {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // SetSynced tells the forecast that its informers have delivered every
@@ -316,11 +373,9 @@ func (f *Forecast) Synced() bool { return f.synced.Load() }
 
 // requestedLocked lists nodes whose forecast depends on windows.
 func (f *Forecast) requestedLocked() []string {
-	var out []string
-	for name, n := range f.nodes {
-		if n.Maintenance != nil {
-			out = append(out, name)
-		}
+	out := make([]string, 0, len(f.requested))
+	for name := range f.requested {
+		out = append(out, name)
 	}
 	return out
 }
@@ -332,19 +387,22 @@ func (f *Forecast) update(names []string) {
 	var changes []Change
 	// Copy on write: readers hold the old map; an update that changes
 	// nothing publishes nothing.
-	var next map[string]*Node
+	w := nodeWriter{base: f.nodes, work: &f.work}
 	write := func(name string, n *Node) {
-		if next == nil {
-			next = maps.Clone(f.nodes)
-		}
-		if n == nil {
-			delete(next, name)
+		w.set(name, n)
+		if n != nil && n.Maintenance != nil {
+			f.requested[name] = struct{}{}
 		} else {
-			next[name] = n
+			delete(f.requested, name)
 		}
+		var at time.Time
+		if n != nil {
+			at = n.validUntil
+		}
+		f.due.set(name, at)
 	}
 	for _, name := range names {
-		old := f.nodes[name]
+		old := f.nodes.get(name)
 		n := f.computeLocked(name, now)
 		if !differs(old, n) {
 			if n != nil && old != nil && !n.validUntil.Equal(old.validUntil) {
@@ -355,9 +413,9 @@ func (f *Forecast) update(names []string) {
 		write(name, n)
 		changes = append(changes, Change{Node: name, Old: old, New: n})
 	}
-	if next != nil {
-		f.nodes = next
-		f.snap.Store(&Snapshot{f: f, nodes: next, at: now})
+	if w.next != nil {
+		f.nodes = w.next
+		f.snap.Store(&Snapshot{f: f, nodes: w.next, at: now})
 	}
 	f.armLocked(now)
 	listeners := f.listeners
@@ -397,6 +455,7 @@ func differs(a, b *Node) bool {
 // computeLocked computes one node's forecast; nil when there is nothing
 // to forecast (no lease, no request).
 func (f *Forecast) computeLocked(name string, now time.Time) *Node {
+	f.work.computed++
 	lbls := f.labels[name]
 	in := Input{Name: name, Labels: lbls, LabelKey: f.opts.MaintenanceLabel, NM: f.nms[name],
 		NoWindowOK: f.opts.NodesWithoutWindow.Permits(), WindowsUnknown: !f.windowsSynced, Policies: f.rules}
@@ -411,7 +470,9 @@ func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 	if in.Lease == nil && in.NM == nil && !hasLabel {
 		return nil
 	}
-	in.Windows = f.windowsForLocked(lbls)
+	if f.windowsSynced {
+		in.Windows = f.windowsForLocked(lbls)
+	}
 	n := Compute(now, in)
 	if n.Lease == nil && n.Maintenance == nil {
 		return nil
@@ -422,11 +483,12 @@ func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 func (f *Forecast) windowsForLocked(lbls map[string]string) []NamedWindow {
 	var ws []NamedWindow
 	set := labels.Set(lbls)
-	for _, cw := range f.windows {
+	f.index.candidates(lbls, func(cw *compiledWindow) {
+		f.work.windowsTried++
 		if cw.selector.Matches(set) {
 			ws = append(ws, NamedWindow{Name: cw.name, Window: cw.window, MinTimeRemaining: cw.minRemaining})
 		}
-	}
+	})
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Name < ws[j].Name })
 	return ws
 }
@@ -434,12 +496,7 @@ func (f *Forecast) windowsForLocked(lbls map[string]string) []NamedWindow {
 // armLocked sets the timer for the earliest time a forecast changes by
 // itself (window transition, lease expiry, deadline).
 func (f *Forecast) armLocked(now time.Time) {
-	var at time.Time
-	for _, n := range f.nodes {
-		if v := n.validUntil; !v.IsZero() && (at.IsZero() || v.Before(at)) {
-			at = v
-		}
-	}
+	at := f.due.next()
 	if f.stopped || at.Equal(f.timerAt) {
 		return
 	}
@@ -464,12 +521,8 @@ func (f *Forecast) tick() {
 	}
 	now := f.clock.Now()
 	f.timerAt = time.Time{}
-	var due []string
-	for name, n := range f.nodes {
-		if v := n.validUntil; !v.IsZero() && !now.Before(v) {
-			due = append(due, name)
-		}
-	}
+	due := f.due.due(now)
+	f.work.scanned += len(due)
 	klog.V(5).InfoS("Forecast transition", "nodes", len(due))
 	f.update(due)
 }
@@ -520,7 +573,7 @@ func swap[V any](m map[string]V, k string, v V) func() {
 // lock.
 type Snapshot struct {
 	f     *Forecast
-	nodes map[string]*Node
+	nodes *nodeMap
 	at    time.Time
 	// computed remembers Lookup's fallback computations by node name
 	// (*computedNode), so a node the snapshot disagrees with is computed
@@ -541,16 +594,18 @@ type computedNode struct {
 func (s *Snapshot) At() time.Time { return s.at }
 
 // Len is the number of nodes with something to forecast.
-func (s *Snapshot) Len() int { return len(s.nodes) }
+func (s *Snapshot) Len() int { return s.nodes.len }
 
 // Get returns a node's forecast by name; nil when nothing is expected.
-func (s *Snapshot) Get(name string) *Node { return s.nodes[name] }
+func (s *Snapshot) Get(name string) *Node { return s.nodes.get(name) }
 
 // Nodes returns every node with something to forecast, sorted by name.
 func (s *Snapshot) Nodes() []*Node {
-	out := make([]*Node, 0, len(s.nodes))
-	for _, n := range s.nodes {
-		out = append(out, n)
+	out := make([]*Node, 0, s.nodes.len)
+	for _, shard := range s.nodes.shards {
+		for _, n := range shard {
+			out = append(out, n)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -566,7 +621,7 @@ func (s *Snapshot) Nodes() []*Node {
 // snapshot's life, until the label changes or the result runs out, so the
 // scheduler's hot path computes it once instead of per pod and per node.
 func (s *Snapshot) Lookup(node *v1.Node) *Node {
-	n := s.nodes[node.Name]
+	n := s.nodes.get(node.Name)
 	class, has := node.Labels[s.f.opts.MaintenanceLabel]
 	if n == nil && !has {
 		return nil

@@ -489,3 +489,31 @@ func TestMinTimeRemainingTransition(t *testing.T) {
 	require.Len(t, ch, 1)
 	require.True(t, ch[0].Eased(), "the scheduler may place pods again")
 }
+
+// tooShort answers at once that no period can last minTimeRemaining, only
+// from a window whose periods are all shorter.
+func TestTooShort(t *testing.T) {
+	daily := mustWindow(t, dailyWindow("daily")) // 2h periods
+	always := mustWindow(t, &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "always"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}})
+	aroundTheClock := dailyWindow("around-the-clock")
+	aroundTheClock.Spec.Schedule.Duration = lullv1alpha1.Duration{Duration: 24 * time.Hour}
+	merged := mustWindow(t, aroundTheClock)
+	cases := []struct {
+		name string
+		ws   []*window.Window
+		min  time.Duration
+		want bool
+	}{
+		{"longer than every period", []*window.Window{daily}, 2*time.Hour + time.Nanosecond, true},
+		{"as long as a period", []*window.Window{daily}, 2 * time.Hour, false},
+		{"one window bounds all", []*window.Window{always, daily}, 3 * time.Hour, true},
+		{"Permissive is not bounded", []*window.Window{always}, 744 * time.Hour, false},
+		{"back-to-back periods are not bounded", []*window.Window{merged}, 744 * time.Hour, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tooShort(tc.ws, tc.min))
+		})
+	}
+}

@@ -357,6 +357,9 @@ func run(ws []*window.Window, iv window.Interval, need time.Time) window.Interva
 // min left from when a request could start in it (now, or its start); a
 // period that never closes always has enough.
 func startPeriod(ws []*window.Window, next window.Interval, min time.Duration, now time.Time) (window.Interval, bool) {
+	if min > 0 && tooShort(ws, min) {
+		return window.Interval{}, false
+	}
 	iv := next
 	for step := 0; step < maxPeriodSteps; step++ {
 		from := iv.Start
@@ -373,4 +376,17 @@ func startPeriod(ws []*window.Window, next window.Interval, min time.Duration, n
 		}
 	}
 	return window.Interval{}, false
+}
+
+// tooShort reports whether no period in which all windows permit can last
+// min: the periods of each window bound theirs, so one window whose
+// periods are all shorter answers at once what the walk above would find
+// only after maxPeriodSteps periods.
+func tooShort(ws []*window.Window, min time.Duration) bool {
+	for _, w := range ws {
+		if longest, ok := w.LongestPeriod(); ok && longest < min {
+			return true
+		}
+	}
+	return false
 }

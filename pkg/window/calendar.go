@@ -1,6 +1,9 @@
 package window
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // Civil dates are handled as day numbers (days since 1970-01-01) so that
 // interval arithmetic is plain integer arithmetic, independent of time zones.
@@ -97,4 +100,37 @@ func resolveLocal(wall time.Time, loc *time.Location) time.Time {
 		return time.Unix(secs-int64(small), 0).UTC()
 	}
 	return start.UTC()
+}
+
+// offsetSpans caches offsetSpan by zone name.
+var offsetSpans sync.Map
+
+// offsetSpan returns how far apart the largest and the smallest UTC offset
+// loc has ever used or will use are: a wall time's instant moves by at most
+// this much from one day to another. The zone's rules repeat yearly after
+// its table ends, so following its transitions to 2100 sees every offset.
+func offsetSpan(loc *time.Location) time.Duration {
+	if v, ok := offsetSpans.Load(loc.String()); ok {
+		return v.(time.Duration)
+	}
+	t := time.Date(1000, time.January, 1, 0, 0, 0, 0, time.UTC)
+	_, lo := t.In(loc).Zone()
+	hi := lo
+	for t.Year() < 2100 {
+		_, end := t.In(loc).ZoneBounds()
+		if end.IsZero() {
+			break
+		}
+		if !end.After(t) {
+			// Past its table a zone's bounds also stop at year ends;
+			// the offset cannot change in the hour skipped.
+			end = t.Add(time.Hour)
+		}
+		t = end
+		_, off := t.In(loc).Zone()
+		lo, hi = min(lo, off), max(hi, off)
+	}
+	span := time.Duration(hi-lo) * time.Second
+	offsetSpans.Store(loc.String(), span)
+	return span
 }

@@ -215,6 +215,10 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	fewest, most := s.rec.gaps()
+	const day = 24 * time.Hour
+	s.joins = most > 0 && time.Duration(most)*day <= s.dur
+	s.single = time.Duration(fewest)*day-offsetSpan(loc) > s.dur
 	return s, nil
 }
 

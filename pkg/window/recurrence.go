@@ -219,3 +219,31 @@ func insertSorted(buf []int, v int) []int {
 	buf[i] = v
 	return buf
 }
+
+// gaps returns the fewest and the most days between consecutive start
+// days; most is 0 when it is not known (Monthly and Yearly, whose gaps
+// depend on the calendar).
+func (r *recurrence) gaps() (fewest, most int) {
+	switch r.freq {
+	case "Daily":
+		return r.interval, r.interval
+	case "Weekly":
+		var days []int // Monday is 0
+		for i := 0; i < 7; i++ {
+			if r.weekdays&(1<<uint((i+1)%7)) != 0 {
+				days = append(days, i)
+			}
+		}
+		if len(days) == 0 {
+			return 1, 0
+		}
+		fewest = 7*r.interval - (days[len(days)-1] - days[0])
+		most = fewest
+		for i := 1; i < len(days); i++ {
+			g := days[i] - days[i-1]
+			fewest, most = min(fewest, g), max(most, g)
+		}
+		return fewest, most
+	}
+	return 1, 0
+}

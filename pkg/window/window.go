@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 )
@@ -157,6 +158,13 @@ type schedule struct {
 	startMin int
 	dur      time.Duration
 	excl     []exclusion // sorted by start
+	// joins: consecutive start days are never further apart than an
+	// occurrence lasts, so wherever the zone's offset holds, occurrences
+	// overlap or touch and the walks below skip them (see skipForward).
+	joins bool
+	// single: consecutive occurrences never overlap or touch, whatever
+	// offsets the zone uses, so every raw run is one occurrence.
+	single bool
 }
 
 // Window is a compiled MaintenanceWindow spec. It is immutable and safe for
@@ -296,6 +304,24 @@ func (w *Window) basePermitted(t time.Time) (Interval, bool) {
 	return iv, ok
 }
 
+// LongestPeriod bounds how long a permitted period lasts, with the
+// periods that follow it without a gap: ok is false when no bound is
+// known. A schedule whose occurrences never overlap or touch bounds it by
+// an occurrence's duration; one whose occurrences may merge, strategy
+// Permissive and a permissive override (its start is not recorded) are
+// not bounded.
+func (w *Window) LongestPeriod() (d time.Duration, ok bool) {
+	switch {
+	case w.override != nil && w.override.permissive:
+		return 0, false
+	case w.invalid != nil, w.strategy == "Restrictive":
+		return 0, true
+	case w.strategy == "Permissive", !w.sched.single:
+		return 0, false
+	}
+	return w.sched.dur, true
+}
+
 // Upcoming returns up to n permitted periods, the first being the current
 // or next one. A current period whose start is not known starts at now.
 func (w *Window) Upcoming(now time.Time, n int) []Interval {
@@ -347,27 +373,41 @@ func (s *schedule) pieceAfter(t, limit time.Time) (Interval, bool) {
 		have, found bool
 		stopped     bool
 	)
-	s.rec.forEachDay(from, to, func(day int) bool {
-		iv := s.occurrence(day)
-		if have && !iv.Start.After(run.End) {
-			if iv.End.After(run.End) {
-				run.End = iv.End
+	for day := from; day <= to && !stopped; {
+		resume := to + 1
+		s.rec.forEachDay(day, to, func(d int) bool {
+			iv := s.occurrence(d)
+			switch {
+			case have && !iv.Start.After(run.End):
+				if iv.End.After(run.End) {
+					run.End = iv.End
+				}
+			case have:
+				if piece, found = s.firstPieceAfter(run, t); found {
+					stopped = true
+					return false
+				}
+				fallthrough
+			default:
+				if iv.Start.After(limit) {
+					have, stopped = false, true
+					return false
+				}
+				run, have = iv, true
 			}
-			return true
-		}
-		if have {
-			if piece, found = s.firstPieceAfter(run, t); found {
-				stopped = true
+			if last := s.skipForward(d, iv, to); last > d {
+				// The occurrences through day last join run, and the
+				// last of them ends latest.
+				if end := s.occurrence(last).End; end.After(run.End) {
+					run.End = end
+				}
+				resume = last + 1
 				return false
 			}
-		}
-		if iv.Start.After(limit) {
-			have, stopped = false, true
-			return false
-		}
-		run, have = iv, true
-		return true
-	})
+			return true
+		})
+		day = resume
+	}
 	if !stopped && have {
 		if s.continuesAfter(to, run) {
 			run.End = Forever
@@ -375,6 +415,68 @@ func (s *schedule) pieceAfter(t, limit time.Time) (Interval, bool) {
 		piece, found = s.firstPieceAfter(run, t)
 	}
 	return piece, found
+}
+
+// regularDays returns how many days after and before iv, the occurrence
+// on some day, the occurrences keep iv's offset: they start the same wall
+// time a whole number of days away, and every start lies two days inside
+// the zone period holding iv.Start, so resolveLocal, which looks a day
+// either side of a wall time, sees one offset. Both are 0 when not known.
+func (s *schedule) regularDays(iv Interval) (after, before int) {
+	const day = 24 * time.Hour
+	const margin = 2 * day
+	after, before = math.MaxInt32, math.MaxInt32
+	zs, ze := iv.Start.In(s.loc).ZoneBounds()
+	if !zs.IsZero() {
+		before = int((iv.Start.Sub(zs) - margin) / day)
+	}
+	if !ze.IsZero() {
+		after = int((ze.Sub(iv.Start) - margin) / day)
+	}
+	if after < 0 || before < 0 {
+		return 0, 0
+	}
+	return after, before
+}
+
+// skipForward returns the last start day, up to to, through which the
+// occurrences after day d (iv) all join iv's run, known by arithmetic:
+// for a schedule that joins, consecutive starts inside one zone period are
+// no further apart than an occurrence lasts, and each ends later than the
+// one before. It returns d when nothing is skipped.
+func (s *schedule) skipForward(d int, iv Interval, to int) int {
+	if !s.joins {
+		return d
+	}
+	after, _ := s.regularDays(iv)
+	if after < to-d {
+		to = d + after
+	}
+	last := d
+	s.rec.forEachDayDesc(d+1, to, func(day int) bool {
+		last = day
+		return false
+	})
+	return last
+}
+
+// skipBackward is skipForward going back: the first start day, from from
+// on, through which the occurrences before day d (iv) join iv's run; each
+// starts earlier than the one after it.
+func (s *schedule) skipBackward(d int, iv Interval, from int) int {
+	if !s.joins {
+		return d
+	}
+	_, before := s.regularDays(iv)
+	if before < d-from {
+		from = d - before
+	}
+	first := d
+	s.rec.forEachDay(from, d-1, func(day int) bool {
+		first = day
+		return false
+	})
+	return first
 }
 
 // continuesAfter reports whether an occurrence starting on a day after day
@@ -445,24 +547,37 @@ func (s *schedule) runsBackward(t, floor time.Time, fn func(run Interval, cut bo
 	var cur Interval
 	have := false
 	stopped := false
-	s.rec.forEachDayDesc(from, to, func(day int) bool {
-		iv := s.occurrence(day)
-		if !iv.Start.Before(t) {
-			return true
-		}
-		if have && !iv.End.Before(cur.Start) {
-			if iv.Start.Before(cur.Start) {
-				cur.Start = iv.Start
+	for day := to; day >= from && !stopped; {
+		resume := from - 1
+		s.rec.forEachDayDesc(from, day, func(d int) bool {
+			iv := s.occurrence(d)
+			if !iv.Start.Before(t) {
+				return true
+			}
+			if have && !iv.End.Before(cur.Start) {
+				if iv.Start.Before(cur.Start) {
+					cur.Start = iv.Start
+				}
+			} else {
+				if have && !fn(cur, false) {
+					stopped = true
+					return false
+				}
+				cur, have = iv, true
+			}
+			if first := s.skipBackward(d, iv, from); first < d {
+				// The occurrences from day first on join cur, and the
+				// first of them starts earliest.
+				if start := s.occurrence(first).Start; start.Before(cur.Start) {
+					cur.Start = start
+				}
+				resume = first - 1
+				return false
 			}
 			return true
-		}
-		if have && !fn(cur, false) {
-			stopped = true
-			return false
-		}
-		cur, have = iv, true
-		return true
-	})
+		})
+		day = resume
+	}
 	if have && !stopped {
 		fn(cur, s.continuesBefore(from, cur))
 	}
