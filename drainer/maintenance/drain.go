@@ -10,8 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -40,6 +42,9 @@ func (s *step) drain() (reconcile.Result, error) {
 		if res, stop, err := s.windowClosed(); stop || err != nil {
 			return res, err
 		}
+	}
+	if res, ok := s.stillBlocked(); ok {
+		return res, nil
 	}
 	d, err := drain.New(s.ctx, s.r.Kube, s.r.Options.drainOptions(), s.nm)
 	if err != nil {
@@ -73,7 +78,65 @@ func (s *step) drain() (reconcile.Result, error) {
 	}
 	s.cond(ConditionDrained, false, "Draining", fmt.Sprintf("%d pod(s) still on the node", s.status.Pods.Pending))
 	s.status.WaitingFor = fmt.Sprintf("draining: %d of %d pod(s) left", s.status.Pods.Pending, s.status.Pods.Total)
-	return s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay(round.Progress)})
+	res, err := s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay(round.Progress)})
+	if err == nil {
+		s.r.memo.blocked(s.node.Name, s.nm.UID, s.now, onlyBudgetsBlock(round, evictErr))
+	}
+	return res, err
+}
+
+// onlyBudgetsBlock returns the PodDisruptionBudgets that block the pods
+// the round left, with the version the round read each at; nil when
+// anything else is left to do (pods refused by the drain rules, a failed
+// eviction, a refusal by a budget the round did not see, or no blocked pod).
+func onlyBudgetsBlock(round *drain.Round, evictErr string) map[string]string {
+	if len(round.Blocked) == 0 || len(round.Refused) > 0 || evictErr != "" {
+		return nil
+	}
+	byPDB, err := round.Blockers()
+	if err != nil {
+		return nil
+	}
+	versions := round.BudgetVersions()
+	out := map[string]string{}
+	for id := range byPDB {
+		rv, ok := versions[id]
+		if !ok {
+			return nil // "(unknown)": a budget the round did not see
+		}
+		out[id] = rv
+	}
+	return out
+}
+
+// stillBlocked skips a round whose outcome is known: the last round left
+// only pods that PodDisruptionBudgets block, none of those budgets has
+// changed since (or each still allows no disruption), the escalation is
+// not due and nothing in the status changed. Such a round would list the
+// same pods, evict nothing and write nothing. A budget gaining room wakes
+// the drain (the controller watches them), and a round runs at least
+// every MaxRetryDelay, so pods that appear or go meanwhile are still seen.
+func (s *step) stillBlocked() (reconcile.Result, bool) {
+	budgets, ok := s.r.memo.lastBlocked(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
+	if !ok || len(s.status.Blockers) == 0 || !equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
+		return reconcile.Result{}, false
+	}
+	if timeout, esc, _ := s.escalation(); esc != lullv1alpha1.EscalationWait && s.now.Sub(s.status.Blockers[0].Since.Time) >= timeout {
+		return reconcile.Result{}, false
+	}
+	for id, rv := range budgets {
+		ns, name, _ := strings.Cut(id, "/")
+		var pdb policyv1.PodDisruptionBudget
+		if err := s.r.Client.Get(s.ctx, types.NamespacedName{Namespace: ns, Name: name}, &pdb); err != nil {
+			return reconcile.Result{}, false
+		}
+		exhausted := pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.DisruptionsAllowed <= 0
+		if pdb.ResourceVersion != rv && !exhausted {
+			return reconcile.Result{}, false
+		}
+	}
+	s.logger.V(4).Info("Drain still blocked by the same PodDisruptionBudgets; no round", "budgets", budgets)
+	return reconcile.Result{RequeueAfter: s.retryDelay(false)}, true
 }
 
 // windowClosed applies the windows' windowEnd to a drain whose window

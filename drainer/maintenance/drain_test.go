@@ -67,3 +67,45 @@ func TestWindowStart(t *testing.T) {
 		})
 	}
 }
+
+// A request read at a version our own write replaced is stale until the
+// cache shows a newer one; another request of the same name (a new UID)
+// never is, and a cache that lags too long is acted on anyway.
+func TestStaleBookkeeping(t *testing.T) {
+	var m memo
+	now := t0()
+	assert.False(t, m.stale("n", "u1", "10", now), "nothing written")
+	m.wrote("n", "u1", "10", now)
+	m.wrote("n", "u1", "11", now)
+	assert.True(t, m.stale("n", "u1", "10", now), "the version before both writes")
+	assert.True(t, m.stale("n", "u1", "11", now), "the version between them")
+	assert.False(t, m.stale("n", "u2", "11", now), "a new request of the same name")
+	m.wrote("n", "u1", "11", now)
+	assert.False(t, m.stale("n", "u1", "12", now), "the cache caught up")
+	assert.False(t, m.stale("n", "u1", "11", now), "caught up once: forgotten")
+	m.wrote("n", "u1", "12", now)
+	assert.False(t, m.stale("n", "u1", "12", now.Add(staleFor+time.Second)), "lagging too long")
+}
+
+// What a round left blocked is kept per request, for MaxRetryDelay at
+// most; nil budgets or a lost lease forget it.
+func TestBlockedBookkeeping(t *testing.T) {
+	var m memo
+	now := t0()
+	budgets := map[string]string{"ns/db": "7"}
+	m.blocked("n", "u1", now, budgets)
+	got, ok := m.lastBlocked("n", "u1", now.Add(time.Second), 30*time.Second)
+	assert.True(t, ok)
+	assert.Equal(t, budgets, got)
+	_, ok = m.lastBlocked("n", "u2", now, 30*time.Second)
+	assert.False(t, ok, "another request")
+	_, ok = m.lastBlocked("n", "u1", now.Add(30*time.Second), 30*time.Second)
+	assert.False(t, ok, "too old: a full round is due")
+	m.blocked("n", "u1", now, nil)
+	_, ok = m.lastBlocked("n", "u1", now, 30*time.Second)
+	assert.False(t, ok, "the last round left something else to do")
+	m.blocked("n", "u1", now, budgets)
+	m.forget("n")
+	_, ok = m.lastBlocked("n", "u1", now, 30*time.Second)
+	assert.False(t, ok, "forgotten with the lease")
+}

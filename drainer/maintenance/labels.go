@@ -77,7 +77,7 @@ func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMainten
 	case !labelled:
 		logger.V(2).Info("Maintenance label removed; completing the request")
 		nm.Spec.Complete = true
-		if err := r.Client.Update(ctx, nm); err != nil {
+		if err := r.update(ctx, nm); err != nil {
 			return true, client.IgnoreNotFound(err)
 		}
 		return false, nil
@@ -86,7 +86,7 @@ func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMainten
 		// request follows the label (and its policy decision with it).
 		logger.Info("Maintenance label changed class; updating the request", "from", nm.Spec.Class, "to", class)
 		nm.Spec.Class = class
-		if err := r.Client.Update(ctx, nm); apierrors.IsInvalid(err) {
+		if err := r.update(ctx, nm); apierrors.IsInvalid(err) {
 			r.nodeEvent(node, corev1.EventTypeWarning, ReasonInvalidMaintenanceLabel,
 				"label %s=%q is not a valid maintenance class: %v", r.Options.MaintenanceLabel, class, err)
 		} else if err != nil {

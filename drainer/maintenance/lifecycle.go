@@ -43,9 +43,10 @@ func (s *step) cordon() (reconcile.Result, error) {
 		s.cond(ConditionDrained, false, "NotNeeded", "the policy action is Cordon: nothing is evicted")
 		return s.hold(lullv1alpha1.PhaseCordoned)
 	}
-	if _, err := s.save(lullv1alpha1.PhaseDraining, reconcile.Result{}); err != nil {
-		return reconcile.Result{}, err
-	}
+	// The first round's status write records the phase Draining with the
+	// round's counts: one write, not two. A round that fails before
+	// writing leaves the phase Cordoning, and the next reconcile cordons
+	// (a no-op now) and drains again.
 	return s.drain()
 }
 
@@ -175,7 +176,7 @@ func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		}
 	}
 	controllerutil.RemoveFinalizer(nm, Finalizer)
-	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, nm))
+	return reconcile.Result{}, client.IgnoreNotFound(r.update(ctx, nm))
 }
 
 // finish records a completed request and drops the finalizer.
@@ -197,7 +198,7 @@ func (s *step) finishAs(phase lullv1alpha1.MaintenancePhase, eventType, reason, 
 	}
 	if s.nm.DeletionTimestamp == nil && controllerutil.ContainsFinalizer(s.nm, Finalizer) {
 		controllerutil.RemoveFinalizer(s.nm, Finalizer)
-		if err := s.r.Client.Update(s.ctx, s.nm); err != nil {
+		if err := s.r.update(s.ctx, s.nm); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}

@@ -3,16 +3,39 @@ package maintenance
 import (
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // memo is the controller's in-memory bookkeeping: when it last renewed
-// each lease and last raised each repeated event. Losing it (a restart)
-// only means renewing at once and raising an event again; no decision
-// depends on it.
+// each lease and last raised each repeated event, which versions of each
+// request its own writes replaced, and what each node's last drain round
+// left blocked. Losing it (a restart) only means renewing at once, raising
+// an event again, a write that conflicts, or a drain round that lists the
+// pods again; no decision depends on it.
 type memo struct {
 	mu        sync.Mutex
 	lastRenew map[string]time.Time
 	lastEvent map[string]time.Time
+	writes    map[string]writes
+	rounds    map[string]blockedRound
+}
+
+// writes are the resourceVersions of a request that our own writes
+// replaced since the cache last caught up with them.
+type writes struct {
+	uid      types.UID
+	replaced map[string]bool
+	at       time.Time
+}
+
+// blockedRound is what a drain round left: pods that only
+// PodDisruptionBudgets block, each budget with the resourceVersion the
+// round read it at.
+type blockedRound struct {
+	uid     types.UID
+	at      time.Time
+	budgets map[string]string
 }
 
 // renewDue reports whether the node's lease should be renewed now.
@@ -46,8 +69,74 @@ func (m *memo) eventDue(key string, now time.Time, every time.Duration) bool {
 	return true
 }
 
+// wrote records that a write of ours replaced version replaced of the
+// request (name, uid).
+func (m *memo) wrote(name string, uid types.UID, replaced string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.writes == nil {
+		m.writes = map[string]writes{}
+	}
+	w := m.writes[name]
+	if w.uid != uid {
+		w = writes{uid: uid, replaced: map[string]bool{}}
+	}
+	w.replaced[replaced], w.at = true, now
+	m.writes[name] = w
+}
+
+// staleFor is how long a cached request may lag behind our own write
+// before it is acted on anyway (a write acted on from a stale copy only
+// conflicts).
+const staleFor = 5 * time.Second
+
+// stale reports whether the request read (name, uid, resourceVersion) is
+// a version our own write already replaced: the cache has not caught up,
+// and acting on it would redo the round and conflict on writing.
+func (m *memo) stale(name string, uid types.UID, rv string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.writes[name]
+	if !ok {
+		return false
+	}
+	if w.uid != uid || !w.replaced[rv] || now.Sub(w.at) > staleFor {
+		delete(m.writes, name) // caught up (or moved on): forget
+		return false
+	}
+	return true
+}
+
+// blocked records what the node's last drain round left blocked; nil
+// budgets forgets it (the round left something else to do).
+func (m *memo) blocked(node string, uid types.UID, now time.Time, budgets map[string]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if budgets == nil {
+		delete(m.rounds, node)
+		return
+	}
+	if m.rounds == nil {
+		m.rounds = map[string]blockedRound{}
+	}
+	m.rounds[node] = blockedRound{uid: uid, at: now, budgets: budgets}
+}
+
+// lastBlocked returns what the node's last drain round for request uid
+// left blocked, if it was no longer ago than maxAge.
+func (m *memo) lastBlocked(node string, uid types.UID, now time.Time, maxAge time.Duration) (map[string]string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.rounds[node]
+	if !ok || b.uid != uid || now.Sub(b.at) >= maxAge {
+		return nil, false
+	}
+	return b.budgets, true
+}
+
 func (m *memo) forget(node string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.lastRenew, node)
+	delete(m.rounds, node)
 }

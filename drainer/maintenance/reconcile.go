@@ -17,6 +17,10 @@ import (
 	"lull.dev/lull/pkg/forecast"
 )
 
+// staleRetry is how soon a reconcile that read a request older than our
+// own last write looks again.
+const staleRetry = 100 * time.Millisecond
+
 // Reconcile handles one node's request; the key is the node's name.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	res, err := r.reconcile(ctx, req)
@@ -43,6 +47,12 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, fmt.Errorf("getting NodeMaintenance %s: %w", req.Name, err)
 		}
 		return reconcile.Result{}, r.createFromLabel(ctx, node)
+	}
+	if r.memo.stale(nm.Name, nm.UID, nm.ResourceVersion, r.Clock.Now()) {
+		// The cache still shows the version our last write replaced (a
+		// cordon or a lease renewal woke us that fast): acting on it
+		// would redo the step and conflict. Look again in a moment.
+		return reconcile.Result{RequeueAfter: staleRetry}, nil
 	}
 	switch {
 	case nm.DeletionTimestamp != nil:
@@ -87,7 +97,7 @@ func (r *Reconciler) getNode(ctx context.Context, name string) (*corev1.Node, er
 func (r *Reconciler) finished(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) error {
 	if controllerutil.ContainsFinalizer(nm, Finalizer) {
 		controllerutil.RemoveFinalizer(nm, Finalizer)
-		return client.IgnoreNotFound(r.Client.Update(ctx, nm))
+		return client.IgnoreNotFound(r.update(ctx, nm))
 	}
 	if node != nil && hasLabel(node, r.Options.MaintenanceLabel) && requestedByLabel(nm) {
 		// The node was labelled again: a new request replaces the record
@@ -105,7 +115,7 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, nm *lullv1alpha1.NodeM
 		return true, nil
 	}
 	controllerutil.AddFinalizer(nm, Finalizer)
-	if err := r.Client.Update(ctx, nm); err != nil {
+	if err := r.update(ctx, nm); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return true, nil

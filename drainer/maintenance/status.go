@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,12 +41,13 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 	if equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
 		return res, nil
 	}
-	old, oldDecision := s.nm.Status.Phase, s.nm.Status.Decision
+	old, oldDecision, rv := s.nm.Status.Phase, s.nm.Status.Decision, s.nm.ResourceVersion
 	s.nm.Status = *s.status
 	if err := s.r.Client.Status().Update(s.ctx, s.nm); err != nil {
 		// A conflict too stops the chain of steps; Reconcile requeues.
 		return reconcile.Result{}, fmt.Errorf("updating the status of NodeMaintenance %s: %w", s.nm.Name, err)
 	}
+	s.r.memo.wrote(s.nm.Name, s.nm.UID, rv, s.now)
 	s.status = s.nm.Status.DeepCopy()
 	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
@@ -57,4 +59,16 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 		s.logger.Info("Phase changed", "from", old, "to", phase, "waitingFor", s.status.WaitingFor)
 	}
 	return res, nil
+}
+
+// update writes the request's spec or metadata and remembers the version
+// it replaced, so a reconcile reading that version from a cache that has
+// not caught up waits instead of conflicting (memo.stale).
+func (r *Reconciler) update(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) error {
+	rv := nm.ResourceVersion
+	if err := r.Client.Update(ctx, nm); err != nil {
+		return err
+	}
+	r.memo.wrote(nm.Name, nm.UID, rv, r.Clock.Now())
+	return nil
 }

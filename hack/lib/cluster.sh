@@ -157,8 +157,10 @@ EXT
 
 # write_audit_policy FILE: the API server's audit policy. It records, at
 # Metadata level (who, what, when, user agent; no bodies), the writes of
-# lull's own users and nothing else, so it stays cheap: the fault tests read
-# it to prove which replica wrote what (test/e2e/faults_test.go).
+# lull's own users and the drainer's reads, and nothing else, so it stays
+# cheap: the fault tests read it to prove which replica wrote what
+# (test/e2e/faults_test.go), the drain benchmark to count every request of
+# every drainer replica by verb and resource (test/e2e/drain_bench_test.go).
 write_audit_policy() {
   cat >"$1" <<'POLICY'
 apiVersion: audit.k8s.io/v1
@@ -168,6 +170,9 @@ rules:
 - level: Metadata
   users: ["system:serviceaccount:lull-system:lull-drainer", "system:serviceaccount:lull-system:lull-scheduler"]
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: Metadata
+  users: ["system:serviceaccount:lull-system:lull-drainer"]
+  verbs: ["get", "list", "watch"]
 - level: None
 POLICY
 }

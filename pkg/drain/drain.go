@@ -194,6 +194,20 @@ func (r *Round) Blockers() (map[string][]string, error) {
 	return byPDB, nil
 }
 
+// BudgetVersions returns the resourceVersion at which the round read
+// each PodDisruptionBudget (namespace/name) it consulted. A budget still
+// at that version has not changed since: it refuses what it refused in
+// this round.
+func (r *Round) BudgetVersions() map[string]string {
+	out := map[string]string{}
+	for _, list := range r.pdbs.byNS {
+		for _, pdb := range list {
+			out[pdb.Namespace+"/"+pdb.Name] = pdb.ResourceVersion
+		}
+	}
+	return out
+}
+
 // pdbIndex answers whether a pod is covered by a PodDisruptionBudget that
 // currently allows no disruption, reading each namespace's budgets once.
 type pdbIndex struct {

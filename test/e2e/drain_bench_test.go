@@ -4,18 +4,23 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,8 +38,11 @@ import (
 // maxUnavailable: 1 PodDisruptionBudget, once with lull (label -> Drained)
 // and once with the built `kubectl drain`, in the same run on the same
 // cluster, and prints the wall-time and API-request ratios. lull's requests
-// are read from lull-drainer's own client-go metrics (everything it sent
-// meanwhile, leader election included); kubectl's from its -v=6 log.
+// are the sum of every drainer replica's client-go metrics (everything
+// they sent meanwhile, leader election and the standby included), broken
+// down by verb and resource from the API server's audit log; kubectl's
+// are the responses in its -v=6 log. The ratio is refused when fewer
+// requests were counted than the API server saw evictions.
 //
 //	make bench-drain   (go test ./test/e2e -run '^$' -bench BenchmarkDrainNode -benchtime 1x)
 func BenchmarkDrainNode(b *testing.B) {
@@ -160,7 +168,7 @@ func drainWithLull(b *testing.B, node string) (time.Duration, int, int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	before, beforeBy := drainerRequests(b)
+	before, leaseBefore := scrapeDrainers(b), leaderLease(b)
 	start := time.Now()
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"bench"}}}`, lullv1alpha1.MaintenanceLabel)
 	if _, err := cluster.Clientset.CoreV1().Nodes().Patch(ctx, node, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -172,44 +180,200 @@ func drainWithLull(b *testing.B, node string) (time.Duration, int, int) {
 	}); err != nil {
 		b.Fatalf("lull never drained %s: %+v", node, nm.Status)
 	}
-	wall := time.Since(start)
-	after, afterBy := drainerRequests(b)
-	requests := after - before
-	for m, n := range afterBy {
-		if d := n - beforeBy[m]; d > 0 {
-			b.Logf("lull-drainer requests %s: %d", m, d)
+	end := time.Now()
+	after, leaseAfter := scrapeDrainers(b), leaderLease(b)
+	requests := 0
+	var perReplica, leading []string
+	for _, p := range drainerProcs() {
+		d := after[p.name].requests - before[p.name].requests
+		requests += d
+		perReplica = append(perReplica, fmt.Sprintf("%s %d", p.name, d))
+		if before[p.name].leading && after[p.name].leading {
+			leading = append(leading, p.name)
 		}
 	}
+	au := drainerAudit(b, start, end)
+	left := pods - podsOnNode(b, "bench-lull", node)
+	fmt.Printf("lull drain of %s: %d requests counted from every drainer replica's rest_client_requests_total (%s)\n", node, requests, strings.Join(perReplica, ", "))
+	fmt.Printf("  leader: %s\n", describeLeader(leading, leaseBefore, leaseAfter, au))
+	fmt.Printf("  %d requests in the API server's audit log (lull-drainer's user agents, both replicas), by verb and resource:\n", au.total)
+	for _, k := range slices.Sorted(maps.Keys(au.by)) {
+		fmt.Printf("    %-58s %4d\n", k, au.by[k])
+	}
+	others := au.total - au.evicted
+	fmt.Printf("  evictions: %d succeeded (pods that left the node: %d), %d refused; the others: %d, of which leader election %d (per time, not per node) and %d for the drain itself\n",
+		au.evicted, left, au.refused, others, au.leaderElection, others-au.leaderElection)
 	unpatch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, lullv1alpha1.MaintenanceLabel)
 	_, _ = cluster.Clientset.CoreV1().Nodes().Patch(ctx, node, "application/merge-patch+json", []byte(unpatch), metav1.PatchOptions{})
-	return wall, requests, pods
+	if left > au.evicted {
+		b.Fatalf("%d pods left node %s but the audit log shows only %d successful evictions by lull-drainer: the audit log is incomplete; no ratio", left, node, au.evicted)
+	}
+	if requests < au.evicted {
+		b.Fatalf("counted %d lull-drainer requests but the API server saw %d evictions from it: the count misses the replica that drained (%s); no ratio", requests, au.evicted, strings.Join(perReplica, ", "))
+	}
+	return end.Sub(start), requests, pods
 }
 
-// drainerRequests sums rest_client_requests_total from lull-drainer's
-// metrics endpoint, in total and per method.
-func drainerRequests(b *testing.B) (int, map[string]int) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", cluster.DrainerMetricsPort))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	total, by := 0, map[string]int{}
-	method := regexp.MustCompile(`method="([A-Z]+)"`)
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
+// replicaMetrics is what one drainer replica's metrics say.
+type replicaMetrics struct {
+	requests int // rest_client_requests_total, all codes and methods
+	leading  bool
+}
+
+// scrapeDrainers reads every drainer replica's metrics endpoint; a replica
+// that does not answer fails the benchmark (its requests would be missed).
+func scrapeDrainers(b *testing.B) map[string]replicaMetrics {
+	out := map[string]replicaMetrics{}
+	for _, p := range drainerProcs() {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p.metrics))
+		if err != nil {
+			b.Fatalf("reading %s's metrics (its requests must be counted): %v", p.name, err)
 		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			total += int(v)
-			if m := method.FindStringSubmatch(line); m != nil {
-				by[m[1]] += int(v)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatalf("reading %s's metrics: %v", p.name, err)
+		}
+		m := replicaMetrics{leading: strings.Contains(string(body), `leader_election_master_status{name="lull-drainer"} 1`)}
+		for _, line := range strings.Split(string(body), "\n") {
+			if !strings.HasPrefix(line, "rest_client_requests_total{") {
+				continue
+			}
+			f := strings.Fields(line)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				m.requests += int(v)
 			}
 		}
+		out[p.name] = m
 	}
-	return total, by
+	return out
+}
+
+// leaderLease reads the drainer's leader-election Lease.
+func leaderLease(b *testing.B) *coordinationv1.Lease {
+	l, err := cluster.Clientset.CoordinationV1().Leases("lull-system").Get(context.Background(), "lull-drainer", metav1.GetOptions{})
+	if err != nil {
+		b.Fatalf("reading the leader-election Lease lull-system/lull-drainer: %v", err)
+	}
+	return l
+}
+
+// describeLeader says which replica led the drain: the Lease's holder
+// (host_uuid, as controller-runtime names it), whether it changed, the
+// replica whose metrics said it led before and after, and the replicas
+// that evicted (their user agents name them).
+func describeLeader(leading []string, before, after *coordinationv1.Lease, au *drainAudit) string {
+	holder := ptr.Deref(after.Spec.HolderIdentity, "")
+	same := ptr.Deref(before.Spec.HolderIdentity, "") == holder &&
+		ptr.Deref(before.Spec.LeaseTransitions, 0) == ptr.Deref(after.Spec.LeaseTransitions, 0)
+	lease := fmt.Sprintf("Lease lull-system/lull-drainer held by %s (transitions %d)", holder, ptr.Deref(after.Spec.LeaseTransitions, 0))
+	if !same {
+		lease += fmt.Sprintf(", changed during the drain (was %s, transitions %d)", ptr.Deref(before.Spec.HolderIdentity, ""), ptr.Deref(before.Spec.LeaseTransitions, 0))
+	} else {
+		lease += ", unchanged during the drain"
+	}
+	return fmt.Sprintf("%v led before and after (leader_election_master_status); %s; evictions sent by %v", leading, lease, slices.Sorted(maps.Keys(au.evictedBy)))
+}
+
+// drainAudit is lull-drainer's share of the API server's audit log in a
+// time span.
+type drainAudit struct {
+	total int
+	// by counts requests by verb, resource and outcome.
+	by                               map[string]int
+	evicted, refused, leaderElection int
+	evictedBy                        map[string]int
+}
+
+// replicaUA finds the replica's identity in lull-drainer's user agent
+// ("lull-drainer/<version> (<identity>)"); leader election's client has
+// its own user agent without it.
+var replicaUA = regexp.MustCompile(`\((lull-drainer[^)]*)\)`)
+
+// drainerAudit counts the requests lull-drainer's replicas sent between
+// from and to, as the API server's audit log records them
+// (hack/lib/cluster.sh write_audit_policy). It first waits until the log
+// holds a drainer request received after to (leader election sends one
+// every retry period), so the span's last requests are in it.
+func drainerAudit(b *testing.B, from, to time.Time) *drainAudit {
+	path := filepath.Join(cluster.Dir, "logs", "kube-apiserver-audit.log")
+	var events []auditEvent
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return false, err
+		}
+		events = events[:0]
+		seen, past := map[string]bool{}, false
+		for _, line := range bytesLines(raw) {
+			var a auditEvent
+			if json.Unmarshal(line, &a) != nil || !strings.HasPrefix(a.UserAgent, "lull-drainer/") || seen[a.AuditID] {
+				continue
+			}
+			seen[a.AuditID] = true // a watch is logged when it starts and when it ends
+			past = past || a.RequestReceivedTimestamp.After(to)
+			if !a.RequestReceivedTimestamp.Before(from) && !a.RequestReceivedTimestamp.After(to) {
+				events = append(events, a)
+			}
+		}
+		return past, nil
+	})
+	if err != nil {
+		b.Fatalf("the audit log %s never showed a lull-drainer request after the drain: %v", path, err)
+	}
+	au := &drainAudit{by: map[string]int{}, evictedBy: map[string]int{}}
+	for _, a := range events {
+		au.total++
+		key, code := a.Verb+" "+a.RequestURI, 0
+		if a.ResponseStatus != nil {
+			code = a.ResponseStatus.Code
+		}
+		if o := a.ObjectRef; o != nil {
+			key = a.Verb + " " + o.Resource
+			if o.Subresource != "" {
+				key += "/" + o.Subresource
+			}
+			switch {
+			case o.Resource == "leases" && o.Namespace == "lull-system":
+				key += " " + o.Namespace + "/" + o.Name + " (leader election)"
+				au.leaderElection++
+			case o.Resource == "leases" || o.Resource == "configmaps":
+				key += " " + o.Namespace
+			}
+			if o.Resource == "pods" && o.Subresource == "eviction" && a.Verb == "create" {
+				if code == http.StatusCreated {
+					au.evicted++
+					replica := "?"
+					if m := replicaUA.FindStringSubmatch(a.UserAgent); m != nil {
+						replica = m[1]
+					}
+					au.evictedBy[replica]++
+				} else {
+					au.refused++
+				}
+			}
+		}
+		if code >= 300 {
+			key += fmt.Sprintf(" -> %d", code)
+		}
+		au.by[key]++
+	}
+	return au
+}
+
+// podsOnNode counts ns's pods on node that are not terminating.
+func podsOnNode(b *testing.B, ns, node string) int {
+	list, err := cluster.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		b.Fatalf("listing the pods on %s: %v", node, err)
+	}
+	n := 0
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
 }
 
 func tail(s string) string {

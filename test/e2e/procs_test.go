@@ -259,11 +259,18 @@ func leader(ctx context.Context, timeout time.Duration, ps ...drainerProc) (stri
 // auditEvent is the part of an API server audit event (audit.k8s.io/v1,
 // one JSON object per line) the fault tests read.
 type auditEvent struct {
+	AuditID                  string    `json:"auditID"`
 	Verb                     string    `json:"verb"`
 	UserAgent                string    `json:"userAgent"`
 	RequestURI               string    `json:"requestURI"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
-	ResponseStatus           *struct {
+	ObjectRef                *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 }
