@@ -166,6 +166,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// first request in line of its windows.
 		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.budgetFreed),
 			ctrl.WithPredicates(budgetReleased())).
+		// One that takes a slot changes who holds it: the rest of the
+		// line says so, when the queue has time.
+		Watches(&lullv1alpha1.NodeMaintenance{}, r.slotTaken()).
 		// PodDisruptionBudgets gaining room unblock drains.
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests),
 			ctrl.WithPredicates(budgetGrew())).
