@@ -15,7 +15,7 @@ NESTED_MODULES := $(shell cat hack/nested-modules.txt)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \
-        bench bench-scheduler bench-drain bench-plan soak run demo cluster-up cluster-down clean
+        bench bench-scheduler bench-drain bench-plan bench-wave soak run demo cluster-up cluster-down clean
 .PHONY: release
 .PHONY: images
 
@@ -98,6 +98,11 @@ bench-drain: binaries build
 ## bench-plan: kubectl lull plan vs kubectl drain --dry-run=client of the same 2 nodes (same run)
 bench-plan: binaries build
 	go test ./test/e2e -run '^$$' -bench BenchmarkPlan -benchtime 1x -timeout 30m
+
+## bench-wave: maintenance requested on every node of a 1000-node kwok fleet at once, four windows
+## with different budgets, the operator simulated (LULL_WAVE_NODES=N for another size)
+bench-wave: binaries build
+	go test ./test/e2e -run '^$$' -bench BenchmarkFleetWave -benchtime 1x -timeout 60m
 
 ## bench-scheduler: scheduler_perf, NodeDisruption vs the default profile, plain and with the same
 ## nodes tainted (1,000 and 5,000 nodes, 3 interleaved runs, about 60 min; --short: hack/bench-scheduler.sh --short)

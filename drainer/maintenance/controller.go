@@ -123,6 +123,9 @@ type Reconciler struct {
 	Wake chan event.GenericEvent
 
 	memo memo
+	// waiters is the line for budget slots: a freed slot wakes the first
+	// request in line of its windows (budget.go).
+	waiters budget.Waiters
 }
 
 // SetupWithManager registers the controller. Reconciles run one at a time:
@@ -159,9 +162,13 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
 		// A lease released or taken in the lease namespace.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest)).
-		// A maintenance changing phase may free budget for the others.
-		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequests),
-			ctrl.WithPredicates(phaseChanged())).
+		// A maintenance that stops holding budget frees a slot for the
+		// first request in line of its windows.
+		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.budgetFreed),
+			ctrl.WithPredicates(budgetReleased())).
+		// One that takes a slot changes who holds it: the rest of the
+		// line says so, when the queue has time.
+		Watches(&lullv1alpha1.NodeMaintenance{}, r.slotTaken()).
 		// PodDisruptionBudgets gaining room unblock drains.
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests),
 			ctrl.WithPredicates(budgetGrew())).
@@ -196,19 +203,6 @@ func budgetGrew() predicate.Funcs {
 			o, ok1 := e.ObjectOld.(*policyv1.PodDisruptionBudget)
 			n, ok2 := e.ObjectNew.(*policyv1.PodDisruptionBudget)
 			return !ok1 || !ok2 || n.Status.DisruptionsAllowed > o.Status.DisruptionsAllowed
-		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-func phaseChanged() predicate.Funcs {
-	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*lullv1alpha1.NodeMaintenance)
-			n, ok2 := e.ObjectNew.(*lullv1alpha1.NodeMaintenance)
-			return !ok1 || !ok2 || o.Status.Phase != n.Status.Phase
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(event.GenericEvent) bool { return false },

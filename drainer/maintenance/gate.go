@@ -41,6 +41,7 @@ func (s *step) gate() (reconcile.Result, error) {
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	s.inLine(v.Gate == gate.Budget)
 	if s.status.StartedAt == nil {
 		// Until the request starts, the policies decide again on every
 		// reconcile: a policy change affects requests not yet started.
@@ -118,8 +119,10 @@ func (s *step) waitForLease(v gate.Verdict) (reconcile.Result, error) {
 		return reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3}, nil
 	}
 	// Waiting for another actor must not keep a budget slot others
-	// could use; the gate takes it again when the lease is free.
+	// could use; the gate takes it again when the lease is free. The
+	// slot just taken is free again: the next in line may have it.
 	s.releaseBudget()
+	s.r.wakeFirstWaiting(s.ctx, s.status.Windows)
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
 		s.event(corev1.EventTypeNormal, ReasonWaitingForLease, v.Message)
 	}

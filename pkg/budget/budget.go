@@ -42,9 +42,9 @@ type Result struct {
 	InUse []string
 }
 
-// usesBudget reports whether a request uses budget: lull has cordoned the node
+// UsesBudget reports whether a request uses budget: lull has cordoned the node
 // (or is about to), or lost its lease while its cordon is still in place.
-func usesBudget(nm *lullv1alpha1.NodeMaintenance) bool {
+func UsesBudget(nm *lullv1alpha1.NodeMaintenance) bool {
 	return nm.Status.Phase.Disrupting() || (nm.Status.Phase == lullv1alpha1.PhaseWaitingForLease && nm.Status.CordonedByLull)
 }
 
@@ -66,7 +66,7 @@ func activeRequests(items []lullv1alpha1.NodeMaintenance, node string) []string 
 	var active []string
 	for i := range items {
 		o := &items[i]
-		if o.Spec.NodeName != node && usesBudget(o) {
+		if o.Spec.NodeName != node && UsesBudget(o) {
 			active = append(active, o.Spec.NodeName)
 		}
 	}

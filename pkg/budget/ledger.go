@@ -70,6 +70,9 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 		if e, ok := entries[req.Node]; ok && e.UID == nm.UID {
 			return Result{Free: true}, nil
 		}
+		if res, full, err := fullByLedger(ctx, cached, req, entries); err != nil || full {
+			return res, err
+		}
 		var all lullv1alpha1.NodeMaintenanceList
 		if err := l.Live.List(ctx, &all); err != nil {
 			return Result{}, fmt.Errorf("listing NodeMaintenances: %w", err)
@@ -96,6 +99,38 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 		// Another replica wrote the ledger since we read it: check again
 		// against what it wrote.
 	}
+}
+
+// fullByLedger answers "no room" without listing every request when the
+// ledger's entries alone fill the request's budget. It counts only the
+// entries the cache shows held by a request still active (and unreadable
+// ones, which always count), so the answer can only be too cautious, never
+// too generous: anything else, a budget with room or an entry that might
+// be stale, is left to the full count, which also prunes. With a thousand
+// requests waiting for a few slots, this spares a list of every request
+// each time one of them looks again.
+func fullByLedger(ctx context.Context, cached client.Reader, req Request, entries map[string]Entry) (Result, bool, error) {
+	var held []string
+	for _, node := range sortedNodes(entries) {
+		e := entries[node]
+		if node == req.Node {
+			continue
+		}
+		if e.UID == "" {
+			held = append(held, node) // unreadable: counts
+			continue
+		}
+		var nm lullv1alpha1.NodeMaintenance
+		err := cached.Get(ctx, client.ObjectKey{Name: e.Request}, &nm)
+		if err == nil && nm.UID == e.UID && !nm.Status.Phase.Finished() {
+			held = append(held, node)
+		}
+	}
+	res, err := evaluate(ctx, cached, req, dedupe(append(held, req.Also...)))
+	if err != nil || res.Free {
+		return Result{}, false, err
+	}
+	return res, true, nil
 }
 
 // Release gives up node's slot if request uid holds it. It reads the

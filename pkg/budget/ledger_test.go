@@ -140,3 +140,44 @@ func TestUnreadableNodeInUse(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Free, res.Message)
 }
+
+// A request that finds its budget full by the ledger alone (every entry
+// held by a request the cache shows active) is answered without listing
+// every request: with a thousand waiting, each look would list them all.
+// A slot that may be stale still gets the full count, which prunes it.
+func TestReserveFullByLedgerListsNoRequests(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	lists := 0
+	live := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*lullv1alpha1.NodeMaintenanceList); ok {
+				lists++
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	l := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	req := inWindow(w)
+	res, err := l.Reserve(ctx, c, nms["a"], req("a"))
+	require.NoError(t, err)
+	require.True(t, res.Free)
+	lists = 0
+
+	res, err = l.Reserve(ctx, c, nms["b"], req("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free)
+	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; in use by a", res.Message)
+	assert.Equal(t, 0, lists, "requests listed although the ledger alone fills the budget")
+
+	// a has finished, its entry not yet released: the full count prunes it.
+	nms["a"].Status.Phase = lullv1alpha1.PhaseCompleted
+	require.NoError(t, c.Status().Update(ctx, nms["a"]))
+	res, err = l.Reserve(ctx, c, nms["b"], req("b"))
+	require.NoError(t, err)
+	assert.True(t, res.Free, res.Message)
+	assert.Equal(t, 1, lists)
+	entries, err := l.Entries(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, sortedNodes(entries))
+}

@@ -46,7 +46,7 @@ const windowCloseSlack = 2 * time.Second
 // It reads through informers, which list again after a dropped watch, so an
 // API server restart or an etcd outage does not end the watching silently.
 type invariants struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []string
 	mine  map[string]bool
 
@@ -81,7 +81,13 @@ type removal struct {
 
 // watchInvariants starts the watchers for nodes until the end of the test.
 func (e *sysEnv) watchInvariants(nodes ...string) *invariants {
-	t := e.t
+	e.t.Helper()
+	return newInvariants(e.t, nodes...)
+}
+
+// newInvariants starts the watchers for nodes until the end of the test or
+// benchmark t.
+func newInvariants(t testing.TB, nodes ...string) *invariants {
 	t.Helper()
 	iv := &invariants{t: t, nodes: nodes, mine: map[string]bool{}, restricted: map[string][]interval{},
 		phases: map[string]lullv1alpha1.MaintenancePhase{}, seenPods: map[string]bool{}, pdbUp: map[string]bool{}}

@@ -1,0 +1,132 @@
+package budget
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultBudget names, in Waiters, the budget shared by nodes no window
+// selects (no window can have this name).
+const DefaultBudget = "(default)"
+
+// Budgets names the budgets a request counts against: its windows', or
+// the default budget when no window selects its node.
+func Budgets(windows []string) []string {
+	if len(windows) == 0 {
+		return []string{DefaultBudget}
+	}
+	return windows
+}
+
+// Waiters is the line of requests waiting for budget, per budget, oldest
+// request first. When a slot frees, the drainer wakes the first in line of
+// the freed node's budgets rather than every waiting request: with a
+// thousand requests waiting for a few slots, waking them all counted the
+// budget a thousand times for each freed slot, and the one request that
+// could start waited in the work queue behind the others.
+//
+// It is a hint kept in memory, never a decision: the woken request still
+// takes its slot through the Ledger, a request missing from the line (a
+// new leader) is found again by its own periodic look, and one that no
+// longer waits is dropped when its turn comes.
+type Waiters struct {
+	mu    sync.Mutex
+	lines map[string]map[string]time.Time // budget -> node -> since
+	of    map[string][]string             // node -> its budgets
+}
+
+// Wait puts node in line for budgets, ordered by since (the request's
+// creation); a node already in line moves to the given budgets.
+func (w *Waiters) Wait(node string, budgets []string, since time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.doneLocked(node)
+	if w.lines == nil {
+		w.lines, w.of = map[string]map[string]time.Time{}, map[string][]string{}
+	}
+	for _, b := range budgets {
+		if w.lines[b] == nil {
+			w.lines[b] = map[string]time.Time{}
+		}
+		w.lines[b][node] = since
+	}
+	w.of[node] = slices.Clone(budgets)
+}
+
+// Done takes node out of every line.
+func (w *Waiters) Done(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.doneLocked(node)
+}
+
+func (w *Waiters) doneLocked(node string) {
+	for _, b := range w.of[node] {
+		delete(w.lines[b], node)
+		if len(w.lines[b]) == 0 {
+			delete(w.lines, b)
+		}
+	}
+	delete(w.of, node)
+}
+
+// First returns, for each of budgets, the first node in line that still
+// waits (still reports it; the others leave the line), without repeats.
+func (w *Waiters) First(budgets []string, still func(node string) bool) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, b := range budgets {
+		for _, node := range w.orderLocked(b) {
+			if slices.Contains(out, node) {
+				break
+			}
+			if still(node) {
+				out = append(out, node)
+				break
+			}
+			w.doneLocked(node)
+		}
+	}
+	return out
+}
+
+// orderLocked is budget b's line, oldest first (ties by node name).
+func (w *Waiters) orderLocked(b string) []string {
+	line := w.lines[b]
+	nodes := make([]string, 0, len(line))
+	for n := range line {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(x, y string) int {
+		if c := line[x].Compare(line[y]); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	return nodes
+}
+
+// Len is how many nodes wait, for any budget.
+func (w *Waiters) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.of)
+}
+
+// Line returns every node in line for any of budgets, without repeats.
+func (w *Waiters) Line(budgets []string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, b := range budgets {
+		for _, node := range w.orderLocked(b) {
+			if !slices.Contains(out, node) {
+				out = append(out, node)
+			}
+		}
+	}
+	return out
+}
