@@ -45,6 +45,14 @@ func inWindow(w *lullv1alpha1.MaintenanceWindow) func(node string) Request {
 	}
 }
 
+// reserveA takes node a's slot of window w for l, as the first request.
+func reserveA(t *testing.T, l *Ledger, c client.Reader, w *lullv1alpha1.MaintenanceWindow, a *lullv1alpha1.NodeMaintenance) {
+	t.Helper()
+	res, err := l.Reserve(context.Background(), c, a, inWindow(w)("a"))
+	require.NoError(t, err)
+	require.True(t, res.Free)
+}
+
 // A reservation is a write of the ledger: the second node of a
 // maxUnavailable 1 window is refused while the first holds the slot,
 // even though neither request's status says it is disrupting yet.
@@ -120,9 +128,7 @@ func TestUnreadableNodeInUse(t *testing.T) {
 	ctx := context.Background()
 	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
 	req := inWindow(w)
-	res, err := l.Reserve(ctx, c, nms["a"], req("a"))
-	require.NoError(t, err)
-	require.True(t, res.Free)
+	reserveA(t, l, c, w, nms["a"])
 
 	failing := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
 		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -132,11 +138,11 @@ func TestUnreadableNodeInUse(t *testing.T) {
 			return cl.Get(ctx, key, obj, opts...)
 		},
 	})
-	_, err = l.Reserve(ctx, failing, nms["b"], req("b"))
+	_, err := l.Reserve(ctx, failing, nms["b"], req("b"))
 	require.ErrorContains(t, err, "reading node a, in use by a request")
 
 	require.NoError(t, c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}))
-	res, err = l.Reserve(ctx, c, nms["b"], req("b"))
+	res, err := l.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
 	assert.True(t, res.Free, res.Message)
 }
@@ -159,12 +165,10 @@ func TestReserveFullByLedgerListsNoRequests(t *testing.T) {
 	})
 	l := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/x"}
 	req := inWindow(w)
-	res, err := l.Reserve(ctx, c, nms["a"], req("a"))
-	require.NoError(t, err)
-	require.True(t, res.Free)
+	reserveA(t, l, c, w, nms["a"])
 	lists = 0
 
-	res, err = l.Reserve(ctx, c, nms["b"], req("b"))
+	res, err := l.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
 	assert.False(t, res.Free)
 	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; in use by a", res.Message)
