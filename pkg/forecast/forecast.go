@@ -402,16 +402,16 @@ func (f *Forecast) update(names []string) {
 		f.due.set(name, at)
 	}
 	for _, name := range names {
-		old := f.nodes.get(name)
-		n := f.computeLocked(name, now)
-		if !differs(old, n) {
-			if n != nil && old != nil && !n.validUntil.Equal(old.validUntil) {
-				write(name, n) // same forecast, new validity
+		oldEntry, n := f.nodes.entry(name), f.computeLocked(name, now)
+		old, pub := visible(oldEntry), visible(n)
+		if !differs(old, pub) {
+			if (oldEntry == nil) != (n == nil) || (n != nil && !sameEntry(oldEntry, n)) {
+				write(name, n) // same forecast, new validity or label
 			}
 			continue
 		}
 		write(name, n)
-		changes = append(changes, Change{Node: name, Old: old, New: n})
+		changes = append(changes, Change{Node: name, Old: old, New: pub})
 	}
 	if w.next != nil {
 		f.nodes = w.next
@@ -427,6 +427,13 @@ func (f *Forecast) update(names []string) {
 	for _, fn := range listeners {
 		fn(changes)
 	}
+}
+
+// sameEntry reports whether an unchanged forecast (differs is false) may
+// keep its stored entry: same validity, quietness and label.
+func sameEntry(a, b *Node) bool {
+	return a.validUntil.Equal(b.validUntil) && a.quiet == b.quiet &&
+		a.HasLabel == b.HasLabel && a.LabelClass == b.LabelClass
 }
 
 // differs reports whether two forecasts differ in anything a reader acts on.
@@ -453,7 +460,8 @@ func differs(a, b *Node) bool {
 }
 
 // computeLocked computes one node's forecast; nil when there is nothing
-// to forecast (no lease, no request).
+// to forecast (no lease, no request) and no label, a quiet entry when the
+// node is labelled but nothing is forecast.
 func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 	f.work.computed++
 	lbls := f.labels[name]
@@ -475,7 +483,10 @@ func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 	}
 	n := Compute(now, in)
 	if n.Lease == nil && n.Maintenance == nil {
-		return nil
+		if !hasLabel {
+			return nil
+		}
+		return &Node{Name: name, HasLabel: true, LabelClass: lbls[f.opts.MaintenanceLabel], quiet: true}
 	}
 	return n
 }
@@ -553,7 +564,7 @@ func (f *Forecast) computeWith(name string, lbls map[string]string, nm *lullv1al
 		restoreNM := swap(f.nms, name, nm)
 		defer restoreNM()
 	}
-	return f.computeLocked(name, f.clock.Now())
+	return visible(f.computeLocked(name, f.clock.Now()))
 }
 
 // swap sets m[k] = v and returns the function that puts back what was there.
@@ -575,19 +586,6 @@ type Snapshot struct {
 	f     *Forecast
 	nodes *nodeMap
 	at    time.Time
-	// computed remembers Lookup's fallback computations by node name
-	// (*computedNode), so a node the snapshot disagrees with is computed
-	// once per snapshot, not in every Filter and Score call under the
-	// forecast's lock.
-	computed sync.Map
-}
-
-// computedNode is a forecast computed for a node carrying (hasLabel,
-// class) as its maintenance label.
-type computedNode struct {
-	hasLabel bool
-	class    string
-	node     *Node // nil: nothing forecast
 }
 
 // At is when the snapshot was computed.
@@ -604,7 +602,9 @@ func (s *Snapshot) Nodes() []*Node {
 	out := make([]*Node, 0, s.nodes.len)
 	for _, shard := range s.nodes.shards {
 		for _, n := range shard {
-			out = append(out, n)
+			if !n.quiet {
+				out = append(out, n)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -615,32 +615,17 @@ func (s *Snapshot) Nodes() []*Node {
 // the node's maintenance label differs from what the forecast last saw
 // (the caller's informer delivered the node first, e.g. a node that
 // registers already labelled), the forecast is computed from the caller's
-// node, so a labelled node is never treated as unlabelled. The same holds
-// for a labelled node with nothing forecast (its class needs nothing, or
-// its request is complete): such a computation is remembered for the
-// snapshot's life, until the label changes or the result runs out, so the
-// scheduler's hot path computes it once instead of per pod and per node.
+// node, so a labelled node is never treated as unlabelled. Labelled nodes
+// with nothing forecast are kept in the snapshot (quiet entries), so the
+// scheduler's hot path computes only while its informer is ahead.
 func (s *Snapshot) Lookup(node *v1.Node) *Node {
-	n := s.nodes.get(node.Name)
+	n := s.nodes.entry(node.Name)
 	class, has := node.Labels[s.f.opts.MaintenanceLabel]
 	if n == nil && !has {
 		return nil
 	}
 	if n != nil && n.HasLabel == has && n.LabelClass == class {
-		return n
+		return visible(n)
 	}
-	if v, ok := s.computed.Load(node.Name); ok {
-		if c := v.(*computedNode); c.hasLabel == has && c.class == class && !s.expired(c.node) {
-			return c.node
-		}
-	}
-	n = s.f.Compute(node.Name, node.Labels)
-	s.computed.Store(node.Name, &computedNode{hasLabel: has, class: class, node: n})
-	return n
-}
-
-// expired reports whether a computed forecast has run out (a window
-// opened, a lease expired); nil and untimed forecasts never do.
-func (s *Snapshot) expired(n *Node) bool {
-	return n != nil && !n.validUntil.IsZero() && !s.f.clock.Now().Before(n.validUntil)
+	return s.f.Compute(node.Name, node.Labels)
 }

@@ -261,8 +261,8 @@ func TestLookupSeesLabelBeforeForecast(t *testing.T) {
 // the scheduler calls it per pod and per node, and a computation takes
 // the forecast's lock. The remembered result still follows the caller's
 // label and runs out with time.
-func TestLookupRemembersComputed(t *testing.T) {
-	f, clk, _ := newForecast(t, false)
+func TestLookupKeepsLabelledQuietNodes(t *testing.T) {
+	f, _, _ := newForecast(t, false)
 	f.SetPolicy(&lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: lullv1alpha1.DisruptionPolicySpec{
 		Rules: []lullv1alpha1.DisruptionRule{{Name: "keys", Class: "ssh-keys", Action: lullv1alpha1.ActionNone}}}})
 	f.SetWindow(dailyWindow("daily"))
@@ -270,18 +270,27 @@ func TestLookupRemembersComputed(t *testing.T) {
 	f.SetNode(done)
 	snap := f.Snapshot()
 	require.Nil(t, snap.Lookup(done), "ssh-keys needs nothing")
-	require.Zero(t, testing.AllocsPerRun(100, func() { snap.Lookup(done) }), "a labelled node with nothing forecast is computed once")
+	require.Nil(t, snap.Get("done"))
+	require.Zero(t, snap.Len(), "a quiet node is not counted")
+	require.Empty(t, snap.Nodes())
+	require.Zero(t, testing.AllocsPerRun(100, func() { snap.Lookup(done) }), "a labelled node with nothing forecast is not computed again")
 
 	// The caller's label changed before the forecast saw it: computed anew.
 	kernel := node("done", map[string]string{lullv1alpha1.MaintenanceLabel: "kernel-update", "pool": "a"})
 	got := snap.Lookup(kernel)
 	require.NotNil(t, got)
 	require.False(t, got.WindowOpen, "the daily window opens at 12:00")
-	require.Same(t, got, snap.Lookup(kernel), "remembered")
 
-	// The window opens: the remembered forecast has run out.
-	clk.SetTime(t0.Add(2 * time.Hour))
-	require.True(t, snap.Lookup(kernel).WindowOpen)
+	// Once the forecast has seen it, the lookup is the stored forecast.
+	f.SetNode(kernel)
+	snap = f.Snapshot()
+	require.Same(t, snap.Get("done"), snap.Lookup(kernel))
+	require.Equal(t, 1, snap.Len())
+
+	// The label goes: nothing is kept.
+	f.SetNode(node("done", map[string]string{"pool": "a"}))
+	require.Nil(t, f.Snapshot().Lookup(done), "the caller's stale label is computed: ssh-keys needs nothing")
+	require.Nil(t, f.Snapshot().nodes.entry("done"))
 }
 
 func TestWindowsUnknownUntilSynced(t *testing.T) {

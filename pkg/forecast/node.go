@@ -105,6 +105,10 @@ type Node struct {
 	// validUntil is when the forecast changes without any event (window
 	// transition, lease expiry, deadline); zero means never.
 	validUntil time.Time
+	// quiet marks a labelled node with nothing forecast (its class needs
+	// nothing, or its request is complete). The forecast keeps it so a
+	// lookup knows which label it was computed for; readers see nil.
+	quiet bool
 }
 
 // Leased reports whether someone holds the node's disruption lease.

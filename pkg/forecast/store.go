@@ -16,13 +16,27 @@ var shardSeed = maphash.MakeSeed()
 
 func shardOf(name string) int { return int(maphash.String(shardSeed, name) % nodeShards) }
 
-// nodeMap is an immutable set of node forecasts once published.
+// nodeMap is an immutable set of node forecasts once published. It also
+// holds quiet entries (labelled nodes with nothing forecast), which get
+// hides and len does not count.
 type nodeMap struct {
 	shards [nodeShards]map[string]*Node
 	len    int
 }
 
-func (m *nodeMap) get(name string) *Node { return m.shards[shardOf(name)][name] }
+// entry returns what the map holds for a node, quiet or not.
+func (m *nodeMap) entry(name string) *Node { return m.shards[shardOf(name)][name] }
+
+// get returns a node's forecast; nil when nothing is forecast.
+func (m *nodeMap) get(name string) *Node { return visible(m.entry(name)) }
+
+// visible is n as readers see it: nil when quiet.
+func visible(n *Node) *Node {
+	if n == nil || n.quiet {
+		return nil
+	}
+	return n
+}
 
 // nodeWriter builds the next nodeMap from base, copying on first write
 // only the shards it writes to; readers keep base.
@@ -46,16 +60,16 @@ func (w *nodeWriter) set(name string, n *Node) {
 			w.next.shards[s] = map[string]*Node{}
 		}
 	}
-	_, had := w.next.shards[s][name]
-	switch {
-	case n == nil && had:
-		delete(w.next.shards[s], name)
+	if visible(w.next.shards[s][name]) != nil {
 		w.next.len--
-	case n != nil:
-		w.next.shards[s][name] = n
-		if !had {
-			w.next.len++
-		}
+	}
+	if n == nil {
+		delete(w.next.shards[s], name)
+		return
+	}
+	w.next.shards[s][name] = n
+	if !n.quiet {
+		w.next.len++
 	}
 }
 
