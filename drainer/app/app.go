@@ -97,6 +97,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Maintenance.DrainTimeout, "drain-timeout", time.Hour, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")
 	fs.DurationVar(&o.Maintenance.RetryDelay, "eviction-retry-delay", 2*time.Second, "first delay between eviction rounds; doubles while blocked")
 	fs.DurationVar(&o.Maintenance.MaxRetryDelay, "eviction-max-retry-delay", 30*time.Second, "longest delay between eviction rounds")
+	fs.IntVar(&o.Maintenance.Workers, "workers", maintenance.DefaultWorkers, "how many maintenance requests are reconciled at once (never the same node twice)")
 	fs.BoolVar(&o.Maintenance.AllowForce, "allow-force", false, "permit the Force escalation (deleting pods past their PodDisruptionBudget); needs pods/delete RBAC")
 	fs.BoolVar(&o.Maintenance.DeleteEmptyDirData, "delete-emptydir-data", true, "evict pods with emptyDir volumes (their data is lost)")
 }

@@ -5,12 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -19,19 +15,23 @@ import (
 )
 
 // The budget wake-up path. A request that finds its budget full waits in
-// line (budget.Waiters) and looks again on a timer (pkg/gate); a request
-// that stops holding budget wakes the first in line of each of its
-// windows, not every waiting request.
+// line (budget.Waiters) and looks again on a timer (pkg/gate). A request
+// whose slot the ledger releases wakes the first in line of each of its
+// windows (releaseBudget), not every waiting request. A slot changing
+// hands leaves the rest of the line alone: their waitingFor counts the
+// budget's holders without naming them (kubectl lull status names them,
+// live).
 
-// budgetReleased passes a NodeMaintenance that stopped holding budget (a
-// completed, aborted or deleted request).
+// budgetReleased passes a NodeMaintenance that ended or was deleted: its
+// slot is released by then, also when another replica carried it out (the
+// replica that releases a slot wakes the next request itself).
 func budgetReleased() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*lullv1alpha1.NodeMaintenance)
 			n, ok2 := e.ObjectNew.(*lullv1alpha1.NodeMaintenance)
-			return !ok1 || !ok2 || (budget.UsesBudget(o) && !budget.UsesBudget(n))
+			return !ok1 || !ok2 || (!o.Status.Phase.Finished() && n.Status.Phase.Finished())
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(event.GenericEvent) bool { return false },
@@ -89,33 +89,4 @@ func (s *step) inLine(waiting bool) {
 		}
 	}
 	s.r.waiters.Wait(s.node.Name, budget.Budgets(names), s.nm.CreationTimestamp.Time)
-}
-
-// slotTaken refreshes the rest of the line when a request takes a slot of
-// their windows, so that their waitingFor names who holds the budget now;
-// at low priority, so the work queue runs them only when nothing more
-// urgent (a woken request, a drain, a completion) is queued.
-func (r *Reconciler) slotTaken() handler.Funcs {
-	return handler.Funcs{
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			o, ok1 := e.ObjectOld.(*lullv1alpha1.NodeMaintenance)
-			n, ok2 := e.ObjectNew.(*lullv1alpha1.NodeMaintenance)
-			if !ok1 || !ok2 || budget.UsesBudget(o) || !budget.UsesBudget(n) {
-				return
-			}
-			var reqs []reconcile.Request
-			for _, node := range r.waiters.Line(budget.Budgets(n.Status.Windows)) {
-				if node != n.Name {
-					reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: node}})
-				}
-			}
-			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
-				return
-			}
-			for _, req := range reqs {
-				q.Add(req)
-			}
-		},
-	}
 }

@@ -26,12 +26,15 @@ func nmIn(name string, phase lullv1alpha1.MaintenancePhase, created time.Time, w
 	}
 }
 
-// A request that stops holding budget wakes the first request in line of
-// its window and nobody else: not the other requests of that window, not
-// those of other windows, not those waiting for a window. Phase changes
-// that free nothing wake nobody. (It used to enqueue every waiting
-// request on any phase change: with a thousand waiting, a thousand budget
-// counts per freed slot, the one that could start queued behind them.)
+// A request whose slot is freed wakes the first request in line of its
+// window and nobody else: not the other requests of that window, not
+// those of other windows, not those waiting for a window. The watch
+// passes requests that ended (their slot released by then, by whichever
+// replica); the replica that releases a slot wakes the line itself
+// (releaseBudget), so a request that only stopped disrupting wakes nobody
+// yet: woken then, the next request would find the slot still in the
+// ledger. (It used to enqueue every waiting request on any phase change:
+// with a thousand waiting, a thousand budget counts per freed slot.)
 func TestFreedSlotWakesFirstInLineOfItsWindow(t *testing.T) {
 	ctx := context.Background()
 	now := t0()
@@ -63,8 +66,11 @@ func TestFreedSlotWakesFirstInLineOfItsWindow(t *testing.T) {
 
 	completing := done.DeepCopy()
 	completing.Status.Phase = lullv1alpha1.PhaseUncordoning
-	require.True(t, update(done, completing), "Drained -> Uncordoning frees a slot")
-	assert.Equal(t, []string{"w1-old"}, wake(completing))
+	assert.False(t, update(done, completing), "Drained -> Uncordoning: the slot is still in the ledger")
+	completed := done.DeepCopy()
+	completed.Status.Phase = lullv1alpha1.PhaseCompleted
+	require.True(t, update(completing, completed), "Uncordoning -> Completed: the slot is free")
+	assert.Equal(t, []string{"w1-old"}, wake(completed))
 
 	// w1-old took the slot; the next slot of w1 goes to w1-new.
 	started := nmIn("w1-old", lullv1alpha1.PhaseCordoning, now.Add(-3*time.Minute), "w1")
@@ -73,12 +79,12 @@ func TestFreedSlotWakesFirstInLineOfItsWindow(t *testing.T) {
 	require.NoError(t, c.Get(ctx, types.NamespacedName{Name: "w1-old"}, &cur))
 	cur.Status.Phase = lullv1alpha1.PhaseCordoning
 	require.NoError(t, c.Status().Update(ctx, &cur))
-	assert.Equal(t, []string{"w1-new"}, wake(completing))
+	assert.Equal(t, []string{"w1-new"}, wake(completed))
 
 	assert.False(t, update(nmIn("x", lullv1alpha1.PhasePending, now), nmIn("x", lullv1alpha1.PhaseWaitingForBudget, now, "w1")),
 		"a request beginning to wait frees nothing")
 	aborted := nmIn("y", lullv1alpha1.PhaseWaitingForLease, now, "w2")
-	assert.True(t, update(nmIn("y", lullv1alpha1.PhaseDraining, now, "w2"), aborted), "an aborted drain frees its slot")
+	assert.False(t, update(nmIn("y", lullv1alpha1.PhaseDraining, now, "w2"), aborted), "an aborted drain: its replica wakes the line as it releases")
 	assert.Equal(t, []string{"w2-old"}, wake(aborted))
 	assert.Empty(t, wake(nmIn("z", lullv1alpha1.PhaseCompleted, now, "w3")), "nobody waits in w3")
 }

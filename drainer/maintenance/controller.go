@@ -54,6 +54,9 @@ const (
 )
 
 // Options configure the controller.
+// DefaultWorkers is how many requests are reconciled at once by default.
+const DefaultWorkers = 4
+
 type Options struct {
 	// Identity is this replica's lease holder name, lull-drainer/<replica>:
 	// every replica's own, so each write says who made it; the family
@@ -77,6 +80,11 @@ type Options struct {
 	settings.Settings
 	// DeleteEmptyDirData lets drains evict pods with emptyDir volumes.
 	DeleteEmptyDirData bool
+	// Workers is how many requests are reconciled at once (never the same
+	// node twice). A reconcile mostly waits for the API server, so with
+	// one worker a wave's hundreds of waiting requests delay the one that
+	// could start.
+	Workers int
 }
 
 func (o *Options) defaults() {
@@ -97,6 +105,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxRetryDelay == 0 {
 		o.MaxRetryDelay = 30 * time.Second
+	}
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
 	}
 	o.Settings = o.Settings.WithDefaults()
 }
@@ -166,9 +177,6 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// first request in line of its windows.
 		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.budgetFreed),
 			ctrl.WithPredicates(budgetReleased())).
-		// One that takes a slot changes who holds it: the rest of the
-		// line says so, when the queue has time.
-		Watches(&lullv1alpha1.NodeMaintenance{}, r.slotTaken()).
 		// PodDisruptionBudgets gaining room unblock drains.
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests),
 			ctrl.WithPredicates(budgetGrew())).
@@ -176,7 +184,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Watches(&lullv1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequests),
 			ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Wake, byName)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Workers}).
 		Complete(r)
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -95,7 +96,14 @@ func (s *step) waitForWindow(v gate.Verdict) (reconcile.Result, error) {
 		s.status.WaitingFor = v.Message
 	}
 	s.releaseIfHeld()
-	return s.save(lullv1alpha1.PhaseWaitingForWindow, reconcile.Result{RequeueAfter: v.RetryAfter})
+	return s.save(lullv1alpha1.PhaseWaitingForWindow, lookAgain(v.RetryAfter))
+}
+
+// lookAgain is when a waiting request looks at its gates again by itself:
+// at low priority, so that with hundreds waiting, the request a freed slot
+// or an opened window woke, and the drains in progress, go first.
+func lookAgain(after time.Duration) reconcile.Result {
+	return reconcile.Result{RequeueAfter: after, Priority: ptr.To(handler.LowPriority)}
 }
 
 // waitForBudget keeps a request waiting for room in its budget, holding
@@ -104,7 +112,7 @@ func (s *step) waitForBudget(v gate.Verdict) (reconcile.Result, error) {
 	s.releaseIfHeld()
 	s.cond(ConditionBudget, false, v.Reason, v.Message)
 	s.status.WaitingFor = v.Message
-	return s.save(lullv1alpha1.PhaseWaitingForBudget, reconcile.Result{RequeueAfter: v.RetryAfter})
+	return s.save(lullv1alpha1.PhaseWaitingForBudget, lookAgain(v.RetryAfter))
 }
 
 // waitForLease keeps a request waiting for another holder's lease.
@@ -122,7 +130,6 @@ func (s *step) waitForLease(v gate.Verdict) (reconcile.Result, error) {
 	// could use; the gate takes it again when the lease is free. The
 	// slot just taken is free again: the next in line may have it.
 	s.releaseBudget()
-	s.r.wakeFirstWaiting(s.ctx, s.status.Windows)
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
 		s.event(corev1.EventTypeNormal, ReasonWaitingForLease, v.Message)
 	}

@@ -92,11 +92,20 @@ func (s *step) releaseIfHeld() {
 	s.releaseBudget()
 }
 
-// releaseBudget gives up the request's budget slot. A failure keeps the
-// slot counted (fail closed) until a later round or the ledger's pruning
-// of finished requests drops it.
+// releaseBudget gives up the request's budget slot and, when that freed
+// one, wakes the first request in line of its windows: the slot is free
+// for it once the ledger says so, not before (a request woken earlier,
+// when this one only stopped disrupting, would find the slot still taken
+// and wait for its next look). A failure keeps the slot counted (fail
+// closed) until a later round or the ledger's pruning of finished
+// requests drops it.
 func (s *step) releaseBudget() {
-	if err := s.r.Budget.Release(s.ctx, s.nm.Spec.NodeName, s.nm.UID); err != nil {
+	released, err := s.r.Budget.Release(s.ctx, s.nm.Spec.NodeName, s.nm.UID)
+	if err != nil {
 		s.logger.Error(err, "Releasing the budget slot; it stays counted until a later round")
+		return
+	}
+	if released {
+		s.r.wakeFirstWaiting(s.ctx, s.status.Windows)
 	}
 }

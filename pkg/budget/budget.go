@@ -7,6 +7,8 @@ package budget
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,10 +38,41 @@ type Request struct {
 // Result says whether the budget has room, and if not, who uses it.
 type Result struct {
 	Free bool
-	// Message says which budget is full and who uses it.
+	// Message says which budget is full and how many nodes use it. It
+	// names no node: it is stored in the status of every request waiting
+	// for the budget, and who holds the slots changes each time one frees
+	// (rewriting every waiting request's status then cost a write per
+	// waiting request per slot). WithHolders names them for a live view.
 	Message string
 	// InUse are the nodes using the full budget.
 	InUse []string
+}
+
+// WithHolders adds to a budget message the nodes holding the budget now,
+// for a view computed now (kubectl lull plan and status); the status
+// keeps the message alone.
+func WithHolders(msg string, nodes []string) string {
+	if len(nodes) == 0 {
+		return msg
+	}
+	return msg + "; held by " + strings.Join(nodes, ", ")
+}
+
+// Holders lists, sorted, the nodes of requests using a budget shared with
+// a request governed by windows (none: the default budget), as each
+// request last recorded its windows. It answers "who holds the slots I
+// wait for" for people (kubectl lull status); the drainer counts the
+// budget with Check and Ledger.Reserve.
+func Holders(windows []string, requests []*lullv1alpha1.NodeMaintenance) []string {
+	mine := Budgets(windows)
+	var out []string
+	for _, nm := range requests {
+		if UsesBudget(nm) && slices.ContainsFunc(Budgets(nm.Status.Windows), func(b string) bool { return slices.Contains(mine, b) }) {
+			out = append(out, nm.Spec.NodeName)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // UsesBudget reports whether a request uses budget: lull has cordoned the node
@@ -112,8 +145,8 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []s
 			}
 		}
 		if len(inUse) >= req.DefaultMaxUnavailable {
-			return Result{InUse: inUse, Message: fmt.Sprintf("the default budget for nodes without a window allows %d at once; in use by %s",
-				req.DefaultMaxUnavailable, strings.Join(inUse, ", "))}, nil
+			return Result{InUse: inUse, Message: fmt.Sprintf("the default budget for nodes without a window allows %d at once; %d in use",
+				req.DefaultMaxUnavailable, len(inUse))}, nil
 		}
 		return Result{Free: true}, nil
 	}
@@ -139,7 +172,7 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []s
 			return Result{InUse: inUse, Message: frozenMessage(w)}, nil
 		}
 		if len(inUse) >= max {
-			return Result{InUse: inUse, Message: fmt.Sprintf("window %s allows %d node(s) disrupted at once; in use by %s", w.Name, max, strings.Join(inUse, ", "))}, nil
+			return Result{InUse: inUse, Message: fmt.Sprintf("window %s allows %d node(s) disrupted at once; %d in use", w.Name, max, len(inUse))}, nil
 		}
 	}
 	return Result{Free: true}, nil

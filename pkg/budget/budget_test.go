@@ -61,3 +61,21 @@ func TestFrozen(t *testing.T) {
 	assert.True(t, frozen)
 	assert.Equal(t, "window zero is frozen: maxUnavailable 0 allows no node to be disrupted", msg)
 }
+
+func TestHolders(t *testing.T) {
+	nm := func(node string, phase lullv1alpha1.MaintenancePhase, windows ...string) *lullv1alpha1.NodeMaintenance {
+		return &lullv1alpha1.NodeMaintenance{Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: node},
+			Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phase, Windows: windows}}
+	}
+	all := []*lullv1alpha1.NodeMaintenance{
+		nm("z", lullv1alpha1.PhaseDraining, "a", "b"), nm("y", lullv1alpha1.PhaseCordoning, "b"),
+		nm("x", lullv1alpha1.PhaseWaitingForBudget, "a"), nm("w", lullv1alpha1.PhaseDrained),
+		nm("v", lullv1alpha1.PhaseCompleted, "a"), nm("u", lullv1alpha1.PhaseDraining, "c"),
+	}
+	assert.Equal(t, []string{"z"}, Holders([]string{"a"}, all))
+	assert.Equal(t, []string{"y", "z"}, Holders([]string{"b"}, all))
+	assert.Equal(t, []string{"u", "y", "z"}, Holders([]string{"b", "c"}, all))
+	assert.Equal(t, []string{"w"}, Holders(nil, all), "the default budget: requests no window governs")
+	assert.Equal(t, "m; held by a, b", WithHolders("m", []string{"a", "b"}))
+	assert.Equal(t, "m", WithHolders("m", nil))
+}

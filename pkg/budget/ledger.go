@@ -133,33 +133,38 @@ func fullByLedger(ctx context.Context, cached client.Reader, req Request, entrie
 	return res, true, nil
 }
 
-// Release gives up node's slot if request uid holds it. It reads the
-// ledger only when the last version seen has the node (or none was seen
-// yet), so a request that waits does not read it on every round.
-func (l *Ledger) Release(ctx context.Context, node string, uid types.UID) error {
+// Release gives up node's slot if request uid holds it; released says
+// whether this call freed a slot (so the caller can wake the next request
+// in line). It reads the ledger only when the last version seen has the
+// node (or none was seen yet), so a request that waits does not read it
+// on every round.
+func (l *Ledger) Release(ctx context.Context, node string, uid types.UID) (released bool, err error) {
 	l.mu.Lock()
 	known := l.last != nil
 	_, listed := l.last[node]
 	l.mu.Unlock()
 	if known && !listed {
-		return nil
+		return false, nil
 	}
 	for attempt := 0; ; attempt++ {
 		cm, entries, err := l.read(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
 		e, ok := entries[node]
 		if !ok || (uid != "" && e.UID != uid) {
-			return nil
+			return false, nil
 		}
 		delete(entries, node)
 		err = l.write(ctx, cm, entries)
-		if err == nil || apierrors.IsNotFound(err) {
-			return nil
+		if err == nil {
+			return true, nil
+		}
+		if apierrors.IsNotFound(err) {
+			return false, nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 4 {
-			return fmt.Errorf("releasing the budget of node %s in ConfigMap %s/%s: %w", node, l.Namespace, l.name(), err)
+			return false, fmt.Errorf("releasing the budget of node %s in ConfigMap %s/%s: %w", node, l.Namespace, l.name(), err)
 		}
 	}
 }

@@ -73,15 +73,19 @@ func TestLedgerReserveRelease(t *testing.T) {
 	res, err = other.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
 	assert.False(t, res.Free)
-	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; in use by a", res.Message)
+	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; 1 in use", res.Message)
 	// Reserving again for the holder keeps its slot.
 	res, err = other.Reserve(ctx, c, nms["a"], req("a"))
 	require.NoError(t, err)
 	assert.True(t, res.Free)
 
 	// A release by a request that does not hold the slot changes nothing.
-	require.NoError(t, other.Release(ctx, "a", "uid-of-an-older-request"))
-	require.NoError(t, l.Release(ctx, "a", "uid-a"))
+	released, err := other.Release(ctx, "a", "uid-of-an-older-request")
+	require.NoError(t, err)
+	require.False(t, released, "another request's slot stays")
+	released, err = l.Release(ctx, "a", "uid-a")
+	require.NoError(t, err)
+	require.True(t, released)
 	res, err = other.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
 	assert.True(t, res.Free)
@@ -171,7 +175,7 @@ func TestReserveFullByLedgerListsNoRequests(t *testing.T) {
 	res, err := l.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
 	assert.False(t, res.Free)
-	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; in use by a", res.Message)
+	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; 1 in use", res.Message)
 	assert.Equal(t, 0, lists, "requests listed although the ledger alone fills the budget")
 
 	// a has finished, its entry not yet released: the full count prunes it.

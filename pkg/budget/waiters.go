@@ -115,18 +115,3 @@ func (w *Waiters) Len() int {
 	defer w.mu.Unlock()
 	return len(w.of)
 }
-
-// Line returns every node in line for any of budgets, without repeats.
-func (w *Waiters) Line(budgets []string) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []string
-	for _, b := range budgets {
-		for _, node := range w.orderLocked(b) {
-			if !slices.Contains(out, node) {
-				out = append(out, node)
-			}
-		}
-	}
-	return out
-}

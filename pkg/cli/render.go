@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/plan"
 )
 
@@ -35,7 +36,7 @@ func renderPlan(w io.Writer, res *plan.Result, showPods bool, h humanOptions) er
 	for _, n := range res.Nodes {
 		fmt.Fprintf(w, "\n%s: %s\n", n.Node, describeStart(n, res.At))
 		if n.WaitingFor != "" && n.Start != plan.StartNow && n.Start != plan.StartImmediately {
-			fmt.Fprintf(w, "  waiting for: %s\n", n.WaitingFor)
+			fmt.Fprintf(w, "  waiting for: %s\n", budget.WithHolders(n.WaitingFor, n.HeldBy))
 		}
 		if n.DrainEstimate.Duration > 0 {
 			fmt.Fprintf(w, "  drain estimate: %s (%s), if nothing blocks\n", n.DrainEstimate.Duration, n.DrainEstimateBasis)
@@ -80,7 +81,7 @@ func planTable(res *plan.Result) *metav1.Table {
 			estimate = n.DrainEstimate.Duration.String()
 		}
 		addRow(t, n.Node, string(n.Action), n.Rule, string(n.Start), at, wins, fmt.Sprint(len(n.Evict)),
-			dash(strings.Join(blockers, ",")), estimate, dash(n.WaitingFor))
+			dash(strings.Join(blockers, ",")), estimate, dash(budget.WithHolders(n.WaitingFor, n.HeldBy)))
 	}
 	return t
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -48,4 +49,29 @@ func TestStatusOfInvalidMaintenanceLabels(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, renderStatus(&buf, rows, at, humanOptions{}))
 	golden(t, "status-invalid-label", buf.Bytes())
+}
+
+// A request waiting for budget stores a message that counts the holders;
+// status names them as they are now, from the requests of the same windows.
+func TestStatusNamesBudgetHolders(t *testing.T) {
+	nm := func(node string, phase lullv1alpha1.MaintenancePhase, windows ...string) *lullv1alpha1.NodeMaintenance {
+		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node},
+			Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: node, Class: "kernel-update"},
+			Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phase, Windows: windows, WaitingFor: "window pool-b allows 2 node(s) disrupted at once; 2 in use"}}
+	}
+	objs := []client.Object{
+		nm("b1", lullv1alpha1.PhaseDraining, "pool-b"), nm("b2", lullv1alpha1.PhaseCordoning, "pool-b", "racks"),
+		nm("b3", lullv1alpha1.PhaseWaitingForBudget, "pool-b"), nm("b4", lullv1alpha1.PhaseWaitingForBudget, "pool-b"),
+		nm("c1", lullv1alpha1.PhaseDraining, "pool-c"), nm("d1", lullv1alpha1.PhaseDraining),
+	}
+	for _, o := range objs {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}})
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
+	po := plan.DefaultOptions()
+	po.Clock = clocktesting.NewFakeClock(now)
+	rows, _, err := loadStatus(t.Context(), c, po, []string{"b3", "b1"})
+	require.NoError(t, err)
+	require.Equal(t, "window pool-b allows 2 node(s) disrupted at once; 2 in use; held by b1, b2", rows[0].WaitingFor)
+	require.Equal(t, "window pool-b allows 2 node(s) disrupted at once; 2 in use", rows[1].WaitingFor, "only waiting requests name holders")
 }

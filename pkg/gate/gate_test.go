@@ -29,7 +29,7 @@ func (c *calls) checks(action lullv1alpha1.DisruptionAction, free bool, held *le
 		Budget: func(context.Context) (budget.Result, error) {
 			*c = append(*c, "budget")
 			if !free {
-				return budget.Result{Message: "window w allows 1 node(s) disrupted at once; in use by n2"}, nil
+				return budget.Result{Message: "window w allows 1 node(s) disrupted at once; 1 in use"}, nil
 			}
 			return budget.Result{Free: true}, nil
 		},
@@ -90,7 +90,7 @@ func TestCheckOrder(t *testing.T) {
 		"forecast not known": {req: Request{}, action: lullv1alpha1.ActionDrain,
 			wantGate: Window, wantCalls: []string{"decide"}, reason: ReasonUnknown, retry: time.Second},
 		"budget full": {req: Request{Forecast: open()}, action: lullv1alpha1.ActionDrain,
-			wantGate: Budget, wantCalls: []string{"decide", "budget"}, reason: ReasonBudgetInUse, message: "in use by n2", retry: 30 * time.Second},
+			wantGate: Budget, wantCalls: []string{"decide", "budget"}, reason: ReasonBudgetInUse, message: "1 in use", retry: 30 * time.Second},
 		"leased by another": {req: Request{Forecast: open()}, action: lullv1alpha1.ActionDrain, free: true, held: held,
 			wantGate: Lease, wantCalls: []string{"decide", "budget", "lease"}, reason: ReasonHeldByOther,
 			message: `node n1 is leased by "fw-updater"`, retry: time.Minute},

@@ -117,8 +117,11 @@ type Node struct {
 	// StartAt is when it would start, when known.
 	StartAt *time.Time `json:"startAt,omitempty"`
 	// WaitingFor says what it would wait for, as the request's status would.
-	WaitingFor string   `json:"waitingFor,omitempty"`
-	Windows    *Windows `json:"windows,omitempty"`
+	WaitingFor string `json:"waitingFor,omitempty"`
+	// HeldBy are the nodes holding the budget it would wait for, now (the
+	// status counts them without naming them).
+	HeldBy  []string `json:"heldBy,omitempty"`
+	Windows *Windows `json:"windows,omitempty"`
 	// LeaseHolder is the node's current lease holder, if any.
 	LeaseHolder string `json:"leaseHolder,omitempty"`
 	// Evict are the pods a drain would evict (namespace/name).
@@ -367,6 +370,9 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, class st
 	}
 	p.Action, p.Rule = v.Decision.Action, v.Decision.RuleRef()
 	p.Start, p.WaitingFor = startOf(v), v.Message
+	if v.Gate == gate.Budget {
+		p.HeldBy = v.Budget.InUse
+	}
 	switch p.Start {
 	case StartImmediately:
 		p.StartAt = ptr.To(cl.Now.UTC())

@@ -117,7 +117,8 @@ func TestPreviewBudgetAcrossPlannedNodes(t *testing.T) {
 	require.Equal(t, StartNow, res.Nodes[0].Start)
 	require.Equal(t, "b1", res.Nodes[0].Node)
 	require.Equal(t, StartBudget, res.Nodes[1].Start)
-	require.Equal(t, "window pool-b allows 1 node(s) disrupted at once; in use by b1", res.Nodes[1].WaitingFor)
+	require.Equal(t, "window pool-b allows 1 node(s) disrupted at once; 1 in use", res.Nodes[1].WaitingFor)
+	require.Equal(t, []string{"b1"}, res.Nodes[1].HeldBy)
 	require.Equal(t, lullv1alpha1.DefaultRuleName, res.Nodes[0].Rule, "no policy: the default drains")
 }
 
