@@ -53,8 +53,12 @@ type Ledger struct {
 
 	mu sync.Mutex
 	// last is the ledger as last read or written, to skip the API call
-	// when a release finds nothing to release.
+	// when a release finds nothing to release. With concurrent callers it
+	// may be older than a write of ours (a read answered before the write,
+	// remembered after it), so the slots this process took are kept in
+	// mine and always released by reading the ledger.
 	last map[string]Entry
+	mine map[string]types.UID
 }
 
 // Reserve takes a budget slot for the request's node when the budget has
@@ -91,6 +95,7 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 		entries[req.Node] = Entry{Request: nm.Name, UID: nm.UID, Holder: l.Holder, Since: l.now()}
 		err = l.write(ctx, cm, entries)
 		if err == nil {
+			l.took(req.Node, nm.UID)
 			return res, nil
 		}
 		if (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err)) || attempt >= 4 {
@@ -142,10 +147,12 @@ func (l *Ledger) Release(ctx context.Context, node string, uid types.UID) (relea
 	l.mu.Lock()
 	known := l.last != nil
 	_, listed := l.last[node]
+	_, took := l.mine[node]
 	l.mu.Unlock()
-	if known && !listed {
+	if known && !listed && !took {
 		return false, nil
 	}
+	defer l.took(node, "")
 	for attempt := 0; ; attempt++ {
 		cm, entries, err := l.read(ctx)
 		if err != nil {
@@ -241,6 +248,21 @@ func (l *Ledger) write(ctx context.Context, cm *corev1.ConfigMap, entries map[st
 		l.remember(entries)
 	}
 	return err
+}
+
+// took records that this process took node's slot for request uid; an
+// empty uid forgets it.
+func (l *Ledger) took(node string, uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if uid == "" {
+		delete(l.mine, node)
+		return
+	}
+	if l.mine == nil {
+		l.mine = map[string]types.UID{}
+	}
+	l.mine[node] = uid
 }
 
 func (l *Ledger) remember(entries map[string]Entry) {

@@ -189,3 +189,29 @@ func TestReserveFullByLedgerListsNoRequests(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b"}, sortedNodes(entries))
 }
+
+// Concurrent workers of one replica: a read answered before this worker's
+// write and remembered after it shows the ledger without the slot just
+// taken. The release must still read the ledger and free the slot (it used
+// to trust that stale view, keep the slot and wake nobody: a 1,000-node
+// wave ran with 1 of its 67 slots in use).
+func TestReleaseAfterStaleRead(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	res, err := l.Reserve(ctx, c, nms["a"], inWindow(w)("a"))
+	require.NoError(t, err)
+	require.True(t, res.Free)
+	l.remember(map[string]Entry{}) // the other worker's older read lands now
+	released, err := l.Release(ctx, "a", "uid-a")
+	require.NoError(t, err)
+	require.True(t, released)
+	entries, err := l.Entries(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, entries, "a")
+
+	// Nothing taken, nothing listed: no read.
+	released, err = l.Release(ctx, "a", "uid-a")
+	require.NoError(t, err)
+	require.False(t, released)
+}
