@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -26,65 +28,63 @@ func nmIn(name string, phase lullv1alpha1.MaintenancePhase, created time.Time, w
 	}
 }
 
-// A request whose slot is freed wakes the first request in line of its
-// window and nobody else: not the other requests of that window, not
-// those of other windows, not those waiting for a window. The watch
-// passes requests that ended (their slot released by then, by whichever
-// replica); the replica that releases a slot wakes the line itself
-// (releaseBudget), so a request that only stopped disrupting wakes nobody
-// yet: woken then, the next request would find the slot still in the
-// ledger. (It used to enqueue every waiting request on any phase change:
-// with a thousand waiting, a thousand budget counts per freed slot.)
-func TestFreedSlotWakesFirstInLineOfItsWindow(t *testing.T) {
+// The step that releases a slot in the ledger wakes the next request in
+// line of its window and nobody else: not the other requests of that
+// window, not those of other windows, not those waiting for a window. Two
+// slots freed one after the other wake two different requests (the first
+// woken leaves the line); a release that frees nothing wakes nobody. (It
+// used to enqueue every waiting request on any phase change: with a
+// thousand waiting, a thousand budget counts per freed slot.)
+func TestReleasedSlotWakesNextInLineOfItsWindow(t *testing.T) {
 	ctx := context.Background()
 	now := t0()
-	done := nmIn("done", lullv1alpha1.PhaseDrained, now.Add(-time.Hour), "w1")
-	objs := []client.Object{
-		done,
+	holders := []*lullv1alpha1.NodeMaintenance{
+		nmIn("done-1", lullv1alpha1.PhaseUncordoning, now.Add(-time.Hour), "w1"),
+		nmIn("done-2", lullv1alpha1.PhaseUncordoning, now.Add(-time.Hour), "w1"),
+	}
+	waiting := []*lullv1alpha1.NodeMaintenance{
 		nmIn("w1-old", lullv1alpha1.PhaseWaitingForBudget, now.Add(-3*time.Minute), "w1"),
 		nmIn("w1-new", lullv1alpha1.PhaseWaitingForBudget, now.Add(-2*time.Minute), "w1"),
+		nmIn("w1-last", lullv1alpha1.PhaseWaitingForBudget, now.Add(-time.Minute), "w1"),
 		nmIn("w2-old", lullv1alpha1.PhaseWaitingForBudget, now.Add(-4*time.Minute), "w2"),
-		nmIn("closed", lullv1alpha1.PhaseWaitingForWindow, now.Add(-5*time.Minute), "w1"),
 	}
-	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).
-		WithStatusSubresource(&lullv1alpha1.NodeMaintenance{}).Build()
-	r := &Reconciler{Client: c}
-	for _, o := range objs[1:4] {
-		nm := o.(*lullv1alpha1.NodeMaintenance)
+	objs := []client.Object{nmIn("closed", lullv1alpha1.PhaseWaitingForWindow, now.Add(-5*time.Minute), "w1")}
+	for i, nm := range append(holders, waiting...) {
+		nm.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		objs = append(objs, nm)
+	}
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).Build()
+	r := &Reconciler{Client: c, Wake: make(chan event.GenericEvent, 10),
+		Budget: &budget.Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}}
+	for _, nm := range holders {
+		res, err := r.Budget.Reserve(ctx, c, nm, budget.Request{Node: nm.Name, DefaultMaxUnavailable: 5})
+		require.NoError(t, err)
+		require.True(t, res.Free)
+	}
+	for _, nm := range waiting {
 		r.waiters.Wait(nm.Name, budget.Budgets(nm.Status.Windows), nm.CreationTimestamp.Time)
 	}
-	update := func(old, new *lullv1alpha1.NodeMaintenance) bool {
-		return budgetReleased().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: new})
-	}
-	wake := func(nm *lullv1alpha1.NodeMaintenance) []string {
+	woken := func() []string {
 		var out []string
-		for _, req := range r.budgetFreed(ctx, nm) {
-			out = append(out, req.Name)
+		for {
+			select {
+			case e := <-r.Wake:
+				out = append(out, e.Object.GetName())
+			default:
+				return out
+			}
 		}
-		return out
+	}
+	release := func(nm *lullv1alpha1.NodeMaintenance) {
+		s := &step{r: r, ctx: ctx, logger: klog.Background(), nm: nm, status: nm.Status.DeepCopy()}
+		s.releaseBudget()
 	}
 
-	completing := done.DeepCopy()
-	completing.Status.Phase = lullv1alpha1.PhaseUncordoning
-	assert.False(t, update(done, completing), "Drained -> Uncordoning: the slot is still in the ledger")
-	completed := done.DeepCopy()
-	completed.Status.Phase = lullv1alpha1.PhaseCompleted
-	require.True(t, update(completing, completed), "Uncordoning -> Completed: the slot is free")
-	assert.Equal(t, []string{"w1-old"}, wake(completed))
-
-	// w1-old took the slot; the next slot of w1 goes to w1-new.
-	started := nmIn("w1-old", lullv1alpha1.PhaseCordoning, now.Add(-3*time.Minute), "w1")
-	assert.False(t, update(nmIn("w1-old", lullv1alpha1.PhaseWaitingForBudget, now, "w1"), started), "starting frees nothing")
-	var cur lullv1alpha1.NodeMaintenance
-	require.NoError(t, c.Get(ctx, types.NamespacedName{Name: "w1-old"}, &cur))
-	cur.Status.Phase = lullv1alpha1.PhaseCordoning
-	require.NoError(t, c.Status().Update(ctx, &cur))
-	assert.Equal(t, []string{"w1-new"}, wake(completed))
-
-	assert.False(t, update(nmIn("x", lullv1alpha1.PhasePending, now), nmIn("x", lullv1alpha1.PhaseWaitingForBudget, now, "w1")),
-		"a request beginning to wait frees nothing")
-	aborted := nmIn("y", lullv1alpha1.PhaseWaitingForLease, now, "w2")
-	assert.False(t, update(nmIn("y", lullv1alpha1.PhaseDraining, now, "w2"), aborted), "an aborted drain: its replica wakes the line as it releases")
-	assert.Equal(t, []string{"w2-old"}, wake(aborted))
-	assert.Empty(t, wake(nmIn("z", lullv1alpha1.PhaseCompleted, now, "w3")), "nobody waits in w3")
+	release(holders[0])
+	assert.Equal(t, []string{"w1-old"}, woken())
+	release(holders[1])
+	assert.Equal(t, []string{"w1-new"}, woken(), "the second slot wakes the next request, not w1-old again")
+	release(holders[1])
+	assert.Empty(t, woken(), "nothing released, nobody woken")
+	assert.Equal(t, 2, r.waiters.Len(), "w1-last and w2-old still wait")
 }

@@ -173,10 +173,6 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
 		// A lease released or taken in the lease namespace.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest)).
-		// A maintenance that stops holding budget frees a slot for the
-		// first request in line of its windows.
-		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.budgetFreed),
-			ctrl.WithPredicates(budgetReleased())).
 		// PodDisruptionBudgets gaining room unblock drains.
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests),
 			ctrl.WithPredicates(budgetGrew())).

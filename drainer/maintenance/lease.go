@@ -106,6 +106,6 @@ func (s *step) releaseBudget() {
 		return
 	}
 	if released {
-		s.r.wakeFirstWaiting(s.ctx, s.status.Windows)
+		s.r.wakeNextWaiting(s.ctx, s.status.Windows)
 	}
 }

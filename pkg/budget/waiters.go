@@ -72,22 +72,24 @@ func (w *Waiters) doneLocked(node string) {
 	delete(w.of, node)
 }
 
-// First returns, for each of budgets, the first node in line that still
-// waits (still reports it; the others leave the line), without repeats.
-func (w *Waiters) First(budgets []string, still func(node string) bool) []string {
+// Next takes out of line, for each of budgets, the first node that still
+// waits (still reports it; the others leave the line too) and returns
+// them. Each freed slot thus wakes a different request: two slots freed
+// at once used to wake the same first request twice, and the second slot
+// stayed free until a periodic look. A woken request that finds the
+// budget full again goes back in line at its place (Wait, by its
+// creation time).
+func (w *Waiters) Next(budgets []string, still func(node string) bool) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
 	for _, b := range budgets {
 		for _, node := range w.orderLocked(b) {
-			if slices.Contains(out, node) {
-				break
-			}
+			w.doneLocked(node)
 			if still(node) {
 				out = append(out, node)
 				break
 			}
-			w.doneLocked(node)
 		}
 	}
 	return out
