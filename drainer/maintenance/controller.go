@@ -53,10 +53,10 @@ const (
 	DefaultIdentityFamily = "lull-drainer"
 )
 
-// Options configure the controller.
 // DefaultWorkers is how many requests are reconciled at once by default.
 const DefaultWorkers = 4
 
+// Options configure the controller.
 type Options struct {
 	// Identity is this replica's lease holder name, lull-drainer/<replica>:
 	// every replica's own, so each write says who made it; the family

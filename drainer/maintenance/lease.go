@@ -93,7 +93,7 @@ func (s *step) releaseIfHeld() {
 }
 
 // releaseBudget gives up the request's budget slot and, when that freed
-// one, wakes the first request in line of its windows: the slot is free
+// one, wakes the next request in line of its windows: the slot is free
 // for it once the ledger says so, not before (a request woken earlier,
 // when this one only stopped disrupting, would find the slot still taken
 // and wait for its next look). A failure keeps the slot counted (fail
