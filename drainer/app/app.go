@@ -49,6 +49,8 @@ type Options struct {
 	MetricsSecure           bool
 	MetricsCertDir          string
 	ProbeAddr               string
+	// PprofAddr serves net/http/pprof (unauthenticated); empty: off.
+	PprofAddr string
 	// QPS and Burst bound the drainer's requests to the API server.
 	QPS   float64
 	Burst int
@@ -95,6 +97,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the non-resource URL /metrics); false: plain HTTP to anyone, for a loopback address only")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics endpoint's tls.crt and tls.key, reloaded when they change; empty: a self-signed certificate generated in memory")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints for profiling, unauthenticated: use a loopback address and kubectl port-forward (empty: off)")
 	o.Settings.AddFlags(fs, settings.TolerationKeyName)
 	fs.StringVar(&o.Maintenance.Identity, "identity", "", "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
 	fs.StringVar(&o.Maintenance.BudgetNamespace, "budget-namespace", "lull-system", "namespace of the budget ledger ConfigMap lull-budget")
@@ -113,6 +116,9 @@ func run(o Options) int {
 	logger := klog.Background().WithName("lull-drainer")
 	if o.Maintenance.Identity == "" {
 		o.Maintenance.Identity = DefaultIdentity()
+	}
+	if o.PprofAddr != "" && !loopback(o.PprofAddr) {
+		logger.Info("Warning: pprof served without authentication on a non-loopback address", "address", o.PprofAddr)
 	}
 	if !o.MetricsSecure && o.MetricsAddr != "0" && !loopback(o.MetricsAddr) {
 		logger.Info("Warning: metrics served over plain HTTP without authentication on a non-loopback address", "address", o.MetricsAddr)
@@ -133,6 +139,7 @@ func run(o Options) int {
 		Scheme:                  lullscheme.New(),
 		Metrics:                 MetricsServerOptions(o),
 		HealthProbeBindAddress:  o.ProbeAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "lull-drainer",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,

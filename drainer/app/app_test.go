@@ -71,3 +71,19 @@ func TestLoopback(t *testing.T) {
 		assert.Equal(t, want, loopback(addr), addr)
 	}
 }
+
+// Profiling is unauthenticated, so it is off unless asked for; the client
+// limit defaults to kube-scheduler's.
+func TestPprofOffAndClientLimitDefaults(t *testing.T) {
+	var o Options
+	fs := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse(nil))
+	assert.Empty(t, o.PprofAddr)
+	assert.Equal(t, 50.0, o.QPS)
+	assert.Equal(t, 100, o.Burst)
+	require.NoError(t, fs.Parse([]string{"--pprof-bind-address=127.0.0.1:6060", "--kube-api-qps=5", "--kube-api-burst=7"}))
+	assert.Equal(t, "127.0.0.1:6060", o.PprofAddr)
+	assert.Equal(t, 5.0, o.QPS)
+	assert.Equal(t, 7, o.Burst)
+}
