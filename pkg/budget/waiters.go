@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"lull.dev/lull/pkg/groups"
 )
 
 // DefaultBudget names, in Waiters, the budget shared by nodes no window
@@ -33,8 +35,7 @@ func Budgets(windows []string) []string {
 // longer waits is dropped when its turn comes.
 type Waiters struct {
 	mu    sync.Mutex
-	lines map[string]map[string]time.Time // budget -> node -> since
-	of    map[string][]string             // node -> its budgets
+	lines groups.Index[time.Time] // budget -> node -> since
 }
 
 // Wait puts node in line for budgets, ordered by since (the request's
@@ -42,34 +43,14 @@ type Waiters struct {
 func (w *Waiters) Wait(node string, budgets []string, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.doneLocked(node)
-	if w.lines == nil {
-		w.lines, w.of = map[string]map[string]time.Time{}, map[string][]string{}
-	}
-	for _, b := range budgets {
-		if w.lines[b] == nil {
-			w.lines[b] = map[string]time.Time{}
-		}
-		w.lines[b][node] = since
-	}
-	w.of[node] = slices.Clone(budgets)
+	w.lines.Set(node, budgets, since)
 }
 
 // Done takes node out of every line.
 func (w *Waiters) Done(node string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.doneLocked(node)
-}
-
-func (w *Waiters) doneLocked(node string) {
-	for _, b := range w.of[node] {
-		delete(w.lines[b], node)
-		if len(w.lines[b]) == 0 {
-			delete(w.lines, b)
-		}
-	}
-	delete(w.of, node)
+	w.lines.Drop(node)
 }
 
 // Next takes out of line, for each of budgets, the first node that still
@@ -85,7 +66,7 @@ func (w *Waiters) Next(budgets []string, still func(node string) bool) []string 
 	var out []string
 	for _, b := range budgets {
 		for _, node := range w.orderLocked(b) {
-			w.doneLocked(node)
+			w.lines.Drop(node)
 			if still(node) {
 				out = append(out, node)
 				break
@@ -97,7 +78,7 @@ func (w *Waiters) Next(budgets []string, still func(node string) bool) []string 
 
 // orderLocked is budget b's line, oldest first (ties by node name).
 func (w *Waiters) orderLocked(b string) []string {
-	line := w.lines[b]
+	line := w.lines.Members(b)
 	nodes := make([]string, 0, len(line))
 	for n := range line {
 		nodes = append(nodes, n)
@@ -115,5 +96,5 @@ func (w *Waiters) orderLocked(b string) []string {
 func (w *Waiters) Len() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.of)
+	return w.lines.Len()
 }

@@ -10,6 +10,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/groups"
 )
 
 // Event resources for our CRDs, in the <plural>.<version>.<group> form the
@@ -137,14 +138,13 @@ func (pl *NodeDisruption) onForecastChange(changes []forecast.Change) {
 // deleted meanwhile is ignored by Activate.
 type rejections struct {
 	mu     sync.Mutex
-	byNode map[string]map[string]*v1.Pod // node -> pod key -> pod
-	byPod  map[string][]string           // pod key -> nodes
+	byNode groups.Index[*v1.Pod] // node -> pod key -> pod
 	// waiting are pods turned away before the forecast synced.
 	waiting map[string]*v1.Pod
 }
 
 func newRejections() *rejections {
-	return &rejections{byNode: map[string]map[string]*v1.Pod{}, byPod: map[string][]string{}, waiting: map[string]*v1.Pod{}}
+	return &rejections{waiting: map[string]*v1.Pod{}}
 }
 
 func (r *rejections) addWaiting(pod *v1.Pod) {
@@ -164,33 +164,15 @@ func (r *rejections) takeWaiting() map[string]*v1.Pod {
 func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
 
 func (r *rejections) add(pod *v1.Pod, nodes []string) {
-	key := podKey(pod)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.dropLocked(key)
-	for _, n := range nodes {
-		if r.byNode[n] == nil {
-			r.byNode[n] = map[string]*v1.Pod{}
-		}
-		r.byNode[n][key] = pod
-	}
-	r.byPod[key] = nodes
-}
-
-func (r *rejections) dropLocked(key string) {
-	for _, n := range r.byPod[key] {
-		delete(r.byNode[n], key)
-		if len(r.byNode[n]) == 0 {
-			delete(r.byNode, n)
-		}
-	}
-	delete(r.byPod, key)
+	r.byNode.Set(podKey(pod), nodes, pod)
 }
 
 func (r *rejections) rejectedBy(pod *v1.Pod, node string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.byNode[node][podKey(pod)]
+	_, ok := r.byNode.Members(node)[podKey(pod)]
 	return ok
 }
 
@@ -200,12 +182,12 @@ func (r *rejections) take(nodes []string) map[string]*v1.Pod {
 	defer r.mu.Unlock()
 	out := map[string]*v1.Pod{}
 	for _, n := range nodes {
-		for k, p := range r.byNode[n] {
+		for k, p := range r.byNode.Members(n) {
 			out[k] = p
 		}
 	}
 	for k := range out {
-		r.dropLocked(k)
+		r.byNode.Drop(k)
 	}
 	return out
 }
