@@ -7,6 +7,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -63,10 +64,10 @@ func WithHolders(msg string, nodes []string) string {
 // request last recorded its windows. It answers "who holds the slots I
 // wait for" for people (kubectl lull status); the drainer counts the
 // budget with Check and Ledger.Reserve.
-func Holders(windows []string, requests []*lullv1alpha1.NodeMaintenance) []string {
+func Holders(windows []string, requests iter.Seq[*lullv1alpha1.NodeMaintenance]) []string {
 	mine := Budgets(windows)
 	var out []string
-	for _, nm := range requests {
+	for nm := range requests {
 		if UsesBudget(nm) && slices.ContainsFunc(Budgets(nm.Status.Windows), func(b string) bool { return slices.Contains(mine, b) }) {
 			out = append(out, nm.Spec.NodeName)
 		}

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -72,10 +73,10 @@ func TestHolders(t *testing.T) {
 		nm("x", lullv1alpha1.PhaseWaitingForBudget, "a"), nm("w", lullv1alpha1.PhaseDrained),
 		nm("v", lullv1alpha1.PhaseCompleted, "a"), nm("u", lullv1alpha1.PhaseDraining, "c"),
 	}
-	assert.Equal(t, []string{"z"}, Holders([]string{"a"}, all))
-	assert.Equal(t, []string{"y", "z"}, Holders([]string{"b"}, all))
-	assert.Equal(t, []string{"u", "y", "z"}, Holders([]string{"b", "c"}, all))
-	assert.Equal(t, []string{"w"}, Holders(nil, all), "the default budget: requests no window governs")
+	assert.Equal(t, []string{"z"}, Holders([]string{"a"}, slices.Values(all)))
+	assert.Equal(t, []string{"y", "z"}, Holders([]string{"b"}, slices.Values(all)))
+	assert.Equal(t, []string{"u", "y", "z"}, Holders([]string{"b", "c"}, slices.Values(all)))
+	assert.Equal(t, []string{"w"}, Holders(nil, slices.Values(all)), "the default budget: requests no window governs")
 	assert.Equal(t, "m; held by a, b", WithHolders("m", []string{"a", "b"}))
 	assert.Equal(t, "m", WithHolders("m", nil))
 }

@@ -152,23 +152,21 @@ func (l *Ledger) Release(ctx context.Context, node string, uid types.UID) (relea
 	if known && !listed && !took {
 		return false, nil
 	}
-	defer l.took(node, "")
 	for attempt := 0; ; attempt++ {
 		cm, entries, err := l.read(ctx)
 		if err != nil {
-			return false, err
+			return false, err // the slot stays counted, and ours to release
 		}
 		e, ok := entries[node]
 		if !ok || (uid != "" && e.UID != uid) {
+			l.took(node, "")
 			return false, nil
 		}
 		delete(entries, node)
 		err = l.write(ctx, cm, entries)
-		if err == nil {
-			return true, nil
-		}
-		if apierrors.IsNotFound(err) {
-			return false, nil
+		if err == nil || apierrors.IsNotFound(err) {
+			l.took(node, "")
+			return err == nil, nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 4 {
 			return false, fmt.Errorf("releasing the budget of node %s in ConfigMap %s/%s: %w", node, l.Namespace, l.name(), err)

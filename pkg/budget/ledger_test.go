@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -203,6 +204,11 @@ func TestReleaseAfterStaleRead(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Free)
 	l.remember(map[string]Entry{}) // the other worker's older read lands now
+	failing := &failingReader{Reader: c, err: errors.New("connection refused")}
+	l.Live = failing
+	_, err = l.Release(ctx, "a", "uid-a")
+	require.ErrorContains(t, err, "connection refused")
+	l.Live = c // a failed release leaves the slot ours to release later
 	released, err := l.Release(ctx, "a", "uid-a")
 	require.NoError(t, err)
 	require.True(t, released)
@@ -214,4 +220,14 @@ func TestReleaseAfterStaleRead(t *testing.T) {
 	released, err = l.Release(ctx, "a", "uid-a")
 	require.NoError(t, err)
 	require.False(t, released)
+}
+
+// failingReader fails every Get with err.
+type failingReader struct {
+	client.Reader
+	err error
+}
+
+func (f *failingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return f.err
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -118,17 +119,6 @@ func loadStatus(ctx context.Context, c client.Reader, po plan.Options, names []s
 	return rows, cl.Now, nil
 }
 
-// withHolders adds to a request's stored budget message (which names no
-// node: it would go stale each time a slot changes hands) the nodes that
-// hold its budget now.
-func withHolders(msg string, nm *lullv1alpha1.NodeMaintenance, requests map[string]*lullv1alpha1.NodeMaintenance) string {
-	all := make([]*lullv1alpha1.NodeMaintenance, 0, len(requests))
-	for _, r := range requests {
-		all = append(all, r)
-	}
-	return budget.WithHolders(msg, budget.Holders(nm.Status.Windows, all))
-}
-
 func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 	st := NodeStatus{Node: n.Name, Cordoned: n.Spec.Unschedulable}
 	fc := cl.Forecast.Compute(n.Name, n.Labels)
@@ -144,7 +134,9 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 		}
 		class = nm.Spec.Class
 		if nm.Status.Phase == lullv1alpha1.PhaseWaitingForBudget {
-			st.WaitingFor = withHolders(st.WaitingFor, nm, cl.Requests)
+			// The stored message counts the holders (naming them would go
+			// stale each time a slot changes hands); name them as they are now.
+			st.WaitingFor = budget.WithHolders(st.WaitingFor, budget.Holders(nm.Status.Windows, maps.Values(cl.Requests)))
 		}
 		if msg := relabelRefused(nm, n, cl.Options.MaintenanceLabel); msg != "" {
 			st.WaitingFor = strings.TrimPrefix(st.WaitingFor+"; "+msg, "; ")

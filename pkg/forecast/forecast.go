@@ -405,7 +405,7 @@ func (f *Forecast) update(names []string) {
 		oldEntry, n := f.nodes.entry(name), f.computeLocked(name, now)
 		old, pub := visible(oldEntry), visible(n)
 		if !differs(old, pub) {
-			if (oldEntry == nil) != (n == nil) || (n != nil && !sameEntry(oldEntry, n)) {
+			if !sameEntry(oldEntry, n) {
 				write(name, n) // same forecast, new validity or label
 			}
 			continue
@@ -430,8 +430,12 @@ func (f *Forecast) update(names []string) {
 }
 
 // sameEntry reports whether an unchanged forecast (differs is false) may
-// keep its stored entry: same validity, quietness and label.
+// keep its stored entry: both absent, or the same validity, quietness and
+// label.
 func sameEntry(a, b *Node) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
 	return a.validUntil.Equal(b.validUntil) && a.quiet == b.quiet &&
 		a.HasLabel == b.HasLabel && a.LabelClass == b.LabelClass
 }
