@@ -132,7 +132,7 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []s
 	if len(req.Windows) == 0 {
 		// Nodes no window selects share the default budget.
 		var all lullv1alpha1.MaintenanceWindowList
-		if err := cached.List(ctx, &all); err != nil {
+		if err := cached.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil { // read only
 			return Result{}, fmt.Errorf("listing MaintenanceWindows: %w", err)
 		}
 		selectors := make([]labels.Selector, 0, len(all.Items))
@@ -153,8 +153,8 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []s
 	}
 	for _, w := range req.Windows {
 		sel := WindowSelector(w)
-		var selected corev1.NodeList
-		if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		var selected corev1.NodeList // counted only: not copied
+		if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 			return Result{}, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
 		}
 		max, err := MaxUnavailable(w, len(selected.Items))

@@ -152,14 +152,15 @@ func TestUnreadableNodeInUse(t *testing.T) {
 	assert.True(t, res.Free, res.Message)
 }
 
-// A request that finds its budget full by the ledger alone (every entry
-// held by a request the cache shows active) is answered without listing
-// every request: with a thousand waiting, each look would list them all.
-// A slot that may be stale still gets the full count, which prunes it.
-func TestReserveFullByLedgerListsNoRequests(t *testing.T) {
+// Reserve never lists the requests live (at 1,000 requests each start
+// listed them all): it counts the ledger and the cache. An entry the cache
+// shows finished is pruned without asking the API server; an entry whose
+// request the cache does not show yet is confirmed with one live read,
+// kept (and counted) while the request exists, pruned once it is gone.
+func TestReserveCountsLedgerAndCache(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
-	lists := 0
+	var lists, gets int
 	live := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*lullv1alpha1.NodeMaintenanceList); ok {
@@ -167,28 +168,66 @@ func TestReserveFullByLedgerListsNoRequests(t *testing.T) {
 			}
 			return cl.List(ctx, list, opts...)
 		},
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*lullv1alpha1.NodeMaintenance); ok {
+				gets++
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
 	})
 	l := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/x"}
 	req := inWindow(w)
 	reserveA(t, l, c, w, nms["a"])
-	lists = 0
 
 	res, err := l.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
 	assert.False(t, res.Free)
 	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; 1 in use", res.Message)
-	assert.Equal(t, 0, lists, "requests listed although the ledger alone fills the budget")
 
-	// a has finished, its entry not yet released: the full count prunes it.
+	// A cache that has not seen a yet (another replica reserved for a
+	// request created a moment ago): the live read finds it, and its slot
+	// counts.
+	cache := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*lullv1alpha1.NodeMaintenance); ok && key.Name == "a" {
+				return apierrors.NewNotFound(lullv1alpha1.GroupVersion.WithResource("nodemaintenances").GroupResource(), "a")
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	})
+	res, err = l.Reserve(ctx, cache, nms["b"], req("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "a slot whose request the cache does not show yet was dropped")
+	assert.Equal(t, 1, gets, "one live read confirms the entry")
+
+	// a has finished, its entry not yet released: pruned from the cache's
+	// word alone.
 	nms["a"].Status.Phase = lullv1alpha1.PhaseCompleted
 	require.NoError(t, c.Status().Update(ctx, nms["a"]))
 	res, err = l.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
 	assert.True(t, res.Free, res.Message)
-	assert.Equal(t, 1, lists)
+	assert.Equal(t, 1, gets)
 	entries, err := l.Entries(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b"}, sortedNodes(entries))
+
+	// b is deleted, and the cache no longer shows it: confirmed gone live,
+	// pruned, and a takes the slot.
+	require.NoError(t, c.Delete(ctx, nms["b"]))
+	a2 := nms["a"].DeepCopy()
+	a2.UID, a2.ResourceVersion, a2.Status = "uid-a2", "", lullv1alpha1.NodeMaintenanceStatus{}
+	require.NoError(t, c.Delete(ctx, nms["a"]))
+	require.NoError(t, c.Create(ctx, a2))
+	res, err = l.Reserve(ctx, c, a2, req("a"))
+	require.NoError(t, err)
+	assert.True(t, res.Free, res.Message)
+	assert.Equal(t, 2, gets)
+	entries, err = l.Entries(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, sortedNodes(entries))
+	assert.Equal(t, types.UID("uid-a2"), entries["a"].UID)
+	assert.Zero(t, lists, "requests listed live")
 }
 
 // Concurrent workers of one replica: a read answered before this worker's
