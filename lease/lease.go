@@ -138,6 +138,13 @@ type Options struct {
 	// caller acting means the holder was deposed; the deposed replica's
 	// next renewal fails with ErrNotHolder and it stops.
 	TakeOverReplicas bool
+	// NodeUID returns a node's UID for the owner reference of a lease the
+	// client creates (nil: a GET from the API server). A caller that
+	// keeps an informer of nodes saves that request per lease; a UID the
+	// cache still shows for a node deleted and recreated under the same
+	// name only gets the lease garbage-collected, and the holder's next
+	// renewal then fails with ErrNotHolder, which stops it.
+	NodeUID func(ctx context.Context, node string) (types.UID, error)
 }
 
 // observation is when this client first saw a lease version.
@@ -154,6 +161,7 @@ type Client struct {
 	namespace string
 	clock     clock.PassiveClock
 	takeOver  bool
+	nodeUID   func(ctx context.Context, node string) (types.UID, error)
 
 	mu       sync.Mutex
 	observed map[string]observation
@@ -164,7 +172,7 @@ type Client struct {
 
 // New returns a Client.
 func New(cs kubernetes.Interface, opts Options) *Client {
-	c := &Client{cs: cs, namespace: opts.Namespace, clock: opts.Clock, takeOver: opts.TakeOverReplicas,
+	c := &Client{cs: cs, namespace: opts.Namespace, clock: opts.Clock, takeOver: opts.TakeOverReplicas, nodeUID: opts.NodeUID,
 		observed: map[string]observation{}, held: map[string]*coordinationv1.Lease{}}
 	if c.namespace == "" {
 		c.namespace = DefaultNamespace
@@ -195,9 +203,22 @@ func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason st
 	}
 	leases := c.cs.CoordinationV1().Leases(c.namespace)
 	name := Name(node)
+	if c.cached(node) == nil {
+		// No lease of ours to renew: the common case is no lease at all
+		// (holders delete theirs), so create first and read only if one
+		// exists.
+		info, err := c.create(ctx, node, holder, operation, reason, duration)
+		if !apierrors.IsAlreadyExists(err) {
+			return info, err
+		}
+	}
 	cur, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return c.create(ctx, node, holder, operation, reason, duration)
+		info, err := c.create(ctx, node, holder, operation, reason, duration)
+		if apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("lease %s/%s was created by another actor first; retry: %w", c.namespace, name, err)
+		}
+		return info, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("getting lease %s/%s: %w", c.namespace, name, err)
@@ -231,8 +252,10 @@ func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason st
 	return c.info(node, updated), nil
 }
 
+// create creates node's lease for holder; an AlreadyExists error is
+// returned as the API server gave it.
 func (c *Client) create(ctx context.Context, node, holder, operation, reason string, duration time.Duration) (*Info, error) {
-	n, err := c.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	uid, err := c.ownerUID(ctx, node)
 	if err != nil {
 		return nil, fmt.Errorf("getting node %s for the lease's owner reference: %w", node, err)
 	}
@@ -241,7 +264,7 @@ func (c *Client) create(ctx context.Context, node, holder, operation, reason str
 			Name:      Name(node),
 			Namespace: c.namespace,
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID,
+				APIVersion: "v1", Kind: "Node", Name: node, UID: uid,
 			}},
 		},
 		Spec: coordinationv1.LeaseSpec{
@@ -255,13 +278,25 @@ func (c *Client) create(ctx context.Context, node, holder, operation, reason str
 	setAnnotations(l, operation, reason)
 	created, err := c.cs.CoordinationV1().Leases(c.namespace).Create(ctx, l, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("lease %s/%s was created by another actor first; retry: %w", c.namespace, l.Name, err)
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("creating lease %s/%s: %w", c.namespace, l.Name, err)
 	}
 	c.remember(node, created)
 	return c.info(node, created), nil
+}
+
+// ownerUID is node's UID, from NodeUID when the caller gave one.
+func (c *Client) ownerUID(ctx context.Context, node string) (types.UID, error) {
+	if c.nodeUID != nil {
+		return c.nodeUID(ctx, node)
+	}
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return n.UID, nil
 }
 
 // Renew extends holder's lease on node. It fails with ErrNotHolder when the

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -238,4 +240,50 @@ func TestReplicasOfOneTool(t *testing.T) {
 	_, err = leader.Acquire(ctx, "n1", "lull-drainer/b", "drain", "", time.Minute)
 	_, held = IsHeld(err)
 	require.True(t, held, "TakeOverReplicas never takes another tool's lease: %v", err)
+}
+
+// A free node's lease costs one request: Acquire creates it without
+// reading it first, and the node's UID comes from the caller's NodeUID
+// (an informer) when given. A lease that exists is read and taken as
+// before.
+func TestAcquireCreatesFirst(t *testing.T) {
+	cs, clk := setup(t)
+	ctx := t.Context()
+	var asked []string
+	c := New(cs, Options{Clock: clk, NodeUID: func(_ context.Context, node string) (types.UID, error) {
+		asked = append(asked, node)
+		return "uid-from-cache", nil
+	}})
+	cs.ClearActions()
+	_, err := c.Acquire(ctx, "n1", "tool-a", "reboot", "", time.Minute)
+	require.NoError(t, err)
+	require.Len(t, cs.Actions(), 1)
+	assert.Equal(t, "create", cs.Actions()[0].GetVerb())
+	assert.Equal(t, []string{"n1"}, asked)
+	l, err := cs.CoordinationV1().Leases(DefaultNamespace).Get(ctx, "node-n1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.EqualValues(t, "uid-from-cache", l.OwnerReferences[0].UID)
+
+	// Another client, with no lease of its own: its create finds the
+	// lease, which it reads and finds held.
+	other := New(cs, Options{Clock: clk})
+	cs.ClearActions()
+	_, err = other.Acquire(ctx, "n1", "tool-b", "reboot", "", time.Minute)
+	_, held := IsHeld(err)
+	require.True(t, held, "%v", err)
+	var verbs []string
+	for _, a := range cs.Actions() {
+		verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	assert.Equal(t, []string{"get nodes", "create leases", "get leases"}, verbs)
+
+	// The holder renewing through Acquire reads and updates, creating nothing.
+	cs.ClearActions()
+	_, err = c.Acquire(ctx, "n1", "tool-a", "reboot", "", time.Minute)
+	require.NoError(t, err)
+	verbs = nil
+	for _, a := range cs.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	assert.Equal(t, []string{"get", "update"}, verbs)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -281,11 +282,25 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		Kube:      kube,
 		// With leader election, the replica acting is the leader: a lease
 		// another replica holds is a deposed leader's, taken over at once.
-		Leases:   lease.New(kube, lease.Options{Namespace: o.Settings.LeaseNamespace, Clock: clk, TakeOverReplicas: o.LeaderElect}),
+		// The lease's owner reference takes the node's UID from the cache.
+		Leases: lease.New(kube, lease.Options{Namespace: o.Settings.LeaseNamespace, Clock: clk, TakeOverReplicas: o.LeaderElect,
+			NodeUID: cachedNodeUID(mgr.GetClient())}),
 		Forecast: f,
 		Clock:    clk,
 		Recorder: mgr.GetEventRecorder("lull-drainer"),
 		Metrics:  metrics,
 		Options:  mo,
 	}).SetupWithManager(mgr)
+}
+
+// cachedNodeUID reads a node's UID from the manager's cache, which the
+// drainer keeps for nodes anyway.
+func cachedNodeUID(c client.Reader) func(context.Context, string) (types.UID, error) {
+	return func(ctx context.Context, node string) (types.UID, error) {
+		var n corev1.Node
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+			return "", err
+		}
+		return n.UID, nil
+	}
 }
