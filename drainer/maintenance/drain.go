@@ -30,9 +30,13 @@ func (o Options) drainOptions() drain.Options {
 	return drain.Options{DeleteEmptyDirData: o.DeleteEmptyDirData, Timeout: o.DrainTimeout, RetryDelay: o.RetryDelay}
 }
 
-// drain runs one eviction round: re-list the node's pods, evict those not
+// drain runs one eviction round: list the node's pods, evict those not
 // yet going, record progress and blockers, and requeue after the retry
 // delay (growing while blocked). A closed window acts per windowEnd.
+// While the last round left only pods that PodDisruptionBudgets block,
+// the next asks for those again without listing (drain.Again); the pods
+// are listed again when none is left blocked (only a listed round calls
+// the node drained) and at least every MaxRetryDelay.
 func (s *step) drain() (reconcile.Result, error) {
 	if res, lost, err := s.renew(); lost || err != nil {
 		return res, err
@@ -51,18 +55,26 @@ func (s *step) drain() (reconcile.Result, error) {
 		return s.abort(lullv1alpha1.PhaseFailed, err.Error())
 	}
 	var evictErr string
-	round, err := d.Round(s.ctx, s.r.Client, func(p *corev1.Pod) drain.Outcome {
+	evict := func(p *corev1.Pod) drain.Outcome {
 		o, msg := s.evictOne(p, d.GracePeriod())
 		if msg != "" {
 			evictErr = msg
 		}
 		return o
-	})
+	}
+	var round *drain.Round
+	pods, listed, again := s.r.memo.blockedPods(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
+	if again {
+		round, err = d.Again(s.ctx, s.r.Client, pods, evict)
+	} else {
+		round, err = d.Round(s.ctx, s.r.Client, evict)
+		listed = s.now
+	}
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("drain round on node %s: %w", s.node.Name, err)
 	}
 	s.count(round, evictErr)
-	if len(round.Pods) == 0 && len(round.Refused) == 0 {
+	if round.Listed && len(round.Pods) == 0 && len(round.Refused) == 0 {
 		s.status.Pods.Evicted, s.status.Pods.Pending = s.status.Pods.Total, 0
 		return s.drained()
 	}
@@ -80,7 +92,7 @@ func (s *step) drain() (reconcile.Result, error) {
 	s.status.WaitingFor = fmt.Sprintf("draining: %d of %d pod(s) left", s.status.Pods.Pending, s.status.Pods.Total)
 	res, err := s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay(round.Progress)})
 	if err == nil {
-		s.r.memo.blocked(s.node.Name, s.nm.UID, s.now, onlyBudgetsBlock(round, evictErr))
+		s.r.memo.blocked(s.node.Name, s.nm.UID, s.now, onlyBudgetsBlock(round, evictErr), round.StillBlocked(), listed)
 	}
 	return res, err
 }

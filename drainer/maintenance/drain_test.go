@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -93,18 +94,27 @@ func TestBlockedBookkeeping(t *testing.T) {
 	var m memo
 	now := t0()
 	budgets := map[string]string{"ns/db": "7"}
-	m.blocked("n", "u1", now, budgets)
+	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-1"}}}
+	m.blocked("n", "u1", now, budgets, pods, now.Add(-20*time.Second))
 	got, ok := m.lastBlocked("n", "u1", now.Add(time.Second), 30*time.Second)
 	assert.True(t, ok)
 	assert.Equal(t, budgets, got)
+	gotPods, listed, ok := m.blockedPods("n", "u1", now.Add(time.Second), 30*time.Second)
+	assert.True(t, ok)
+	assert.Equal(t, pods, gotPods)
+	assert.Equal(t, now.Add(-20*time.Second), listed)
+	_, _, ok = m.blockedPods("n", "u1", now.Add(10*time.Second), 30*time.Second)
+	assert.False(t, ok, "listed 30s ago: the next round lists")
+	_, _, ok = m.blockedPods("n", "u2", now, 30*time.Second)
+	assert.False(t, ok, "another request")
 	_, ok = m.lastBlocked("n", "u2", now, 30*time.Second)
 	assert.False(t, ok, "another request")
 	_, ok = m.lastBlocked("n", "u1", now.Add(30*time.Second), 30*time.Second)
 	assert.False(t, ok, "too old: a full round is due")
-	m.blocked("n", "u1", now, nil)
+	m.blocked("n", "u1", now, nil, nil, now)
 	_, ok = m.lastBlocked("n", "u1", now, 30*time.Second)
 	assert.False(t, ok, "the last round left something else to do")
-	m.blocked("n", "u1", now, budgets)
+	m.blocked("n", "u1", now, budgets, pods, now)
 	m.forget("n")
 	_, ok = m.lastBlocked("n", "u1", now, 30*time.Second)
 	assert.False(t, ok, "forgotten with the lease")

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -30,12 +31,15 @@ type writes struct {
 }
 
 // blockedRound is what a drain round left: pods that only
-// PodDisruptionBudgets block, each budget with the resourceVersion the
-// round read it at.
+// PodDisruptionBudgets block (as the round saw them), each budget with the
+// resourceVersion the round read it at, and when the node's pods were last
+// listed.
 type blockedRound struct {
 	uid     types.UID
 	at      time.Time
 	budgets map[string]string
+	pods    []corev1.Pod
+	listed  time.Time
 }
 
 // renewDue reports whether the node's lease should be renewed now.
@@ -107,9 +111,10 @@ func (m *memo) stale(name string, uid types.UID, rv string, now time.Time) bool 
 	return true
 }
 
-// blocked records what the node's last drain round left blocked; nil
-// budgets forgets it (the round left something else to do).
-func (m *memo) blocked(node string, uid types.UID, now time.Time, budgets map[string]string) {
+// blocked records what the node's last drain round left blocked: the
+// budgets, the pods, and when the pods were last listed; nil budgets
+// forgets it (the round left something else to do).
+func (m *memo) blocked(node string, uid types.UID, now time.Time, budgets map[string]string, pods []corev1.Pod, listed time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if budgets == nil {
@@ -119,7 +124,21 @@ func (m *memo) blocked(node string, uid types.UID, now time.Time, budgets map[st
 	if m.rounds == nil {
 		m.rounds = map[string]blockedRound{}
 	}
-	m.rounds[node] = blockedRound{uid: uid, at: now, budgets: budgets}
+	m.rounds[node] = blockedRound{uid: uid, at: now, budgets: budgets, pods: pods, listed: listed}
+}
+
+// blockedPods returns the pods the node's last drain round for request
+// uid left blocked only by PodDisruptionBudgets, and when the node's pods
+// were last listed, if that was no longer ago than maxAge: the next round
+// may ask for these again without listing.
+func (m *memo) blockedPods(node string, uid types.UID, now time.Time, maxAge time.Duration) ([]corev1.Pod, time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.rounds[node]
+	if !ok || b.uid != uid || now.Sub(b.listed) >= maxAge || len(b.pods) == 0 {
+		return nil, time.Time{}, false
+	}
+	return b.pods, b.listed, true
 }
 
 // lastBlocked returns what the node's last drain round for request uid

@@ -114,6 +114,10 @@ type Round struct {
 	// Gone counts the pods going or gone; Progress is true when any is.
 	Gone     int
 	Progress bool
+	// Listed is true when the round listed the node's pods (Round), false
+	// when it only asked again for pods an earlier round left (Again): an
+	// Again round that leaves nothing does not show the node empty.
+	Listed bool
 
 	pdbs *pdbIndex
 }
@@ -130,7 +134,7 @@ func (d *Drain) Round(ctx context.Context, pdbs client.Reader, evict func(*corev
 	if list == nil {
 		return nil, fmt.Errorf("listing pods on node %s: %w", d.node, errors.Join(errs...))
 	}
-	r := &Round{Pods: list.Pods(), Blocked: map[string]*corev1.Pod{}, pdbs: newPDBIndex(ctx, pdbs)}
+	r := &Round{Pods: list.Pods(), Blocked: map[string]*corev1.Pod{}, Listed: true, pdbs: newPDBIndex(ctx, pdbs)}
 	for _, e := range errs {
 		r.Refused = append(r.Refused, e.Error())
 	}
@@ -140,6 +144,33 @@ func (d *Drain) Round(ctx context.Context, pdbs client.Reader, evict func(*corev
 		}
 	}
 	return r, nil
+}
+
+// Again walks pods an earlier round left blocked, as Round does, without
+// listing the node's pods: while PodDisruptionBudgets let a node's pods go
+// one at a time, each round would otherwise list every pod again to evict
+// one. Each eviction still carries the pod's UID as a precondition, so a
+// pod replaced since is not evicted (it comes back Vanished); pods that
+// arrived since are not seen, which is why the caller lists again (Round)
+// before calling the node drained and at least every so often.
+func (d *Drain) Again(ctx context.Context, pdbs client.Reader, pods []corev1.Pod, evict func(*corev1.Pod) Outcome) (*Round, error) {
+	r := &Round{Pods: slices.Clone(pods), Blocked: map[string]*corev1.Pod{}, pdbs: newPDBIndex(ctx, pdbs)}
+	for i := range r.Pods {
+		if err := r.walk(&r.Pods[i], evict); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// StillBlocked returns copies of the pods the round left blocked, sorted
+// by namespace/name: what an Again round asks for.
+func (r *Round) StillBlocked() []corev1.Pod {
+	out := make([]corev1.Pod, 0, len(r.Blocked))
+	for _, key := range slices.Sorted(maps.Keys(r.Blocked)) {
+		out = append(out, *r.Blocked[key].DeepCopy())
+	}
+	return out
 }
 
 func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {

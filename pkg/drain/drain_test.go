@@ -72,6 +72,40 @@ func TestRound(t *testing.T) {
 	require.Equal(t, map[string][]string{"shop/web": {"shop/web-2"}, "(unknown)": {"shop/db-0"}}, blockers)
 }
 
+// Again asks for the pods a round left blocked without listing the node's
+// pods: the budget's room goes to one of them, a pod replaced since comes
+// back Vanished, and the round says it did not list (so it cannot call the
+// node empty).
+func TestAgain(t *testing.T) {
+	kube := fake.NewSimpleClientset(pod("web-1", "web", 30), pod("web-2", "web", 30), pod("web-3", "web", 30))
+	d, err := New(context.Background(), kube, Options{}, request())
+	require.NoError(t, err)
+	first, err := d.Round(context.Background(), pdbReader(t, pdb("web", "web", 1)), func(*corev1.Pod) Outcome { return Evicted })
+	require.NoError(t, err)
+	require.True(t, first.Listed)
+	left := first.StillBlocked()
+	require.Len(t, left, 2)
+	require.Equal(t, "web-2", left[0].Name)
+
+	kube.ClearActions()
+	var asked []string
+	again, err := d.Again(context.Background(), pdbReader(t, pdb("web", "web", 1)), left, func(p *corev1.Pod) Outcome {
+		asked = append(asked, p.Name)
+		return Vanished
+	})
+	require.NoError(t, err)
+	require.Empty(t, kube.Actions(), "Again listed the node's pods")
+	require.False(t, again.Listed)
+	require.Equal(t, []string{"web-2", "web-3"}, asked, "a vanished pod consumes no room")
+	require.Equal(t, 2, again.Gone)
+	require.Empty(t, again.StillBlocked())
+
+	again, err = d.Again(context.Background(), pdbReader(t, pdb("web", "web", 1)), left, func(*corev1.Pod) Outcome { return Evicted })
+	require.NoError(t, err)
+	require.Equal(t, 1, again.Gone)
+	require.Equal(t, []string{"web-3"}, []string{again.StillBlocked()[0].Name})
+}
+
 // The budgets cannot be read: the round fails rather than evict as if no
 // budget covered the pods.
 func TestRoundFailsClosed(t *testing.T) {
