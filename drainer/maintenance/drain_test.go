@@ -88,6 +88,23 @@ func TestStaleBookkeeping(t *testing.T) {
 	assert.False(t, m.stale("n", "u1", "12", now.Add(staleFor+time.Second)), "lagging too long")
 }
 
+// A request we just created is not created again while the cache does not
+// show it, for staleFor at most; once the cache shows it (or we write it
+// again) that is forgotten.
+func TestCreatedBookkeeping(t *testing.T) {
+	var m memo
+	now := t0()
+	assert.False(t, m.createdAhead("n", now))
+	m.created("n", "u1", now)
+	assert.True(t, m.createdAhead("n", now.Add(time.Second)))
+	assert.False(t, m.createdAhead("n", now.Add(staleFor+time.Second)), "lagging too long: create (and conflict)")
+	assert.False(t, m.stale("n", "u1", "5", now), "the cache shows it")
+	assert.False(t, m.createdAhead("n", now), "caught up: forgotten")
+	m.created("n", "u1", now)
+	m.wrote("n", "u1", "5", now)
+	assert.False(t, m.createdAhead("n", now), "written since: it exists")
+}
+
 // What a round left blocked is kept per request, for MaxRetryDelay at
 // most; nil budgets or a lost lease forget it.
 func TestBlockedBookkeeping(t *testing.T) {

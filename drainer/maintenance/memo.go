@@ -9,10 +9,11 @@ import (
 )
 
 // memo is the controller's in-memory bookkeeping: when it last renewed
-// each lease and last raised each repeated event, which versions of each
-// request its own writes replaced, and what each node's last drain round
-// left blocked. Losing it (a restart) only means renewing at once, raising
-// an event again, a write that conflicts, or a drain round that lists the
+// each lease, last raised each repeated event and last wrote each
+// request's status, which versions of each request its own writes
+// replaced, and what each node's last drain round left blocked. Losing it
+// (a restart) only means renewing at once, raising an event again, a write
+// that conflicts, a progress write sooner, or a drain round that lists the
 // pods again; no decision depends on it.
 type memo struct {
 	mu        sync.Mutex
@@ -20,6 +21,33 @@ type memo struct {
 	lastEvent map[string]time.Time
 	writes    map[string]writes
 	rounds    map[string]blockedRound
+	statuses  map[string]stamp
+}
+
+// stamp is when something was done for a request (by node).
+type stamp struct {
+	uid types.UID
+	at  time.Time
+}
+
+// statusWritten records that we wrote the status of the node's request
+// uid.
+func (m *memo) statusWritten(node string, uid types.UID, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.statuses == nil {
+		m.statuses = map[string]stamp{}
+	}
+	m.statuses[node] = stamp{uid: uid, at: now}
+}
+
+// lastStatusWrite is when we last wrote the status of the node's request
+// uid, if we did since it was last forgotten.
+func (m *memo) lastStatusWrite(node string, uid types.UID) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.statuses[node]
+	return st.at, ok && st.uid == uid
 }
 
 // writes are the resourceVersions of a request that our own writes
@@ -85,6 +113,9 @@ func (m *memo) wrote(name string, uid types.UID, replaced string, now time.Time)
 	if w.uid != uid {
 		w = writes{uid: uid, replaced: map[string]bool{}}
 	}
+	if replaced != absent {
+		delete(w.replaced, absent) // it exists: no longer only ours
+	}
 	w.replaced[replaced], w.at = true, now
 	m.writes[name] = w
 }
@@ -109,6 +140,24 @@ func (m *memo) stale(name string, uid types.UID, rv string, now time.Time) bool 
 		return false
 	}
 	return true
+}
+
+// created records that we created request (name, uid): until the cache
+// shows it, a reconcile that finds no request must not create it again.
+func (m *memo) created(name string, uid types.UID, now time.Time) {
+	m.wrote(name, uid, absent, now)
+}
+
+// absent stands for "no object" among the versions our writes replaced.
+const absent = ""
+
+// createdAhead reports whether we created request name so recently that
+// a cache without it is only behind (as stale is for versions).
+func (m *memo) createdAhead(name string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.writes[name]
+	return ok && w.replaced[absent] && now.Sub(w.at) <= staleFor
 }
 
 // blocked records what the node's last drain round left blocked: the
@@ -158,4 +207,5 @@ func (m *memo) forget(node string) {
 	defer m.mu.Unlock()
 	delete(m.lastRenew, node)
 	delete(m.rounds, node)
+	delete(m.statuses, node)
 }

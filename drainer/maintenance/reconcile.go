@@ -46,6 +46,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("getting NodeMaintenance %s: %w", req.Name, err)
 		}
+		if r.memo.createdAhead(req.Name, r.Clock.Now()) {
+			// We created it a moment ago; the cache has not caught up.
+			return reconcile.Result{RequeueAfter: staleRetry}, nil
+		}
 		return reconcile.Result{}, r.createFromLabel(ctx, node)
 	}
 	if r.memo.stale(nm.Name, nm.UID, nm.ResourceVersion, r.Clock.Now()) {

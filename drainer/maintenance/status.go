@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -33,12 +34,27 @@ func (s *step) cond(t string, ok bool, reason, msg string) {
 	meta.SetStatusCondition(&s.status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: s.nm.Generation})
 }
 
+// progressEvery bounds how often a drain's progress alone is written: a
+// status that differs from the stored one only in pod counts, pending pod
+// names, waitingFor and condition messages waits until this long after the
+// request's last status write (the reconcile is requeued for it). A budget
+// letting pods go one at a time makes a round per pod, each of which used
+// to write the status; anything else (phase, a condition's status or
+// reason, a new or cleared blocker, an error) is written at once.
+const progressEvery = 5 * time.Second
+
 // save writes the status with the given phase when it changed; the phase
 // change is the commit point of each step.
 func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
 	s.status.Phase = phase
 	s.status.ObservedGeneration = s.nm.Generation
 	if equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
+		return res, nil
+	}
+	if wait, ok := s.progressWait(); ok {
+		if res.RequeueAfter == 0 || res.RequeueAfter > wait {
+			res.RequeueAfter = wait
+		}
 		return res, nil
 	}
 	old, oldDecision, rv := s.nm.Status.Phase, s.nm.Status.Decision, s.nm.ResourceVersion
@@ -48,6 +64,7 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 		return reconcile.Result{}, fmt.Errorf("updating the status of NodeMaintenance %s: %w", s.nm.Name, err)
 	}
 	s.r.memo.wrote(s.nm.Name, s.nm.UID, rv, s.now)
+	s.r.memo.statusWritten(s.node.Name, s.nm.UID, s.now)
 	s.status = s.nm.Status.DeepCopy()
 	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
@@ -59,6 +76,37 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 		s.logger.Info("Phase changed", "from", old, "to", phase, "waitingFor", s.status.WaitingFor)
 	}
 	return res, nil
+}
+
+// progressWait reports whether the status being saved is only a drain's
+// progress over the stored one, written too recently to write again, and
+// how long until it may be.
+func (s *step) progressWait() (time.Duration, bool) {
+	if s.status.Phase != lullv1alpha1.PhaseDraining || s.nm.Status.Phase != lullv1alpha1.PhaseDraining || !progressOnly(&s.nm.Status, s.status) {
+		return 0, false
+	}
+	last, ok := s.r.memo.lastStatusWrite(s.node.Name, s.nm.UID)
+	if !ok || s.now.Sub(last) >= progressEvery {
+		return 0, false
+	}
+	return progressEvery - s.now.Sub(last), true
+}
+
+// progressOnly reports whether two statuses differ at most in what a
+// drain's progress changes: pod counts and names, waitingFor, condition
+// messages and the pods each blocker holds.
+func progressOnly(stored, next *lullv1alpha1.NodeMaintenanceStatus) bool {
+	a, b := stored.DeepCopy(), next.DeepCopy()
+	for _, st := range []*lullv1alpha1.NodeMaintenanceStatus{a, b} {
+		st.Pods, st.WaitingFor = nil, ""
+		for i := range st.Conditions {
+			st.Conditions[i].Message = ""
+		}
+		for i := range st.Blockers {
+			st.Blockers[i].Pods = nil
+		}
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // update writes the request's spec or metadata and remembers the version
