@@ -271,7 +271,9 @@ type auditEvent struct {
 		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
-		Code int `json:"code"`
+		Code    int    `json:"code"`
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
 	} `json:"responseStatus"`
 }
 
