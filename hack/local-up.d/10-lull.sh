@@ -49,17 +49,24 @@ if [[ -x "$BIN/lull-drainer" ]]; then
   # machine can reach them. In pods they are HTTPS behind authn/authz.
   replicas=${LULL_DRAINER_REPLICAS:-2}
   for i in $(seq 1 "$replicas"); do
-    name=lull-drainer metrics=$DRAINER_METRICS_PORT probe=$DRAINER_PROBE_PORT
+    name=lull-drainer metrics=$DRAINER_METRICS_PORT probe=$DRAINER_PROBE_PORT pprof=$DRAINER_PPROF_PORT
     if [[ "$i" -gt 1 ]]; then
-      name=lull-drainer-$i metrics=$DRAINER2_METRICS_PORT probe=$DRAINER2_PROBE_PORT
+      name=lull-drainer-$i metrics=$DRAINER2_METRICS_PORT probe=$DRAINER2_PROBE_PORT pprof=$DRAINER2_PPROF_PORT
+    fi
+    # LULL_DRAINER_PPROF=1 serves Go's profiles on loopback, to profile a
+    # benchmark (make bench-wave) while it runs.
+    extra=()
+    if [[ "${LULL_DRAINER_PPROF:-}" == 1 ]]; then
+      extra+=(--pprof-bind-address="127.0.0.1:${pprof}")
     fi
     # Each replica its own lease holder identity, as POD_NAME gives pods.
     KUBECONFIG="$DIR/lull-drainer.kubeconfig" start_proc "$name" "$BIN/lull-drainer" \
       --identity="lull-drainer/${name}" --lease-namespace=lull-leases --budget-namespace=lull-system \
       --metrics-bind-address="127.0.0.1:${metrics}" --metrics-secure=false --health-probe-bind-address="127.0.0.1:${probe}" \
-      --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s
+      --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s "${extra[@]}"
     wait_for "$name healthy" 30 curl -sf "http://127.0.0.1:${probe}/healthz"
     log "$name metrics: http://127.0.0.1:${metrics}/metrics"
+    if [[ "${#extra[@]}" -gt 0 ]]; then log "$name profiles: http://127.0.0.1:${pprof}/debug/pprof/"; fi
   done
 else
   log "lull-drainer not built (run 'make build'); skipping it"
