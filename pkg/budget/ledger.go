@@ -76,6 +76,9 @@ type Ledger struct {
 // prune. (It used to list every request live for each start: at 1,000
 // requests, 0.3 s per list, twice a second.)
 func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1alpha1.NodeMaintenance, req Request) (Result, error) {
+	if res, full, err := l.fullByLast(ctx, cached, nm, req); err != nil || full {
+		return res, err
+	}
 	for attempt := 0; ; attempt++ {
 		cm, entries, err := l.read(ctx)
 		if err != nil {
@@ -111,6 +114,48 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 		// Another replica wrote the ledger since we read it: check again
 		// against what it wrote.
 	}
+}
+
+// fullByLast answers "no room" without reading the ledger from the API
+// server when the ledger as this process last read or wrote it already
+// fills the request's budget. It counts only the entries whose request the
+// cache shows using budget (and unreadable ones), so it can only be too
+// cautious, never too generous: a slot this process released is gone from
+// its view, one another replica released belongs to a request the cache
+// soon shows no longer using budget, and a budget with room is left to the
+// live count, which also decides every start. With hundreds of requests
+// waiting, each looking again every 30 s, this spares a ledger read per
+// look (13 a second in a 1,000-node wave).
+func (l *Ledger) fullByLast(ctx context.Context, cached client.Reader, nm *lullv1alpha1.NodeMaintenance, req Request) (Result, bool, error) {
+	l.mu.Lock()
+	if l.last == nil {
+		l.mu.Unlock()
+		return Result{}, false, nil
+	}
+	last := make(map[string]Entry, len(l.last))
+	for k, v := range l.last {
+		last[k] = v
+	}
+	l.mu.Unlock()
+	if e, ok := last[req.Node]; ok && e.UID == nm.UID {
+		return Result{}, false, nil // ours already: the live read confirms it
+	}
+	var held []string
+	for _, node := range sortedNodes(last) {
+		e := last[node]
+		if node == req.Node {
+			continue
+		}
+		var holder lullv1alpha1.NodeMaintenance
+		if e.UID == "" || (cached.Get(ctx, client.ObjectKey{Name: e.Request}, &holder) == nil && holder.UID == e.UID && UsesBudget(&holder)) {
+			held = append(held, node)
+		}
+	}
+	res, err := evaluate(ctx, cached, req, dedupe(append(held, req.Also...)))
+	if err != nil || res.Free {
+		return Result{}, false, err
+	}
+	return res, true, nil
 }
 
 // cachedActive are the nodes of the requests cached shows using budget,

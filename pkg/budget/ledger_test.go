@@ -230,6 +230,56 @@ func TestReserveCountsLedgerAndCache(t *testing.T) {
 	assert.Zero(t, lists, "requests listed live")
 }
 
+// A request that looks again while the ledger this process last saw fills
+// its budget with requests the cache shows disrupting is answered without
+// reading the ledger. A slot released since, by this process or another,
+// sends the look to the API server, which finds the room.
+func TestReserveFullWithoutReadingTheLedger(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	reads := 0
+	live := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				reads++
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	})
+	l := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	other := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/y"}
+	req := inWindow(w)
+	reserveA(t, l, c, w, nms["a"])
+	nms["a"].Status.Phase = lullv1alpha1.PhaseDraining
+	require.NoError(t, c.Status().Update(ctx, nms["a"]))
+	res, err := other.Reserve(ctx, c, nms["b"], req("b")) // other's first look reads
+	require.NoError(t, err)
+	require.False(t, res.Free)
+
+	reads = 0
+	for range 3 {
+		res, err = other.Reserve(ctx, c, nms["b"], req("b"))
+		require.NoError(t, err)
+		assert.False(t, res.Free)
+		assert.Equal(t, "window pool allows 1 node(s) disrupted at once; 1 in use", res.Message)
+	}
+	assert.Zero(t, reads, "a full budget read the ledger again")
+
+	// a ends and l releases its slot: other's view still has the entry,
+	// but the cache shows a no longer disrupting, so other reads the
+	// ledger and starts b.
+	released, err := l.Release(ctx, "a", "uid-a")
+	require.NoError(t, err)
+	require.True(t, released)
+	nms["a"].Status.Phase = lullv1alpha1.PhaseUncordoning
+	require.NoError(t, c.Status().Update(ctx, nms["a"]))
+	reads = 0
+	res, err = other.Reserve(ctx, c, nms["b"], req("b"))
+	require.NoError(t, err)
+	assert.True(t, res.Free, res.Message)
+	assert.Equal(t, 1, reads)
+}
+
 // Concurrent workers of one replica: a read answered before this worker's
 // write and remembered after it shows the ledger without the slot just
 // taken. The release must still read the ledger and free the slot (it used
