@@ -287,6 +287,16 @@ func (c *Client) create(ctx context.Context, node, holder, operation, reason str
 	return c.info(node, created), nil
 }
 
+// Wrote reports whether this client created, took or renewed node's lease
+// and has not released or lost it since, as far as it knows: a caller
+// keeping an informer of leases can skip a Release (and its read) when
+// neither the informer nor Wrote shows a lease to release.
+func (c *Client) Wrote(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held[node] != nil
+}
+
 // ownerUID is node's UID, from NodeUID when the caller gave one.
 func (c *Client) ownerUID(ctx context.Context, node string) (types.UID, error) {
 	if c.nodeUID != nil {

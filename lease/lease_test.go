@@ -53,7 +53,10 @@ func TestAcquireRenewRelease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int32(0), info.Transitions)
 
+	assert.True(t, a.Wrote("n1"))
+	assert.False(t, New(cs, Options{Clock: clk}).Wrote("n1"), "another client wrote nothing")
 	require.NoError(t, a.Release(ctx, "n1", "tool-a"))
+	assert.False(t, a.Wrote("n1"), "released")
 	_, err = cs.CoordinationV1().Leases(DefaultNamespace).Get(ctx, "node-n1", metav1.GetOptions{})
 	assert.True(t, err != nil, "released lease is deleted")
 	require.NoError(t, a.Release(ctx, "n1", "tool-a"), "releasing an absent lease succeeds")

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -84,12 +86,27 @@ func (s *step) acquire() (*lease.Info, error) {
 // leader that includes a lease another replica took for the
 // request and left behind (lease.Options.TakeOverReplicas).
 func (s *step) releaseIfHeld() {
-	if err := s.r.Leases.Release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
-		s.logger.V(2).Info("Released a lease not needed while waiting")
-		s.status.LeaseHolder = ""
+	if s.leaseMayBeHeld() {
+		if err := s.r.Leases.Release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
+			s.logger.V(2).Info("Released a lease not needed while waiting")
+			s.status.LeaseHolder = ""
+		}
 	}
 	s.r.memo.forget(s.node.Name)
 	s.releaseBudget()
+}
+
+// leaseMayBeHeld reports whether the node has a lease lull may hold: the
+// lease client wrote one, or the cache shows one (or cannot say). A
+// waiting request looks every 30 s, and asking the API server each time
+// for a lease that is not there cost a read per look.
+func (s *step) leaseMayBeHeld() bool {
+	if s.r.Leases.Wrote(s.node.Name) {
+		return true
+	}
+	var l coordinationv1.Lease
+	err := s.r.Client.Get(s.ctx, types.NamespacedName{Namespace: s.r.Leases.Namespace(), Name: lease.Name(s.node.Name)}, &l)
+	return !apierrors.IsNotFound(err)
 }
 
 // releaseBudget gives up the request's budget slot and, when that freed
