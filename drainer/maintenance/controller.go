@@ -164,16 +164,13 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 			}
 		}
 	})
-	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
-	})
 	return ctrl.ControllerManagedBy(mgr).
 		Named("nodemaintenance").
 		// Our own status writes must not trigger another round: only spec,
 		// creation and deletion (which bumps the generation) do.
 		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Labels request and complete maintenance; unschedulable shows cordons.
-		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
+		Watches(&corev1.Node{}, nodeHandler(r.Options.MaintenanceLabel), ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
 		// A lease released or taken in the lease namespace.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest)).
 		// PodDisruptionBudgets gaining room unblock drains.
@@ -199,13 +196,47 @@ const wakePriority = 10
 // if the request is already queued).
 func wakeHandler() handler.EventHandler {
 	return handler.Funcs{GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		req := reconcile.Request{NamespacedName: types.NamespacedName{Name: e.Object.GetName()}}
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(wakePriority)}, req)
-			return
-		}
-		q.Add(req)
+		enqueue(q, e.Object.GetName(), wakePriority)
 	}}
+}
+
+// nodeHandler enqueues a node's request when the node changes; when its
+// maintenance label went, at wakePriority: the operator completed the
+// request, and completing it frees a budget slot another node waits for.
+func nodeHandler(label string) handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object.GetName(), 0)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			prio := 0
+			if hasLabel(asNode(e.ObjectOld), label) && !hasLabel(asNode(e.ObjectNew), label) {
+				prio = wakePriority
+			}
+			enqueue(q, e.ObjectNew.GetName(), prio)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object.GetName(), 0)
+		},
+	}
+}
+
+func asNode(o client.Object) *corev1.Node {
+	if n, ok := o.(*corev1.Node); ok {
+		return n
+	}
+	return &corev1.Node{}
+}
+
+// enqueue adds the request named name at priority prio (a priority queue
+// keeps the higher of an item's priorities).
+func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], name string, prio int) {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && prio != 0 {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(prio)}, req)
+		return
+	}
+	q.Add(req)
 }
 
 func nodeChanged(label string) predicate.Funcs {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -35,4 +36,23 @@ func TestWakeGoesFirst(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"woken/10", "woken-queued/10"}, got[:2])
 	assert.ElementsMatch(t, []string{"draining-1/0", "draining-2/0"}, got[2:])
+}
+
+// Removing a node's maintenance label completes its request, which frees
+// a slot: that event goes first too; other node changes do not.
+func TestLabelRemovalGoesFirst(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	h := nodeHandler("lull.dev/maintenance")
+	labelled := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "done", ResourceVersion: "1", Labels: map[string]string{"lull.dev/maintenance": "kernel"}}}
+	cordoned := labelled.DeepCopy()
+	cordoned.Name, cordoned.ResourceVersion, cordoned.Spec.Unschedulable = "cordoned", "2", true
+	h.Update(context.Background(), event.UpdateEvent{ObjectOld: labelled, ObjectNew: cordoned}, q)
+	unlabelled := labelled.DeepCopy()
+	unlabelled.Labels, unlabelled.ResourceVersion = nil, "2"
+	h.Update(context.Background(), event.UpdateEvent{ObjectOld: labelled, ObjectNew: unlabelled}, q)
+	req, prio, _ := q.GetWithPriority()
+	assert.Equal(t, "done/10", fmt.Sprintf("%s/%d", req.Name, prio))
+	req, prio, _ = q.GetWithPriority()
+	assert.Equal(t, "cordoned/0", fmt.Sprintf("%s/%d", req.Name, prio))
 }
