@@ -25,14 +25,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -164,13 +161,16 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 			}
 		}
 	})
+	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+	})
 	return ctrl.ControllerManagedBy(mgr).
 		Named("nodemaintenance").
 		// Our own status writes must not trigger another round: only spec,
 		// creation and deletion (which bumps the generation) do.
 		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Labels request and complete maintenance; unschedulable shows cordons.
-		Watches(&corev1.Node{}, nodeHandler(r.Options.MaintenanceLabel), ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
+		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
 		// A lease released or taken in the lease namespace.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest)).
 		// PodDisruptionBudgets gaining room unblock drains.
@@ -179,64 +179,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// A policy change decides again for requests not yet started.
 		Watches(&lullv1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequests),
 			ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.Wake, wakeHandler())).
+		WatchesRawSource(source.Channel(r.Wake, byName)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Workers}).
 		Complete(r)
-}
-
-// wakePriority orders the requests woken through Wake (a slot freed in
-// their budget, their window opening, a deadline) ahead of everything else
-// in the queue: each is a node that can start now, and during a wave the
-// queue holds dozens of drain rounds and watch events (in a 1,000-node
-// wave a woken request used to wait ~14 s behind them). Waiting requests'
-// own looks run at handler.LowPriority, below everything.
-const wakePriority = 10
-
-// wakeHandler enqueues a woken request by name at wakePriority (raising it
-// if the request is already queued).
-func wakeHandler() handler.EventHandler {
-	return handler.Funcs{GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		enqueue(q, e.Object.GetName(), wakePriority)
-	}}
-}
-
-// nodeHandler enqueues a node's request when the node changes; when its
-// maintenance label went, at wakePriority: the operator completed the
-// request, and completing it frees a budget slot another node waits for.
-func nodeHandler(label string) handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object.GetName(), 0)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			prio := 0
-			if hasLabel(asNode(e.ObjectOld), label) && !hasLabel(asNode(e.ObjectNew), label) {
-				prio = wakePriority
-			}
-			enqueue(q, e.ObjectNew.GetName(), prio)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object.GetName(), 0)
-		},
-	}
-}
-
-func asNode(o client.Object) *corev1.Node {
-	if n, ok := o.(*corev1.Node); ok {
-		return n
-	}
-	return &corev1.Node{}
-}
-
-// enqueue adds the request named name at priority prio (a priority queue
-// keeps the higher of an item's priorities).
-func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], name string, prio int) {
-	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
-	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && prio != 0 {
-		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(prio)}, req)
-		return
-	}
-	q.Add(req)
 }
 
 func nodeChanged(label string) predicate.Funcs {

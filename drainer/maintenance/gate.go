@@ -101,8 +101,7 @@ func (s *step) waitForWindow(v gate.Verdict) (reconcile.Result, error) {
 
 // lookAgain is when a waiting request looks at its gates again by itself:
 // at low priority, so that with hundreds waiting, the request a freed slot
-// or an opened window woke (at wakePriority), and the drains in progress,
-// go first.
+// or an opened window woke, and the drains in progress, go first.
 func lookAgain(after time.Duration) reconcile.Result {
 	return reconcile.Result{RequeueAfter: after, Priority: ptr.To(handler.LowPriority)}
 }
