@@ -88,3 +88,30 @@ func TestReleasedSlotWakesNextInLineOfItsWindow(t *testing.T) {
 	assert.Empty(t, woken(), "nothing released, nobody woken")
 	assert.Equal(t, 2, r.waiters.Len(), "w1-last and w2-old still wait")
 }
+
+// A request that lost its lease mid-drain waits for it with lull's cordon
+// still on the node: the node is still disrupted, so its slot stays in the
+// ledger (which is the whole count) until the cordon is undone.
+func TestCordonedRequestKeepsItsSlot(t *testing.T) {
+	ctx := context.Background()
+	nm := nmIn("lost", lullv1alpha1.PhaseWaitingForLease, t0(), "w1")
+	nm.UID, nm.Status.CordonedByLull = "uid-lost", true
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(nm).Build()
+	r := &Reconciler{Client: c, Wake: make(chan event.GenericEvent, 10),
+		Budget: &budget.Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}}
+	res, err := r.Budget.Reserve(ctx, c, nm, budget.Request{Node: nm.Name, DefaultMaxUnavailable: 1})
+	require.NoError(t, err)
+	require.True(t, res.Free)
+
+	s := &step{r: r, ctx: ctx, logger: klog.Background(), nm: nm, status: nm.Status.DeepCopy()}
+	s.releaseBudget()
+	entries, err := r.Budget.Entries(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, entries, "lost", "a cordoned node's slot was given back")
+
+	s.status.CordonedByLull = false // uncordonIfOurs ran
+	s.releaseBudget()
+	entries, err = r.Budget.Entries(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, entries, "lost")
+}

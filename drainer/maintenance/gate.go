@@ -128,7 +128,8 @@ func (s *step) waitForLease(v gate.Verdict) (reconcile.Result, error) {
 	}
 	// Waiting for another actor must not keep a budget slot others
 	// could use; the gate takes it again when the lease is free. The
-	// slot just taken is free again: the next in line may have it.
+	// slot just taken is free again: the next in line may have it
+	// (unless lull's cordon is still on the node: see releaseBudget).
 	s.releaseBudget()
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
 		s.event(corev1.EventTypeNormal, ReasonWaitingForLease, v.Message)

@@ -116,7 +116,16 @@ func (s *step) leaseMayBeHeld() bool {
 // and wait for its next look). A failure keeps the slot counted (fail
 // closed) until a later round or the ledger's pruning of finished
 // requests drops it.
+//
+// While lull's cordon is still on the node the slot is kept: the node is
+// still disrupted (budget.UsesBudget), and the ledger's entries are the
+// whole count. A request that lost its lease mid-drain waits for it
+// cordoned, and gives the slot back only once uncordonIfOurs has run (a
+// completion or an abort).
 func (s *step) releaseBudget() {
+	if s.status.CordonedByLull {
+		return
+	}
 	released, err := s.r.Budget.Release(s.ctx, s.nm.Spec.NodeName, s.nm.UID)
 	if err != nil {
 		s.logger.Error(err, "Releasing the budget slot; it stays counted until a later round")

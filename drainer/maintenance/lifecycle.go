@@ -150,8 +150,8 @@ func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of deleted node %s: %w", nm.Spec.NodeName, err)
 	}
 	r.memo.forget(nm.Spec.NodeName)
+	s.status.CordonedByLull = false // the node is gone, and its cordon with it
 	s.releaseBudget()
-	s.status.CordonedByLull = false
 	if neverSeen {
 		return s.finishAs(lullv1alpha1.PhaseNodeNotFound, corev1.EventTypeWarning, ReasonNodeNotFound,
 			fmt.Sprintf("node %q does not exist; nothing was done. Check spec.nodeName (kubectl get nodes) and create the request again", nm.Spec.NodeName))
