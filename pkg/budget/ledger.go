@@ -66,16 +66,17 @@ type Ledger struct {
 // keeps it (Free, nothing written). Entries of requests that no longer
 // exist or have finished are dropped in the same write.
 //
-// The count is the ledger's entries, read live. A request starts
-// disrupting only through Reserve and gives its slot back only once it
-// has stopped, so the entries are the nodes disrupting; no list of every
-// request is needed (at 1,000 requests each start listed them all: 0.3 s
-// per list, twice a second). Neither is the cache, which lags: counting
-// the requests it shows disrupting counted a request that had just given
-// its slot back, so the request woken for that slot found it taken. When
-// the ledger does not exist (first start, or deleted by hand), it is
-// created from a live list of the requests using budget, so those count.
-// Pruning is the one decision that reads requests, see prune.
+// The count is the union of the ledger's entries, read live, and the
+// requests the cache shows using budget. The ledger is the fence: a
+// request starts disrupting only through Reserve and keeps its slot while
+// lull's cordon is on its node, so the entries count every node disrupted
+// even while the cache lags. The cache adds what the ledger may have lost
+// (a ledger deleted or edited by hand, a release made too early): those
+// requests have been disrupting for longer than the cache lags, so a lost
+// entry never frees a slot (fail closed). Pruning is the one decision
+// the cache cannot make alone, see prune. (Every start used to list every
+// request from the API server: at 1,000 requests 0.3 s a list, twice a
+// second.)
 func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1alpha1.NodeMaintenance, req Request) (Result, error) {
 	if res, full, err := l.fullByLast(ctx, cached, nm, req); err != nil || full {
 		return res, err
@@ -88,13 +89,12 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 		if e, ok := entries[req.Node]; ok && e.UID == nm.UID {
 			return Result{Free: true}, nil
 		}
-		if cm == nil {
-			if err := l.seed(ctx, entries); err != nil {
-				return Result{}, err
-			}
-		}
 		pruned := l.prune(ctx, cached, entries)
-		active := append([]string(nil), req.Also...)
+		active, err := cachedActive(ctx, cached, req.Node)
+		if err != nil {
+			return Result{}, err
+		}
+		active = append(active, req.Also...)
 		for _, node := range sortedNodes(entries) {
 			if node != req.Node {
 				active = append(active, node)
@@ -118,20 +118,14 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 	}
 }
 
-// seed adds to a ledger about to be created an entry for every request
-// the API server shows using budget, read live: requests disrupting when
-// the ledger was deleted, or from before there was one.
-func (l *Ledger) seed(ctx context.Context, entries map[string]Entry) error {
+// cachedActive are the nodes of the requests cached shows using budget,
+// except node. The cached objects are only read, so they are not copied.
+func cachedActive(ctx context.Context, cached client.Reader, node string) ([]string, error) {
 	var all lullv1alpha1.NodeMaintenanceList
-	if err := l.Live.List(ctx, &all); err != nil {
-		return fmt.Errorf("listing NodeMaintenances to create the budget ledger: %w", err)
+	if err := cached.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing NodeMaintenances: %w", err)
 	}
-	for i := range all.Items {
-		if nm := &all.Items[i]; UsesBudget(nm) {
-			entries[nm.Spec.NodeName] = Entry{Request: nm.Name, UID: nm.UID, Holder: "(found disrupting)", Since: l.now()}
-		}
-	}
-	return nil
+	return activeRequests(all.Items, node), nil
 }
 
 // fullByLast answers "no room" without reading the ledger from the API

@@ -152,13 +152,12 @@ func TestUnreadableNodeInUse(t *testing.T) {
 	assert.True(t, res.Free, res.Message)
 }
 
-// Reserve lists the requests live only to create the ledger (at 1,000
-// requests each start listed them all): it counts the ledger. An entry the
-// cache shows finished is pruned without asking the API server; an entry
-// whose request the cache does not show yet is confirmed with one live
-// read, kept (and counted) while the request exists, pruned once it is
-// gone.
-func TestReserveCountsTheLedger(t *testing.T) {
+// Reserve never lists the requests live (at 1,000 requests each start
+// listed them all): it counts the ledger and the cache. An entry the cache
+// shows finished is pruned without asking the API server; an entry whose
+// request the cache does not show yet is confirmed with one live read,
+// kept (and counted) while the request exists, pruned once it is gone.
+func TestReserveCountsLedgerAndCache(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
 	var lists, gets int
@@ -179,8 +178,6 @@ func TestReserveCountsTheLedger(t *testing.T) {
 	l := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/x"}
 	req := inWindow(w)
 	reserveA(t, l, c, w, nms["a"])
-	require.Equal(t, 1, lists, "creating the ledger lists the requests")
-	lists = 0
 
 	res, err := l.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
@@ -283,10 +280,10 @@ func TestReserveFullWithoutReadingTheLedger(t *testing.T) {
 	assert.Equal(t, 1, reads)
 }
 
-// A ledger that does not exist (deleted by hand while nodes were
-// disrupted, or never made) is created from the requests the API server
-// shows using budget: they count, and the next start waits for them.
-func TestLedgerCreatedFromDisruptingRequests(t *testing.T) {
+// A request disrupting without a ledger entry (the ledger deleted or
+// edited by hand) still counts: the cache shows it, and the next start
+// waits for it (fail closed).
+func TestRequestWithoutEntryCounts(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
 	nms["a"].Status.Phase = lullv1alpha1.PhaseDraining
@@ -294,8 +291,14 @@ func TestLedgerCreatedFromDisruptingRequests(t *testing.T) {
 	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
 	res, err := l.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
 	require.NoError(t, err)
-	assert.False(t, res.Free, "a disrupts without an entry")
+	assert.False(t, res.Free, "a disrupts and there is no ledger")
 	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; 1 in use", res.Message)
+
+	// A ledger that exists but lost a's entry.
+	require.NoError(t, c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lull-system", Name: DefaultLedgerName}}))
+	res, err = l.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "a disrupts without an entry")
 }
 
 // Concurrent workers of one replica: a read answered before this worker's
