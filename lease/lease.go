@@ -203,7 +203,7 @@ func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason st
 	}
 	leases := c.cs.CoordinationV1().Leases(c.namespace)
 	name := Name(node)
-	if c.cached(node) == nil {
+	if !c.Wrote(node) {
 		// No lease of ours to renew: the common case is no lease at all
 		// (holders delete theirs), so create first and read only if one
 		// exists.

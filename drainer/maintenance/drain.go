@@ -92,7 +92,11 @@ func (s *step) drain() (reconcile.Result, error) {
 	s.status.WaitingFor = fmt.Sprintf("draining: %d of %d pod(s) left", s.status.Pods.Pending, s.status.Pods.Total)
 	res, err := s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay(round.Progress)})
 	if err == nil {
-		s.r.memo.blocked(s.node.Name, s.nm.UID, s.now, onlyBudgetsBlock(round, evictErr), round.StillBlocked(), listed)
+		budgets, left := onlyBudgetsBlock(round, evictErr), []corev1.Pod(nil)
+		if budgets != nil {
+			left = round.StillBlocked() // copied only when kept
+		}
+		s.r.memo.blocked(s.node.Name, s.nm.UID, s.now, budgets, left, listed)
 	}
 	return res, err
 }

@@ -67,7 +67,8 @@ var waveWindows = []struct {
 //
 // LULL_WAVE_NODES (default 1000), LULL_WAVE_PODS_PER_NODE (default 1) and
 // LULL_WAVE_TIMEOUT (the wave's own bound, default 40m: a 1,000-node wave
-// takes ~22 min on 2 cores) change the run.
+// takes ~5 min on 2 cores, 22 min before the 2026-11-24 fixes) change the
+// run.
 func BenchmarkFleetWave(b *testing.B) {
 	n, ppn := envInt(b, "LULL_WAVE_NODES", 1000), envInt(b, "LULL_WAVE_PODS_PER_NODE", 1)
 	bound, err := time.ParseDuration(envOr("LULL_WAVE_TIMEOUT", "40m"))
