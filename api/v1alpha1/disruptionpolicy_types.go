@@ -4,8 +4,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DisruptionAction is what a maintenance class needs done to its node.
-// +kubebuilder:validation:Enum=None;Cordon;Drain
+// DisruptionAction is a step of what a maintenance class needs done to its
+// node (steps.go has the steps lull-agent carries out).
+// +kubebuilder:validation:Enum=None;Cordon;Drain;RestartService;Reboot;PowerOff
 type DisruptionAction string
 
 const (
@@ -15,8 +16,8 @@ const (
 	// ActionCordon: cordon the node (gated like any material change:
 	// window, budget, lease), evict nothing.
 	ActionCordon DisruptionAction = "Cordon"
-	// ActionDrain: cordon and drain the node. The default for a class no
-	// rule matches.
+	// ActionDrain: cordon and drain the node. The built-in default for a
+	// class no rule matches.
 	ActionDrain DisruptionAction = "Drain"
 )
 
@@ -24,9 +25,12 @@ const (
 // DisruptionPolicy rule matches is drained.
 const DefaultRuleName = "(default)"
 
-// DisruptionRule maps maintenance classes to an action.
+// DisruptionRule maps maintenance classes to an ordered list of steps.
 // +kubebuilder:validation:XValidation:rule="has(self.class) != has(self.classPattern)",message="set exactly one of class (an exact class) or classPattern (a glob such as kernel-*)"
-// +kubebuilder:validation:XValidation:rule="!has(self.drain) || self.action == 'Drain'",message="drain settings apply only to rules whose action is Drain"
+// +kubebuilder:validation:XValidation:rule="has(self.action) != has(self.steps)",message="set exactly one of steps (an ordered list, such as [{type: Drain}, {type: Reboot}]) or action (one step, such as Drain)"
+// +kubebuilder:validation:XValidation:rule="!has(self.action) || self.action != 'RestartService'",message="a RestartService step names its unit: write steps: [{type: RestartService, unit: chronyd}]"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || !self.steps.exists(s, s.type == 'None') || size(self.steps) == 1",message="None means the class needs nothing done: it cannot be combined with other steps"
+// +kubebuilder:validation:XValidation:rule="!has(self.drain) || (has(self.action) && self.action in ['Drain', 'Reboot', 'PowerOff']) || (has(self.steps) && self.steps.exists(s, s.type in ['Drain', 'Reboot', 'PowerOff']))",message="drain settings apply only to rules that drain (a Drain, Reboot or PowerOff step)"
 type DisruptionRule struct {
 	// Name identifies the rule; requests record which rule decided them.
 	// +kubebuilder:validation:MinLength=1
@@ -49,11 +53,21 @@ type DisruptionRule struct {
 	// +kubebuilder:validation:Pattern=`^[-a-z0-9._*?]+$`
 	ClassPattern string `json:"classPattern,omitempty"`
 
-	// Action the matched classes need.
-	Action DisruptionAction `json:"action"`
+	// Action is a one-step rule: what the matched classes need (None,
+	// Cordon, Drain, Reboot or PowerOff). Set it or steps.
+	// +optional
+	Action DisruptionAction `json:"action,omitempty"`
+
+	// Steps the matched classes need, in order. A request's plan merges
+	// the steps of all its classes (docs/actions.md). Set it or action.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Steps []Step `json:"steps,omitempty"`
 
 	// Drain settings for requests this rule decides, unless the request
-	// sets its own (spec.drain). Only for action Drain.
+	// sets its own (spec.drain). Only for rules that drain.
 	// +optional
 	Drain *RuleDrain `json:"drain,omitempty"`
 }
@@ -99,8 +113,14 @@ type EffectiveRule struct {
 	// Rule name (DefaultRuleName for the built-in default).
 	Rule string `json:"rule"`
 	// Match is the class, or the pattern, the rule matches.
-	Match  string           `json:"match"`
+	Match string `json:"match"`
+	// Action is the rule's most disruptive step.
 	Action DisruptionAction `json:"action"`
+	// Steps are the rule's steps as people write them ("Drain",
+	// "RestartService chronyd").
+	// +optional
+	// +listType=atomic
+	Steps []string `json:"steps,omitempty"`
 	// ShadowedBy names an earlier rule that matches every class this one
 	// does, so this one never decides anything.
 	// +optional
@@ -130,8 +150,9 @@ type DisruptionPolicyStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// DisruptionPolicy maps maintenance classes to what they need done to a
-// node: None, Cordon or Drain. A class no rule matches is drained.
+// DisruptionPolicy maps maintenance classes to the steps they need done to
+// a node: None, Cordon, Drain, RestartService, Reboot, PowerOff. A class no
+// rule matches is drained.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -32,7 +34,7 @@ const (
 
 // MaintenancePhase is where a maintenance request is in its life. It is for
 // people; machines read the conditions.
-// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;Cordoning;Cordoned;Draining;Drained;Uncordoning;Completed;Failed;NodeNotFound
+// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;WaitingForAgent;Cordoning;Cordoned;Draining;Drained;Acting;PoweredOff;Uncordoning;Completed;Failed;NodeNotFound
 type MaintenancePhase string
 
 const (
@@ -40,12 +42,21 @@ const (
 	PhaseWaitingForWindow MaintenancePhase = "WaitingForWindow"
 	PhaseWaitingForBudget MaintenancePhase = "WaitingForBudget"
 	PhaseWaitingForLease  MaintenancePhase = "WaitingForLease"
-	PhaseCordoning        MaintenancePhase = "Cordoning"
+	// PhaseWaitingForAgent: the plan has host steps and no lull-agent is
+	// running on the node.
+	PhaseWaitingForAgent MaintenancePhase = "WaitingForAgent"
+	PhaseCordoning       MaintenancePhase = "Cordoning"
 	// PhaseCordoned: the node is cordoned and held for a class whose
 	// policy action is Cordon (nothing is evicted).
-	PhaseCordoned    MaintenancePhase = "Cordoned"
-	PhaseDraining    MaintenancePhase = "Draining"
-	PhaseDrained     MaintenancePhase = "Drained"
+	PhaseCordoned MaintenancePhase = "Cordoned"
+	PhaseDraining MaintenancePhase = "Draining"
+	PhaseDrained  MaintenancePhase = "Drained"
+	// PhaseActing: lull-agent carries out the plan's host steps
+	// (status.actions) under the lease (status.fencing).
+	PhaseActing MaintenancePhase = "Acting"
+	// PhasePoweredOff: the node was powered off; it stays cordoned and
+	// leased until an admin completes the request.
+	PhasePoweredOff  MaintenancePhase = "PoweredOff"
 	PhaseUncordoning MaintenancePhase = "Uncordoning"
 	PhaseCompleted   MaintenancePhase = "Completed"
 	PhaseFailed      MaintenancePhase = "Failed"
@@ -58,7 +69,11 @@ const (
 // Disrupting reports whether a node in this phase is being, or has been,
 // disrupted by lull: cordoned, draining or drained.
 func (p MaintenancePhase) Disrupting() bool {
-	return p == PhaseCordoning || p == PhaseCordoned || p == PhaseDraining || p == PhaseDrained
+	switch p {
+	case PhaseCordoning, PhaseCordoned, PhaseDraining, PhaseDrained, PhaseActing, PhasePoweredOff:
+		return true
+	}
+	return false
 }
 
 // Finished reports whether the request has ended.
@@ -82,6 +97,7 @@ const (
 )
 
 // NodeMaintenanceSpec is a request for disruptive maintenance of one node.
+// +kubebuilder:validation:XValidation:rule="has(self.class) != has(self.classes)",message="set class (one kind of change) or classes (several), not both"
 type NodeMaintenanceSpec struct {
 	// NodeName is the node to maintain. Immutable.
 	// +kubebuilder:validation:MinLength=1
@@ -90,11 +106,25 @@ type NodeMaintenanceSpec struct {
 	NodeName string `json:"nodeName"`
 
 	// Class names the kind of change (kernel-update, ssh-keys, hardware,
-	// ...); a DisruptionPolicy maps it to the action it needs.
+	// ...); a DisruptionPolicy maps it to the steps it needs. Set class or
+	// classes.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
-	Class string `json:"class"`
+	Class string `json:"class,omitempty"`
+
+	// Classes name several kinds of change made together; the plan merges
+	// the steps each needs (docs/actions.md). Set class or classes.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, d == c))",message="classes must not repeat a class"
+	// +listType=atomic
+	Classes []string `json:"classes,omitempty"`
 
 	// Reason is free text for people.
 	// +optional
@@ -169,17 +199,42 @@ type Blocker struct {
 	Since metav1.Time `json:"since"`
 }
 
+// AllClasses returns the request's classes: classes, or class alone.
+func (s *NodeMaintenanceSpec) AllClasses() []string {
+	if len(s.Classes) > 0 {
+		return s.Classes
+	}
+	if s.Class == "" {
+		return nil
+	}
+	return []string{s.Class}
+}
+
+// ClassNames is the request's classes for people: "a, b".
+func (s *NodeMaintenanceSpec) ClassNames() string { return strings.Join(s.AllClasses(), ", ") }
+
 // Decision is what the DisruptionPolicies decided for a request. It is
 // taken again on every reconcile until the request starts (so a policy
 // change affects requests not yet started) and kept from then on.
 type Decision struct {
-	// Action the request's class needs.
+	// Action is the plan's most disruptive step (None when there are no
+	// steps).
 	Action DisruptionAction `json:"action"`
-	// Policy whose rule decided; empty for the built-in default.
+	// Policy whose rule decided the most disruptive step; empty for the
+	// built-in default.
 	// +optional
 	Policy string `json:"policy,omitempty"`
-	// Rule that decided (DefaultRuleName for the built-in default).
+	// Rule that decided it (DefaultRuleName for the built-in default).
 	Rule string `json:"rule"`
+	// Steps is the merged plan in the order it is carried out: Cordon,
+	// Drain, service restarts, Reboot, PowerOff (docs/actions.md).
+	// +optional
+	// +listType=atomic
+	Steps []PlannedStep `json:"steps,omitempty"`
+	// Classes records the rule that decided each class.
+	// +optional
+	// +listType=atomic
+	Classes []ClassDecision `json:"classes,omitempty"`
 	// Timeout and Escalation from the rule, when it sets them.
 	// +optional
 	Timeout *Duration `json:"timeout,omitempty"`
@@ -250,6 +305,14 @@ type NodeMaintenanceStatus struct {
 	DrainedAt *metav1.Time `json:"drainedAt,omitempty"`
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// Actions are the plan's host steps and how far lull-agent has got
+	// with each, in order.
+	// +optional
+	// +listType=atomic
+	Actions []ActionStatus `json:"actions,omitempty"`
+	// Fencing is the lease the host steps run under.
+	// +optional
+	Fencing *Fencing `json:"fencing,omitempty"`
 	// LastError is the last failure, cleared on success.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
@@ -264,6 +327,7 @@ type NodeMaintenanceStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=nm,categories=lull
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`
+// +kubebuilder:printcolumn:name="Classes",type=string,JSONPath=`.spec.classes`,priority=1
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.status.decision.action`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Next-Window",type=string,JSONPath=`.status.nextWindowStart`

@@ -77,7 +77,7 @@ func (s *step) replicaHolds(holder string) (reconcile.Result, bool, error) {
 
 // acquire takes (or renews) the node's lease for this request.
 func (s *step) acquire() (*lease.Info, error) {
-	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.Class)
+	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.ClassNames())
 	return s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
 }
 

@@ -287,12 +287,12 @@ func (f *Forecast) DeletePolicy(name string) {
 }
 
 // Decide is what the DisruptionPolicies the forecast holds decide for
-// class: the one merged set the forecast itself decides with.
-func (f *Forecast) Decide(class string) lullv1alpha1.Decision {
+// classes: the one merged set the forecast itself decides with.
+func (f *Forecast) Decide(classes []string) lullv1alpha1.Decision {
 	f.mu.Lock()
 	rules := f.rules
 	f.mu.Unlock()
-	return rules.Decide(class)
+	return rules.Decide(classes)
 }
 
 func (f *Forecast) mergePoliciesLocked() {

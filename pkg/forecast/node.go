@@ -2,6 +2,7 @@ package forecast
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -26,15 +27,16 @@ type Lease struct {
 type Maintenance struct {
 	// Name of the NodeMaintenance; empty while the request is only a
 	// label the drainer has not yet turned into an object.
-	Name  string
-	Class string
-	Phase lullv1alpha1.MaintenancePhase
+	Name string
+	// Classes requested (the label's one class, or the request's).
+	Classes []string
+	Phase   lullv1alpha1.MaintenancePhase
 	// Deadline after which windows no longer gate the request (zero: none).
 	Deadline time.Time
 	// Started: lull has begun disrupting the node for this request (it
 	// may since have lost the lease while its cordon stays).
 	Started bool
-	// Decision is what the DisruptionPolicies decide for Class now (a
+	// Decision is what the DisruptionPolicies decide for Classes now (a
 	// started request keeps the decision its status records).
 	Decision lullv1alpha1.Decision
 }
@@ -167,7 +169,7 @@ func Compute(now time.Time, in Input) *Node {
 	}
 	n.Maintenance = maintenanceOf(in.NM, n.LabelClass, n.HasLabel)
 	if m := n.Maintenance; m != nil && in.Policies != nil {
-		m.Decision = in.Policies.Decide(m.Class)
+		m.Decision = in.Policies.Decide(m.Classes)
 		if !m.Started && !m.Phase.Disrupting() && m.Decision.Action == lullv1alpha1.ActionNone {
 			// The drainer completes such a request at once, touching nothing.
 			n.Maintenance = nil
@@ -197,7 +199,7 @@ func (n *Node) certainNow(now time.Time) {
 		}
 	case n.Maintenance != nil && n.Maintenance.Phase.Disrupting():
 		n.Certain, n.Disruption = true, now
-		n.Reason = fmt.Sprintf("node is under maintenance %s (class %s, phase %s)", n.Maintenance.Name, n.Maintenance.Class, n.Maintenance.Phase)
+		n.Reason = fmt.Sprintf("node is under maintenance %s (class %s, phase %s)", n.Maintenance.Name, strings.Join(n.Maintenance.Classes, ", "), n.Maintenance.Phase)
 	}
 }
 
@@ -206,7 +208,7 @@ func (n *Node) certainNow(now time.Time) {
 // minTimeRemaining and its deadline.
 func (n *Node) windowsNow(now time.Time, in Input) {
 	m := n.Maintenance
-	what := fmt.Sprintf("node awaits maintenance (class %s)", m.Class)
+	what := fmt.Sprintf("node awaits maintenance (class %s)", strings.Join(m.Classes, ", "))
 	pastDeadline := !m.Deadline.IsZero() && !now.Before(m.Deadline)
 	if !m.Deadline.IsZero() && !pastDeadline {
 		n.bound(m.Deadline)
@@ -289,7 +291,7 @@ func (n *Node) bound(t time.Time) {
 // marked complete ends the request even while the label lingers.
 func maintenanceOf(nm *lullv1alpha1.NodeMaintenance, labelClass string, hasLabel bool) *Maintenance {
 	if nm != nil && nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
-		m := &Maintenance{Name: nm.Name, Class: nm.Spec.Class, Phase: nm.Status.Phase, Started: nm.Status.StartedAt != nil}
+		m := &Maintenance{Name: nm.Name, Classes: nm.Spec.AllClasses(), Phase: nm.Status.Phase, Started: nm.Status.StartedAt != nil}
 		if m.Phase == "" {
 			m.Phase = lullv1alpha1.PhasePending
 		}
@@ -299,7 +301,7 @@ func maintenanceOf(nm *lullv1alpha1.NodeMaintenance, labelClass string, hasLabel
 		return m
 	}
 	if hasLabel && (nm == nil || !nm.Spec.Complete) {
-		return &Maintenance{Class: labelClass, Phase: lullv1alpha1.PhasePending}
+		return &Maintenance{Classes: []string{labelClass}, Phase: lullv1alpha1.PhasePending}
 	}
 	return nil
 }

@@ -54,8 +54,8 @@ const budgetRetry = 30 * time.Second
 
 // Request is the request being gated.
 type Request struct {
-	// Class requested.
-	Class string
+	// Classes requested.
+	Classes []string
 	// Started: lull has begun disrupting the node for this request. It
 	// keeps its Decision and is never completed as needing nothing.
 	Started bool
@@ -72,7 +72,7 @@ type Request struct {
 // preview only looks.
 type Checks struct {
 	// Decide is the policies' decision for a class (forecast.Decide).
-	Decide func(class string) lullv1alpha1.Decision
+	Decide func(classes []string) lullv1alpha1.Decision
 	// Budget counts the budget (and, for the drainer, takes a slot).
 	Budget func(ctx context.Context) (budget.Result, error)
 	// Lease returns who else holds the node's lease (nil: the request
@@ -104,11 +104,11 @@ func (v Verdict) Start() bool { return v.Gate == "" }
 
 // Decide is the policy gate alone: the decision the request goes by, and
 // whether it needs nothing (action None, not started).
-func Decide(req Request, decide func(string) lullv1alpha1.Decision) (lullv1alpha1.Decision, bool) {
+func Decide(req Request, decide func([]string) lullv1alpha1.Decision) (lullv1alpha1.Decision, bool) {
 	if req.Decision != nil {
 		return *req.Decision, false
 	}
-	d := decide(req.Class)
+	d := decide(req.Classes)
 	return d, !req.Started && d.Action == lullv1alpha1.ActionNone
 }
 
@@ -120,7 +120,7 @@ func Check(ctx context.Context, req Request, c Checks) (Verdict, error) {
 	v.Decision = d
 	if none {
 		v.Gate, v.Reason = Policy, ReasonNoDisruption
-		v.Message = policy.Describe(req.Class, d) + ": completed at once, without lease, window or budget"
+		v.Message = policy.Describe(req.Classes, d) + ": completed at once, without lease, window or budget"
 		return v, nil
 	}
 	v.Window = CheckWindow(req.Forecast, req.Now)

@@ -22,7 +22,7 @@ type calls []string
 
 func (c *calls) checks(action lullv1alpha1.DisruptionAction, free bool, held *lease.HeldError) Checks {
 	return Checks{
-		Decide: func(class string) lullv1alpha1.Decision {
+		Decide: func([]string) lullv1alpha1.Decision {
 			*c = append(*c, "decide")
 			return lullv1alpha1.Decision{Action: action, Policy: "p", Rule: "r"}
 		},
@@ -41,18 +41,18 @@ func (c *calls) checks(action lullv1alpha1.DisruptionAction, free bool, held *le
 }
 
 func open() *forecast.Node {
-	return &forecast.Node{WindowOpen: true, Maintenance: &forecast.Maintenance{Class: "kernel-update"}}
+	return &forecast.Node{WindowOpen: true, Maintenance: &forecast.Maintenance{Classes: []string{"kernel-update"}}}
 }
 
 func closed() *forecast.Node {
 	next := window.Interval{Start: t0.Add(2 * time.Hour), End: t0.Add(4 * time.Hour)}
-	return &forecast.Node{Maintenance: &forecast.Maintenance{Class: "kernel-update"}, Disruption: next.Start,
+	return &forecast.Node{Maintenance: &forecast.Maintenance{Classes: []string{"kernel-update"}}, Disruption: next.Start,
 		Windows: &forecast.Windows{Names: []string{"noon"}, Until: next.Start, Next: next, HasNext: true, Start: next, HasStart: true}}
 }
 
 func tooLittle() *forecast.Node {
 	next := window.Interval{Start: t0.Add(24 * time.Hour), End: t0.Add(26 * time.Hour)}
-	return &forecast.Node{Maintenance: &forecast.Maintenance{Class: "kernel-update"}, Disruption: next.Start,
+	return &forecast.Node{Maintenance: &forecast.Maintenance{Classes: []string{"kernel-update"}}, Disruption: next.Start,
 		Windows: &forecast.Windows{Names: []string{"noon"}, Permitted: true, Until: t0.Add(10 * time.Minute),
 			Next: window.Interval{Start: t0.Add(-time.Hour), End: t0.Add(10 * time.Minute)}, HasNext: true,
 			MinTimeRemaining: 30 * time.Minute, MinTimeRemainingWindow: "noon", TooLittleLeft: true, Left: 10 * time.Minute,
@@ -99,7 +99,7 @@ func TestCheckOrder(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var c calls
-			tc.req.Class, tc.req.Now = "kernel-update", t0
+			tc.req.Classes, tc.req.Now = []string{"kernel-update"}, t0
 			v, err := Check(context.Background(), tc.req, c.checks(tc.action, tc.free, tc.held))
 			require.NoError(t, err)
 			require.Equal(t, tc.wantGate, v.Gate)
@@ -135,10 +135,10 @@ func TestCheckErrors(t *testing.T) {
 	var c calls
 	checks := c.checks(lullv1alpha1.ActionDrain, true, nil)
 	checks.Budget = func(context.Context) (budget.Result, error) { return budget.Result{}, errors.New("etcd unavailable") }
-	_, err := Check(context.Background(), Request{Class: "k", Forecast: open(), Now: t0}, checks)
+	_, err := Check(context.Background(), Request{Classes: []string{"k"}, Forecast: open(), Now: t0}, checks)
 	require.ErrorContains(t, err, "budget gate: etcd unavailable")
 	checks = c.checks(lullv1alpha1.ActionDrain, true, nil)
 	checks.Lease = func(context.Context) (*lease.HeldError, error) { return nil, errors.New("forbidden") }
-	_, err = Check(context.Background(), Request{Class: "k", Forecast: open(), Now: t0}, checks)
+	_, err = Check(context.Background(), Request{Classes: []string{"k"}, Forecast: open(), Now: t0}, checks)
 	require.ErrorContains(t, err, "lease gate: forbidden")
 }

@@ -347,7 +347,7 @@ func (cl *Cluster) prospective(p *Node, node *corev1.Node, req Request) *lullv1a
 // (pkg/gate), counting the nodes this preview already starts now against
 // the budget.
 func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, class string, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
-	greq := gate.Request{Class: class, Forecast: fc, Now: cl.Now}
+	greq := gate.Request{Classes: []string{class}, Forecast: fc, Now: cl.Now}
 	if ex := p.Existing; ex != nil && ex.Status.StartedAt != nil {
 		greq.Started, greq.Decision = true, ex.Status.Decision // started requests keep their decision
 	}
@@ -376,7 +376,7 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, class st
 	switch p.Start {
 	case StartImmediately:
 		p.StartAt = ptr.To(cl.Now.UTC())
-		p.WaitingFor = policy.Describe(class, v.Decision) + ": completes at once, without lease, window or budget"
+		p.WaitingFor = policy.Describe([]string{class}, v.Decision) + ": completes at once, without lease, window or budget"
 	case StartWindow:
 		p.StartAt = ptr.To(v.Window.Opens.UTC())
 	case StartNow:

@@ -76,28 +76,29 @@ func (s *Set) Rules() []Rule { return s.rules }
 // Order is the policy's place among all policies (1 first); 0 if unknown.
 func (s *Set) Order(policy string) int { return s.order[policy] }
 
-// Decide returns the action for class and the rule that chose it: the
-// first matching rule, else the built-in default, Drain.
-func (s *Set) Decide(class string) lullv1alpha1.Decision {
-	for i := range s.rules {
-		r := &s.rules[i]
-		if !r.Matches(class) {
-			continue
-		}
-		d := lullv1alpha1.Decision{Action: r.Action, Policy: r.Policy, Rule: r.Name}
-		if r.Drain != nil {
-			// An unreadable timeout (stored before admission checked
-			// it) is left out: the request then uses the drainer's.
-			if r.Drain.Timeout != nil && r.Drain.Timeout.Err() == nil {
-				t := *r.Drain.Timeout
-				d.Timeout = &t
-			}
-			d.Escalation = r.Drain.Escalation
-		}
-		return d
+// Decide returns the merged plan for a request's classes (steps.go).
+func (s *Set) Decide(classes []string) lullv1alpha1.Decision {
+	rules := make([]*Rule, len(classes))
+	for i, c := range classes {
+		rules[i] = s.match(c)
 	}
-	return lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain, Rule: lullv1alpha1.DefaultRuleName}
+	return plan(classes, rules)
 }
+
+// match is the first rule that decides class, else the built-in default.
+func (s *Set) match(class string) *Rule {
+	for i := range s.rules {
+		if s.rules[i].Matches(class) {
+			return &s.rules[i]
+		}
+	}
+	return &defaultRule
+}
+
+// defaultRule decides a class no rule matches: drain. A policy's catch-all
+// rule ("*") replaces it; the shipped default policy has one that drains
+// and reboots.
+var defaultRule = Rule{DisruptionRule: lullv1alpha1.DisruptionRule{Name: lullv1alpha1.DefaultRuleName, ClassPattern: "*", Action: lullv1alpha1.ActionDrain}}
 
 // Effective lists the merged rules as statuses show them, each marked when
 // an earlier rule already matches every class it matches, and ends with
@@ -107,7 +108,7 @@ func (s *Set) Effective() []lullv1alpha1.EffectiveRule {
 	catchAll := ""
 	for i := range s.rules {
 		r := &s.rules[i]
-		e := lullv1alpha1.EffectiveRule{Policy: r.Policy, Rule: r.Name, Match: r.Match(), Action: r.Action}
+		e := lullv1alpha1.EffectiveRule{Policy: r.Policy, Rule: r.Name, Match: r.Match(), Action: r.Most(), Steps: labels(r.StepList())}
 		for j := 0; j < i && e.ShadowedBy == ""; j++ {
 			if covers(&s.rules[j], r) {
 				e.ShadowedBy = s.rules[j].Ref()
@@ -118,7 +119,8 @@ func (s *Set) Effective() []lullv1alpha1.EffectiveRule {
 		}
 		out = append(out, e)
 	}
-	out = append(out, lullv1alpha1.EffectiveRule{Rule: lullv1alpha1.DefaultRuleName, Match: "*", Action: lullv1alpha1.ActionDrain, ShadowedBy: catchAll})
+	out = append(out, lullv1alpha1.EffectiveRule{Rule: lullv1alpha1.DefaultRuleName, Match: "*", Action: lullv1alpha1.ActionDrain,
+		Steps: labels(defaultRule.StepList()), ShadowedBy: catchAll})
 	return out
 }
 
@@ -134,28 +136,62 @@ func isCatchAll(pattern string) bool {
 	return pattern != "" && strings.Trim(pattern, "*") == ""
 }
 
-// Summary is a policy's rules in one line, "match=Action" in order.
+// Summary is a policy's rules in one line, "match=Step+Step" in order.
 func Summary(p *lullv1alpha1.DisruptionPolicy) string {
 	parts := make([]string, 0, len(p.Spec.Rules))
 	for _, r := range p.Spec.Rules {
 		rr := Rule{DisruptionRule: r}
-		parts = append(parts, fmt.Sprintf("%s=%s", rr.Match(), r.Action))
+		parts = append(parts, fmt.Sprintf("%s=%s", rr.Match(), strings.ReplaceAll(strings.Join(labels(rr.StepList()), "+"), " ", ":")))
 	}
 	return strings.Join(parts, " ")
 }
 
 // Describe says in one line what a decision means for a request.
-func Describe(class string, d lullv1alpha1.Decision) string {
+func Describe(classes []string, d lullv1alpha1.Decision) string {
+	what := "class " + strings.Join(classes, ", ")
+	if len(classes) > 1 {
+		what = "classes " + strings.Join(classes, ", ")
+	}
 	rule := "rule " + d.RuleRef()
 	if d.Policy == "" {
 		rule = "no DisruptionPolicy rule matches; the default"
 	}
+	if len(d.Classes) > 1 {
+		rule = "rules " + classRules(d.Classes)
+	}
 	switch d.Action {
 	case lullv1alpha1.ActionNone:
-		return fmt.Sprintf("class %s needs no disruption (%s)", class, rule)
+		return fmt.Sprintf("%s needs no disruption (%s)", what, rule)
 	case lullv1alpha1.ActionCordon:
-		return fmt.Sprintf("class %s needs the node cordoned, not drained (%s)", class, rule)
+		return fmt.Sprintf("%s needs the node cordoned, not drained (%s)", what, rule)
+	case lullv1alpha1.ActionDrain:
+		return fmt.Sprintf("%s needs the node drained (%s)", what, rule)
 	default:
-		return fmt.Sprintf("class %s needs the node drained (%s)", class, rule)
+		return fmt.Sprintf("%s needs %s (%s)", what, StepsLine(d.Steps), rule)
 	}
+}
+
+// classRules lists which rule decided each class: "a: p/r, b: (default)".
+func classRules(cs []lullv1alpha1.ClassDecision) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		ref := c.Rule
+		if c.Policy != "" {
+			ref = c.Policy + "/" + c.Rule
+		}
+		parts[i] = c.Class + ": " + ref
+	}
+	return strings.Join(parts, ", ")
+}
+
+// StepsLine is a plan in one line: "Cordon, Drain, Reboot".
+func StepsLine(steps []lullv1alpha1.PlannedStep) string {
+	if len(steps) == 0 {
+		return "nothing"
+	}
+	parts := make([]string, len(steps))
+	for i, st := range steps {
+		parts[i] = lullv1alpha1.StepLabel(st.Type, st.Unit)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -47,11 +47,11 @@ func TestDecide(t *testing.T) {
 		{"kernel", lullv1alpha1.ActionDrain, lullv1alpha1.DefaultRuleName},   // "kernel-*" needs the dash
 		{"firmware", lullv1alpha1.ActionDrain, lullv1alpha1.DefaultRuleName}, // nothing matches: drain
 	} {
-		d := s.Decide(tc.class)
+		d := s.Decide([]string{tc.class})
 		require.Equal(t, tc.action, d.Action, tc.class)
 		require.Equal(t, tc.ref, d.RuleRef(), tc.class)
 	}
-	d := s.Decide("kernel-update")
+	d := s.Decide([]string{"kernel-update"})
 	require.Equal(t, 10*time.Minute, d.Timeout.Duration)
 	require.Equal(t, lullv1alpha1.EscalationAbort, d.Escalation)
 	require.Equal(t, 1, s.Order("aaa"))
@@ -98,7 +98,7 @@ func TestShippedDefaultPolicy(t *testing.T) {
 		"kernel-update": lullv1alpha1.ActionDrain, "kernel-livepatch": lullv1alpha1.ActionDrain, "hardware": lullv1alpha1.ActionDrain,
 		"anything-else": lullv1alpha1.ActionDrain,
 	} {
-		require.Equal(t, want, s.Decide(class).Action, class)
+		require.Equal(t, want, s.Decide([]string{class}).Action, class)
 	}
 	for _, e := range s.Effective() {
 		require.Empty(t, e.ShadowedBy, "the shipped policy has no dead rule: %+v", e)
