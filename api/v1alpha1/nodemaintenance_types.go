@@ -230,10 +230,12 @@ type Decision struct {
 	// Drain, service restarts, Reboot, PowerOff (docs/actions.md).
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=24
 	Steps []PlannedStep `json:"steps,omitempty"`
 	// Classes records the rule that decided each class.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
 	Classes []ClassDecision `json:"classes,omitempty"`
 	// Timeout and Escalation from the rule, when it sets them.
 	// +optional
@@ -309,6 +311,7 @@ type NodeMaintenanceStatus struct {
 	// with each, in order.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=24
 	Actions []ActionStatus `json:"actions,omitempty"`
 	// Fencing is the lease the host steps run under.
 	// +optional

@@ -62,11 +62,13 @@ type PlannedStep struct {
 	// added (a Reboot or PowerOff is always cordoned and drained first).
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
 	Classes []string `json:"classes,omitempty"`
 	// Covers lists steps this one makes pointless ("RestartService
 	// chronyd (chrony-config)" under a Reboot).
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=24
 	Covers []string `json:"covers,omitempty"`
 }
 
@@ -80,6 +82,7 @@ type ClassDecision struct {
 	// Steps the rule gave, in its words ("RestartService chronyd").
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
 	Steps []string `json:"steps,omitempty"`
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -33,6 +34,7 @@ import (
 	policyctl "lull.dev/lull/drainer/policy"
 	windowctrl "lull.dev/lull/drainer/window"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/forecast"
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/pkg/settings"
@@ -101,6 +103,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints for profiling, unauthenticated: use a loopback address and kubectl port-forward (empty: off)")
 	o.Settings.AddFlags(fs, settings.TolerationKeyName)
 	fs.StringVar(&o.Maintenance.Identity, "identity", "", "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
+	fs.StringVar(&o.Maintenance.AgentNamespace, "agent-namespace", "lull-system", "namespace of lull-agent's leases (one per node it runs on)")
 	fs.StringVar(&o.Maintenance.BudgetNamespace, "budget-namespace", "lull-system", "namespace of the budget ledger ConfigMap lull-budget")
 	fs.DurationVar(&o.Maintenance.LeaseDuration, "lease-duration", time.Minute, "duration of the node leases lull holds (renewed every third of it)")
 	fs.DurationVar(&o.Maintenance.DrainTimeout, "drain-timeout", time.Hour, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")
@@ -149,10 +152,11 @@ func run(o Options) int {
 		RetryPeriod:             &o.RetryPeriod,
 		// Hand over quickly when the leader stops cleanly.
 		LeaderElectionReleaseOnCancel: true,
-		// Only the lease namespace's Leases: every kubelet renews its own
-		// heartbeat Lease every 10 s, and none of those concern us.
+		// Only the lease namespace's Leases and lull-agent's: every
+		// kubelet renews its own heartbeat Lease every 10 s, and none of
+		// those concern us.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.Settings.LeaseNamespace: {}}},
+			&coordinationv1.Lease{}: {Namespaces: leaseNamespaces(&o)},
 		}},
 	})
 	if err != nil {
@@ -303,4 +307,15 @@ func cachedNodeUID(c client.Reader) func(context.Context, string) (types.UID, er
 		}
 		return n.UID, nil
 	}
+}
+
+// leaseNamespaces are the Leases the drainer caches: every node lease, and
+// lull-agent's (by their label: the leader election lease may share the
+// namespace).
+func leaseNamespaces(o *Options) map[string]cache.Config {
+	ns := map[string]cache.Config{o.Settings.LeaseNamespace: {}}
+	if o.Maintenance.AgentNamespace != o.Settings.LeaseNamespace {
+		ns[o.Maintenance.AgentNamespace] = cache.Config{LabelSelector: labels.SelectorFromSet(labels.Set{agentlease.ComponentLabel: agentlease.Component})}
+	}
+	return ns
 }

@@ -16,17 +16,20 @@ package maintenance
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -39,6 +42,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/settings"
@@ -64,6 +68,8 @@ type Options struct {
 	Identity string
 	// BudgetNamespace holds the budget ledger (budget.Ledger).
 	BudgetNamespace string
+	// AgentNamespace holds lull-agent's leases (pkg/agentlease).
+	AgentNamespace string
 	// LeaseDuration of the node disruption lease lull holds.
 	LeaseDuration time.Duration
 	// DrainTimeout is how long a blocked drain waits before its
@@ -93,6 +99,9 @@ func (o *Options) defaults() {
 	}
 	if o.BudgetNamespace == "" {
 		o.BudgetNamespace = "lull-system"
+	}
+	if o.AgentNamespace == "" {
+		o.AgentNamespace = "lull-system"
 	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = time.Minute
@@ -167,12 +176,14 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.ControllerManagedBy(mgr).
 		Named("nodemaintenance").
 		// Our own status writes must not trigger another round: only spec,
-		// creation and deletion (which bumps the generation) do.
-		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// creation and deletion (which bumps the generation) do, and
+		// lull-agent recording a host step.
+		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, actionsChanged()))).
 		// Labels request and complete maintenance; unschedulable shows cordons.
 		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
-		// A lease released or taken in the lease namespace.
-		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest)).
+		// A lease released or taken in the lease namespace; lull-agent
+		// appearing on or leaving a node.
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest), ctrl.WithPredicates(r.leaseChanged())).
 		// PodDisruptionBudgets gaining room unblock drains.
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests),
 			ctrl.WithPredicates(budgetGrew())).
@@ -192,8 +203,10 @@ func nodeChanged(label string) predicate.Funcs {
 			if !ok1 || !ok2 {
 				return true
 			}
+			// A reboot shows as a new boot ID and Ready going and coming.
 			return o.Labels[label] != n.Labels[label] ||
-				hasLabel(o, label) != hasLabel(n, label) || o.Spec.Unschedulable != n.Spec.Unschedulable
+				hasLabel(o, label) != hasLabel(n, label) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
+				o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || nodeReady(o) != nodeReady(n)
 		},
 	}
 }
@@ -214,21 +227,59 @@ func budgetGrew() predicate.Funcs {
 }
 
 func (r *Reconciler) leaseToRequest(_ context.Context, o client.Object) []reconcile.Request {
-	if o.GetNamespace() != r.Leases.Namespace() {
-		return nil
+	node, ok := "", false
+	switch o.GetNamespace() {
+	case r.Leases.Namespace():
+		node, ok = lease.NodeOf(o.GetName())
+	case r.Options.AgentNamespace:
+		node, ok = strings.CutPrefix(o.GetName(), agentlease.Prefix)
 	}
-	node, ok := lease.NodeOf(o.GetName())
-	if !ok {
+	if !ok || node == "" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: node}}}
+}
+
+// leaseChanged passes every change of a node lease, and of lull-agent's
+// leases only their coming and going and a change of holder (a new pod):
+// each agent renews every 10 s, which is no news. A request waiting for
+// an agent whose lease lapsed looks again by itself.
+func (r *Reconciler) leaseChanged() predicate.Funcs {
+	agent := func(o client.Object) bool {
+		return o.GetNamespace() == r.Options.AgentNamespace && o.GetNamespace() != r.Leases.Namespace()
+	}
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if !agent(e.ObjectNew) {
+				return true
+			}
+			o, ok1 := e.ObjectOld.(*coordinationv1.Lease)
+			n, ok2 := e.ObjectNew.(*coordinationv1.Lease)
+			return !ok1 || !ok2 || ptr.Deref(o.Spec.HolderIdentity, "") != ptr.Deref(n.Spec.HolderIdentity, "")
+		},
+	}
+}
+
+// actionsChanged passes NodeMaintenance updates in which lull-agent
+// recorded progress of a host step.
+func actionsChanged() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*lullv1alpha1.NodeMaintenance)
+			n, ok2 := e.ObjectNew.(*lullv1alpha1.NodeMaintenance)
+			return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Status.Actions, n.Status.Actions)
+		},
+	}
 }
 
 // waitingRequests enqueues every request still waiting to start.
 func (r *Reconciler) waitingRequests(ctx context.Context, _ client.Object) []reconcile.Request {
 	return r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool {
 		return p == "" || p == lullv1alpha1.PhasePending || p == lullv1alpha1.PhaseWaitingForBudget ||
-			p == lullv1alpha1.PhaseWaitingForWindow || p == lullv1alpha1.PhaseWaitingForLease
+			p == lullv1alpha1.PhaseWaitingForWindow || p == lullv1alpha1.PhaseWaitingForLease || p == lullv1alpha1.PhaseWaitingForAgent
 	})
 }
 

@@ -401,6 +401,10 @@ func (s *step) drained() (reconcile.Result, error) {
 	}
 	s.cond(ConditionBlocked, false, "Drained", "nothing left to evict")
 	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
+	if s.hostSteps() {
+		s.event(corev1.EventTypeNormal, ReasonDrained, "node drained")
+		return s.act()
+	}
 	s.event(corev1.EventTypeNormal, ReasonDrained, "node drained; ready for maintenance")
 	return s.hold(lullv1alpha1.PhaseDrained)
 }

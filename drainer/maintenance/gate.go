@@ -26,6 +26,7 @@ func (s *step) gate() (reconcile.Result, error) {
 	v, err := gate.Check(s.ctx, gate.Request{Classes: s.nm.Spec.AllClasses(), Started: s.status.StartedAt != nil,
 		Decision: s.recordedDecision(), Forecast: s.fc, Now: s.now}, gate.Checks{
 		Decide: s.r.Forecast.Decide,
+		Agent:  func(context.Context) (bool, string, error) { return s.agentAlive() },
 		Budget: s.reserveBudget,
 		Lease: func(context.Context) (*lease.HeldError, error) {
 			info, err := s.acquire()
@@ -50,6 +51,9 @@ func (s *step) gate() (reconcile.Result, error) {
 	}
 	if v.Gate == gate.Policy {
 		return s.noDisruption(v.Message)
+	}
+	if v.Gate == gate.Agent {
+		return s.waitForAgent(v.Message, v.RetryAfter)
 	}
 	s.noteWindows()
 	if v.Gate == gate.Window {
@@ -155,6 +159,11 @@ func (s *step) start(info *lease.Info) (reconcile.Result, error) {
 		s.status.StartedAt = &metav1.Time{Time: s.now}
 	}
 	s.status.WaitingFor = ""
+	if !s.needsCordon() {
+		// Service restarts alone: the node keeps its pods and takes new ones.
+		s.event(corev1.EventTypeNormal, ReasonStarted, "lease acquired")
+		return s.act()
+	}
 	s.event(corev1.EventTypeNormal, ReasonStarted, "lease acquired; cordoning")
 	if _, err := s.save(lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err

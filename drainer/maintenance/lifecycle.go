@@ -39,15 +39,7 @@ func (s *step) cordon() (reconcile.Result, error) {
 		msg = "node was already cordoned by someone else; lull will leave that cordon in place"
 	}
 	s.cond(ConditionCordoned, true, "Cordoned", msg)
-	if s.action() == lullv1alpha1.ActionCordon {
-		s.cond(ConditionDrained, false, "NotNeeded", "the policy action is Cordon: nothing is evicted")
-		return s.hold(lullv1alpha1.PhaseCordoned)
-	}
-	// The first round's status write records the phase Draining with the
-	// round's counts: one write, not two. A round that fails before
-	// writing leaves the phase Cordoning, and the next reconcile cordons
-	// (a no-op now) and drains again.
-	return s.drain()
+	return s.afterCordon()
 }
 
 // hold keeps a drained (or, for action Cordon, cordoned) node's lease
@@ -62,15 +54,6 @@ func (s *step) hold(phase lullv1alpha1.MaintenancePhase) (reconcile.Result, erro
 	}
 	s.status.WaitingFor = what + ": do the maintenance, then remove the label lull.dev/maintenance (or set spec.complete)"
 	return s.save(phase, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
-}
-
-// action is the decided action; requests from before policies existed
-// (no decision recorded) drain.
-func (s *step) action() lullv1alpha1.DisruptionAction {
-	if d := s.status.Decision; d != nil {
-		return d.Action
-	}
-	return lullv1alpha1.ActionDrain
 }
 
 // abort undoes what lull did (its own cordon, its lease) and returns the

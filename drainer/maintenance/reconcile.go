@@ -158,6 +158,10 @@ func (s *step) run() (reconcile.Result, error) {
 		return s.drain()
 	case lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned:
 		return s.hold(s.nm.Status.Phase)
+	case lullv1alpha1.PhaseActing:
+		return s.act()
+	case lullv1alpha1.PhasePoweredOff:
+		return s.poweredOff()
 	default:
 		return s.gate()
 	}

@@ -17,8 +17,9 @@ const (
 	Duration = 40 * time.Second
 	// RenewEvery is how often the agent renews it.
 	RenewEvery = 10 * time.Second
-	// Component labels agent leases (app.kubernetes.io/component).
-	Component = "lull-agent"
+	// ComponentLabel = Component labels agent leases.
+	ComponentLabel = "app.kubernetes.io/component"
+	Component      = "lull-agent"
 )
 
 // Name is the agent lease's name for node.

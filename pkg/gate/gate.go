@@ -1,7 +1,8 @@
 // Package gate decides whether a maintenance request may start now: the
-// policy decision, the node's windows (minTimeRemaining included, as the
-// forecast decides them), the windows' disruption budget and the node's
-// disruption lease, in that order. lull-drainer gates every request with
+// policy decision, lull-agent on the node (for a plan with host steps),
+// the node's windows (minTimeRemaining included, as the forecast decides
+// them), the windows' disruption budget and the node's disruption lease,
+// in that order. lull-drainer gates every request with
 // it and `kubectl lull plan` previews with it, so the two cannot disagree
 // about the order or the answer.
 package gate
@@ -27,6 +28,9 @@ const (
 	// Policy: the decided action is None; the request needs no lease,
 	// window or budget and completes at once.
 	Policy Name = "Policy"
+	// Agent: the plan has host steps (RestartService, Reboot, PowerOff)
+	// and no lull-agent runs on the node; nothing is taken meanwhile.
+	Agent Name = "Agent"
 	// Window: the node's windows (or too little time left in them) keep
 	// the request from starting.
 	Window Name = "Window"
@@ -46,11 +50,27 @@ const (
 	ReasonBudgetInUse    = "BudgetInUse"
 	ReasonHeldByOther    = "HeldByOther"
 	ReasonNoDisruption   = "NoDisruptionNeeded"
+	ReasonNoAgent        = "NoAgent"
 )
 
 // budgetRetry is when to look at a full budget again; a request finishing
 // elsewhere wakes the drainer sooner.
 const budgetRetry = 30 * time.Second
+
+// agentRetry is when a request waiting for lull-agent looks again by
+// itself (an agent lease appearing wakes it sooner).
+const agentRetry = 15 * time.Second
+
+// HostSteps reports whether the decision's plan has steps lull-agent
+// carries out.
+func HostSteps(d lullv1alpha1.Decision) bool {
+	for _, st := range d.Steps {
+		if st.Type.HostStep() {
+			return true
+		}
+	}
+	return false
+}
 
 // Request is the request being gated.
 type Request struct {
@@ -73,6 +93,9 @@ type Request struct {
 type Checks struct {
 	// Decide is the policies' decision for a class (forecast.Decide).
 	Decide func(classes []string) lullv1alpha1.Decision
+	// Agent reports whether lull-agent runs on the node, and if not why
+	// (asked only for a plan with host steps; nil: not known, not asked).
+	Agent func(ctx context.Context) (bool, string, error)
 	// Budget counts the budget (and, for the drainer, takes a slot).
 	Budget func(ctx context.Context) (budget.Result, error)
 	// Lease returns who else holds the node's lease (nil: the request
@@ -122,6 +145,17 @@ func Check(ctx context.Context, req Request, c Checks) (Verdict, error) {
 		v.Gate, v.Reason = Policy, ReasonNoDisruption
 		v.Message = policy.Describe(req.Classes, d) + ": completed at once, without lease, window or budget"
 		return v, nil
+	}
+	if c.Agent != nil && HostSteps(d) && !req.Started {
+		ok, why, err := c.Agent(ctx)
+		if err != nil {
+			return v, fmt.Errorf("agent gate: %w", err)
+		}
+		if !ok {
+			v.Gate, v.Reason, v.RetryAfter = Agent, ReasonNoAgent, agentRetry
+			v.Message = fmt.Sprintf("the plan (%s) has steps lull-agent carries out on the node: %s", policy.StepsLine(d.Steps), why)
+			return v, nil
+		}
 	}
 	v.Window = CheckWindow(req.Forecast, req.Now)
 	if v.Window.Wait {

@@ -1,0 +1,381 @@
+package maintenance
+
+import (
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/pkg/policy"
+)
+
+// Condition types and event reasons of host steps (docs/actions.md).
+const (
+	ConditionAgentReady = "AgentReady"
+	ConditionFellBack   = "FellBack"
+
+	ReasonActing     = "Acting"
+	ReasonFellBack   = "FellBack"
+	ReasonCameBack   = "NodeCameBack"
+	ReasonPoweredOff = "PoweredOff"
+	ReasonStepFailed = "StepFailed"
+	ReasonNoAgent    = "WaitingForAgent"
+)
+
+// plan is the request's recorded plan. A decision recorded before plans
+// had steps reads as its action: Cordon, or Cordon and Drain.
+func (s *step) plan() []lullv1alpha1.PlannedStep {
+	d := s.status.Decision
+	switch {
+	case d == nil:
+		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}, {Type: lullv1alpha1.ActionDrain}}
+	case len(d.Steps) > 0:
+		return d.Steps
+	case d.Action == lullv1alpha1.ActionCordon:
+		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}}
+	case d.Action == lullv1alpha1.ActionDrain:
+		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}, {Type: lullv1alpha1.ActionDrain}}
+	}
+	return nil
+}
+
+func (s *step) planHas(t lullv1alpha1.DisruptionAction) bool {
+	for _, st := range s.plan() {
+		if st.Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+// rebootsOrPowersOff reports whether a Reboot or PowerOff is still to
+// come (planned, or a fallback).
+func (s *step) rebootsOrPowersOff() bool {
+	for _, a := range s.status.Actions {
+		if (a.Type == lullv1alpha1.StepReboot || a.Type == lullv1alpha1.StepPowerOff) && !a.State.Done() {
+			return true
+		}
+	}
+	return false
+}
+
+// needsCordon and needsDrain: what the plan, and a fallback reboot, need
+// done to the node before the host steps.
+func (s *step) needsCordon() bool {
+	return s.planHas(lullv1alpha1.ActionCordon) || s.needsDrain()
+}
+
+func (s *step) needsDrain() bool {
+	return s.planHas(lullv1alpha1.ActionDrain) || s.rebootsOrPowersOff()
+}
+
+// hostSteps reports whether the plan has steps lull-agent carries out.
+func (s *step) hostSteps() bool {
+	for _, st := range s.plan() {
+		if st.Type.HostStep() {
+			return true
+		}
+	}
+	return len(s.status.Actions) > 0
+}
+
+// afterCordon goes on from a cordoned node: drain it, hand it to
+// lull-agent, or hold it (plan Cordon).
+func (s *step) afterCordon() (reconcile.Result, error) {
+	switch {
+	case s.needsDrain():
+		// The first round's status write records the phase Draining with
+		// the round's counts: one write, not two. A round that fails
+		// before writing leaves the phase Cordoning, and the next
+		// reconcile cordons (a no-op now) and drains again.
+		return s.drain()
+	case s.hostSteps():
+		s.cond(ConditionDrained, false, "NotNeeded", "the plan drains nothing")
+		return s.act()
+	}
+	s.cond(ConditionDrained, false, "NotNeeded", "the policy action is Cordon: nothing is evicted")
+	return s.hold(lullv1alpha1.PhaseCordoned)
+}
+
+// agentAlive is the agent gate: does lull-agent run on the node (its
+// lease, pkg/agentlease, is fresh)? It reads the cache.
+func (s *step) agentAlive() (bool, string, error) {
+	var l coordinationv1.Lease
+	key := types.NamespacedName{Namespace: s.r.Options.AgentNamespace, Name: agentlease.Name(s.node.Name)}
+	err := s.r.Client.Get(s.ctx, key, &l)
+	if apierrors.IsNotFound(err) {
+		return false, fmt.Sprintf("no lull-agent runs on node %s (no Lease %s/%s): is the lull-agent DaemonSet installed, and its pod running on the node?",
+			s.node.Name, key.Namespace, key.Name), nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading lull-agent's lease %s: %w", key, err)
+	}
+	if agentlease.Alive(&l, s.now) {
+		return true, "", nil
+	}
+	last := "never"
+	if l.Spec.RenewTime != nil {
+		last = l.Spec.RenewTime.UTC().Format(time.RFC3339)
+	}
+	return false, fmt.Sprintf("lull-agent on node %s stopped renewing its lease %s (last renewed %s, by %s)", s.node.Name, key, last,
+		ptr.Deref(l.Spec.HolderIdentity, "?")), nil
+}
+
+// waitForAgent keeps a request whose plan needs lull-agent waiting until
+// one runs on the node, holding nothing.
+func (s *step) waitForAgent(msg string, retry time.Duration) (reconcile.Result, error) {
+	s.releaseIfHeld()
+	s.releaseBudget()
+	if s.status.Phase != lullv1alpha1.PhaseWaitingForAgent {
+		s.event(corev1.EventTypeWarning, ReasonNoAgent, msg)
+	}
+	s.cond(ConditionAgentReady, false, "NoAgent", msg)
+	s.status.WaitingFor = msg
+	return s.save(lullv1alpha1.PhaseWaitingForAgent, lookAgain(retry))
+}
+
+// act hands the host steps to lull-agent (phase Acting) and follows them:
+// it keeps the lease and the fencing token current, times out a step the
+// agent does not finish, sees a rebooted node come back, falls back to a
+// reboot when a service restart fails, and ends the request when every
+// step is done.
+func (s *step) act() (reconcile.Result, error) {
+	if res, lost, err := s.renew(); lost || err != nil {
+		return res, err
+	}
+	fence, err := s.fencing()
+	if err != nil || fence == nil {
+		// The cache has not seen our lease yet (or it is another's: the
+		// renewal just now would have said so): look again shortly.
+		return reconcile.Result{RequeueAfter: time.Second}, err
+	}
+	entering := s.status.Phase != lullv1alpha1.PhaseActing
+	if s.status.Actions == nil {
+		s.status.Actions = hostActions(s.plan())
+	}
+	s.status.Fencing = fence
+	if entering {
+		s.event(corev1.EventTypeNormal, ReasonActing, "lull-agent carries out: "+actionsLine(s.status.Actions))
+	}
+	s.follow()
+	if i := failedAt(s.status.Actions); i >= 0 {
+		return s.failed(i)
+	}
+	next := nextAction(s.status.Actions)
+	if next == nil {
+		return s.actionsDone()
+	}
+	return s.awaitAgent(next)
+}
+
+// fencing is the token the agent acts under: our lease's UID and
+// transitions, as the cache shows the lease; nil until it shows ours.
+func (s *step) fencing() (*lullv1alpha1.Fencing, error) {
+	var l coordinationv1.Lease
+	key := types.NamespacedName{Namespace: s.r.Leases.Namespace(), Name: lease.Name(s.node.Name)}
+	if err := s.r.Client.Get(s.ctx, key, &l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading the lease %s: %w", key, err)
+	}
+	if !lease.SameFamily(ptr.Deref(l.Spec.HolderIdentity, ""), s.r.Options.Identity) {
+		return nil, nil
+	}
+	return &lullv1alpha1.Fencing{LeaseUID: l.UID, LeaseTransitions: ptr.Deref(l.Spec.LeaseTransitions, 0)}, nil
+}
+
+// hostActions are the plan's host steps, none started.
+func hostActions(plan []lullv1alpha1.PlannedStep) []lullv1alpha1.ActionStatus {
+	out := []lullv1alpha1.ActionStatus{}
+	for _, st := range plan {
+		if !st.Type.HostStep() {
+			continue
+		}
+		timeout := policy.DefaultTimeout(st.Type)
+		if st.Timeout != nil && st.Timeout.Err() == nil {
+			timeout = st.Timeout.Duration
+		}
+		out = append(out, lullv1alpha1.ActionStatus{Type: st.Type, Unit: st.Unit, Timeout: lullv1alpha1.Duration{Duration: timeout},
+			State: lullv1alpha1.ActionPending})
+	}
+	return out
+}
+
+func actionsLine(as []lullv1alpha1.ActionStatus) string {
+	out := ""
+	for i := range as {
+		if i > 0 {
+			out += ", "
+		}
+		out += as[i].Label()
+	}
+	return out
+}
+
+// follow judges the running step by what the drainer sees: a step past
+// its timeout has timed out; a rebooted node that reports another boot ID
+// and is Ready has come back; a node powered off has gone NotReady.
+func (s *step) follow() {
+	a := nextAction(s.status.Actions)
+	if a == nil || a.State != lullv1alpha1.ActionRunning || a.StartedAt == nil {
+		return
+	}
+	switch {
+	case a.Type == lullv1alpha1.StepReboot && a.BootID != "" && s.node.Status.NodeInfo.BootID != a.BootID && nodeReady(s.node):
+		s.endAction(a, lullv1alpha1.ActionSucceeded, fmt.Sprintf("node came back (boot ID %s, was %s) and is Ready", s.node.Status.NodeInfo.BootID, a.BootID))
+		s.event(corev1.EventTypeNormal, ReasonCameBack, "node rebooted and Ready again")
+	case a.Type == lullv1alpha1.StepPowerOff && !nodeReady(s.node):
+		s.endAction(a, lullv1alpha1.ActionSucceeded, "node powered off (NotReady)")
+	case !s.now.Before(a.StartedAt.Add(a.Timeout.Duration)):
+		what := "did not finish"
+		if a.Type == lullv1alpha1.StepReboot {
+			what = "did not come back"
+		}
+		s.endAction(a, lullv1alpha1.ActionTimedOut, fmt.Sprintf("%s %s within its timeout %s", a.Label(), what, a.Timeout.Duration))
+	}
+}
+
+func (s *step) endAction(a *lullv1alpha1.ActionStatus, state lullv1alpha1.ActionState, msg string) {
+	a.State, a.Message, a.FinishedAt = state, msg, &metav1.Time{Time: s.now}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// nextAction is the first step not done; nil when all are.
+func nextAction(as []lullv1alpha1.ActionStatus) *lullv1alpha1.ActionStatus {
+	for i := range as {
+		if !as[i].State.Done() {
+			return &as[i]
+		}
+	}
+	return nil
+}
+
+// failedAt is the index of a step that failed or timed out, not yet
+// handled (a fallback reboot after it handles it); -1 if none.
+func failedAt(as []lullv1alpha1.ActionStatus) int {
+	for i := range as {
+		if as[i].State != lullv1alpha1.ActionFailed && as[i].State != lullv1alpha1.ActionTimedOut {
+			continue
+		}
+		handled := false
+		for _, b := range as[i+1:] {
+			handled = handled || b.Fallback
+		}
+		if !handled {
+			return i
+		}
+	}
+	return -1
+}
+
+// failed handles a step that failed or timed out. A service restart falls
+// back to a reboot: the restarts still pending are skipped, a Reboot is
+// added, and the node is cordoned and drained first if the plan did not.
+// A Reboot or PowerOff that fails ends the request Failed (lull's cordon
+// undone, its lease released): nothing better is known to be safe.
+func (s *step) failed(i int) (reconcile.Result, error) {
+	a := s.status.Actions[i]
+	if a.Type != lullv1alpha1.StepRestartService || hasFallback(s.status.Actions) {
+		why := fmt.Sprintf("%s %s: %s", a.Label(), a.State, a.Message)
+		s.event(corev1.EventTypeWarning, ReasonStepFailed, why)
+		return s.abort(lullv1alpha1.PhaseFailed, why)
+	}
+	for j := range s.status.Actions {
+		if !s.status.Actions[j].State.Done() {
+			s.endAction(&s.status.Actions[j], lullv1alpha1.ActionSkipped, "a reboot replaces it: "+a.Label()+" "+string(a.State))
+		}
+	}
+	s.status.Actions = append(s.status.Actions, lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot, Fallback: true,
+		Timeout: lullv1alpha1.Duration{Duration: policy.DefaultRebootTimeout}, State: lullv1alpha1.ActionPending})
+	msg := fmt.Sprintf("%s %s (%s); falling back to a reboot (the node is drained first)", a.Label(), a.State, a.Message)
+	s.cond(ConditionFellBack, true, string(a.State), msg)
+	s.event(corev1.EventTypeWarning, ReasonFellBack, msg)
+	s.status.WaitingFor = msg
+	// The reboot needs the node cordoned and drained: go back through them.
+	if _, err := s.save(lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
+		return reconcile.Result{}, err
+	}
+	return s.cordon()
+}
+
+func hasFallback(as []lullv1alpha1.ActionStatus) bool {
+	for _, a := range as {
+		if a.Fallback {
+			return true
+		}
+	}
+	return false
+}
+
+// actionsDone ends the host steps: a node powered off stays so (phase
+// PoweredOff) until an admin completes the request; otherwise the request
+// completes as any other (uncordon what lull cordoned, release the lease).
+func (s *step) actionsDone() (reconcile.Result, error) {
+	for _, a := range s.status.Actions {
+		if a.Type == lullv1alpha1.StepPowerOff && a.State == lullv1alpha1.ActionSucceeded {
+			if s.status.Phase != lullv1alpha1.PhasePoweredOff {
+				s.event(corev1.EventTypeNormal, ReasonPoweredOff, "node powered off; it stays off and cordoned until the request is completed")
+			}
+			return s.poweredOff()
+		}
+	}
+	if _, err := s.save(lullv1alpha1.PhaseActing, reconcile.Result{}); err != nil {
+		return reconcile.Result{}, err
+	}
+	return s.r.complete(s.ctx, s.nm, s.node)
+}
+
+// poweredOff holds a powered-off node's lease and cordon until the request
+// is completed.
+func (s *step) poweredOff() (reconcile.Result, error) {
+	if res, lost, err := s.renew(); lost || err != nil {
+		return res, err
+	}
+	s.status.WaitingFor = "powered off: lull keeps the node cordoned and leased, and nothing powers it on. Do the hardware work, " +
+		"then remove the label lull.dev/maintenance (or set spec.complete)"
+	return s.save(lullv1alpha1.PhasePoweredOff, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
+}
+
+// awaitAgent waits for lull-agent to carry out the next step, saying so,
+// and looks again when the lease needs renewing or the step times out.
+func (s *step) awaitAgent(next *lullv1alpha1.ActionStatus) (reconcile.Result, error) {
+	retry := s.r.Options.LeaseDuration / 3
+	if next.State == lullv1alpha1.ActionRunning && next.StartedAt != nil {
+		if left := next.StartedAt.Add(next.Timeout.Duration).Sub(s.now); left < retry {
+			retry = left + time.Millisecond
+		}
+		s.status.WaitingFor = fmt.Sprintf("lull-agent runs %s (since %s)", next.Label(), next.StartedAt.UTC().Format(time.RFC3339))
+	} else {
+		s.status.WaitingFor = "lull-agent to start " + next.Label()
+	}
+	alive, why, err := s.agentAlive()
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if alive {
+		s.cond(ConditionAgentReady, true, "Running", "lull-agent runs on the node")
+	} else if next.Type != lullv1alpha1.StepReboot || next.State != lullv1alpha1.ActionRunning {
+		// A rebooting node's agent is down with it: that is no news.
+		s.cond(ConditionAgentReady, false, "NoAgent", why)
+		s.status.WaitingFor += "; " + why
+	}
+	return s.save(lullv1alpha1.PhaseActing, reconcile.Result{RequeueAfter: retry})
+}
