@@ -14,6 +14,7 @@
 # Names and references:
 #   lull-scheduler  lull.dev/lull-scheduler:$VERSION   static Go, cmd/lull-scheduler
 #   lull-drainer    lull.dev/lull-drainer:$VERSION     static Go, cmd/lull-drainer
+#   lull-agent      lull.dev/lull-agent:$VERSION       static Go, cmd/lull-agent (runs as root)
 #   pause           lull.dev/pause:$PAUSE_VERSION      static C, hack/images/pause/pause.c
 #   e2e-graceful    lull.dev/e2e-graceful:$VERSION     static Go, test/e2e/images/graceful
 #
@@ -37,14 +38,14 @@ OUT="${LULL_IMAGES_DIR:-${ROOT}/_output/images}"
 WORK="${OUT}/.work"
 STAMPS="${OUT}/.stamps"
 REGISTRY=lull.dev
-ALL=(lull-scheduler lull-drainer pause e2e-graceful)
+ALL=(lull-scheduler lull-drainer lull-agent pause e2e-graceful)
 
 die() { echo "images: $*" >&2; exit 1; }
 
 for a in "$@"; do
   case "$a" in
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    lull-scheduler|lull-drainer|pause|e2e-graceful) ;;
+    lull-scheduler|lull-drainer|lull-agent|pause|e2e-graceful) ;;
     *) die "unknown image '$a' (known: ${ALL[*]})" ;;
   esac
 done
@@ -170,6 +171,9 @@ image() {
       case "$name" in
         lull-scheduler) desc="lull-scheduler: kube-scheduler with lull's NodeDisruption plugin (secondary scheduler)" ;;
         lull-drainer) desc="lull-drainer: cordons and drains nodes only inside maintenance windows, under their lease and budgets" ;;
+        # Root, for chroot into the host's root and systemctl (docs/agent.md).
+        lull-agent) desc="lull-agent: carries out a node's host steps (restart a service, reboot, power off) under its lease"
+          user=0:0 ;;
         e2e-graceful) desc="lull e2e test workload: serves :8080, exits 0 GRACEFUL_DELAY after SIGTERM" ;;
       esac
       ;;
@@ -184,7 +188,7 @@ image() {
   rm -f "$stamp"
 
   case "$name" in
-    lull-scheduler|lull-drainer) go_static "$name" "./cmd/${name}" "lull.dev/lull/pkg/version.Version=${VERSION}" ;;
+    lull-scheduler|lull-drainer|lull-agent) go_static "$name" "./cmd/${name}" "lull.dev/lull/pkg/version.Version=${VERSION}" ;;
     e2e-graceful) go_static "$name" ./test/e2e/images/graceful ;;
     pause) pause_static ;;
   esac

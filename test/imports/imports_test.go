@@ -24,7 +24,7 @@ func layer(path string) int {
 	switch top, _, _ := strings.Cut(strings.TrimPrefix(path, module), "/"); top {
 	case "api":
 		return 0
-	case "drainer", "plugins":
+	case "drainer", "plugins", "agent":
 		return 2
 	case "cmd":
 		return 3

@@ -1,0 +1,292 @@
+// Package agent is lull-agent: one per node, it carries out the host steps
+// (RestartService, Reboot, PowerOff) of the NodeMaintenance of its own node,
+// only while the drainer has put the request in phase Acting and only while
+// the node's disruption lease is the one the request's fencing token names
+// (docs/actions.md, docs/agent.md). It records each step's start, end and
+// result in the request's status; the drainer decides everything else.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
+)
+
+// Event reasons on the NodeMaintenance.
+const (
+	ReasonActionStarted   = "ActionStarted"
+	ReasonActionSucceeded = "ActionSucceeded"
+	ReasonActionFailed    = "ActionFailed"
+	ReasonActionTimedOut  = "ActionTimedOut"
+	ReasonFenced          = "Fenced"
+)
+
+// Executor carries a host step out on the node. Run returns the last line
+// of what the step printed; ctx ends at the step's deadline.
+type Executor interface {
+	Run(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error)
+}
+
+// Agent reconciles its node's NodeMaintenance.
+type Agent struct {
+	// Client reads the cache (the node's request and its node) and
+	// writes the request's status.
+	Client client.Client
+	// Live reads the API server: the fencing check never trusts a cache.
+	Live client.Reader
+	// Node is the node this agent runs on.
+	Node string
+	// LeaseNamespace holds the node disruption leases.
+	LeaseNamespace string
+	// DrainerIdentity is the holder family of lull's drainer.
+	DrainerIdentity string
+	Exec            Executor
+	Clock           clock.Clock
+	Recorder        events.EventRecorder
+	Metrics         *Metrics
+}
+
+// Reconcile runs the request's next host step when the request and the
+// lease allow it.
+func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if req.Name != a.Node {
+		return reconcile.Result{}, nil
+	}
+	logger := klog.FromContext(ctx).WithValues("node", a.Node)
+	nm := &lullv1alpha1.NodeMaintenance{}
+	if err := a.Client.Get(ctx, req.NamespacedName, nm); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if nm.Status.Phase != lullv1alpha1.PhaseActing || nm.DeletionTimestamp != nil || nm.Spec.Complete {
+		return reconcile.Result{}, nil
+	}
+	i := next(nm.Status.Actions)
+	if i < 0 {
+		return reconcile.Result{}, nil
+	}
+	if why, err := a.fenced(ctx, nm); err != nil || why != "" {
+		if why != "" {
+			logger.Info("Not acting: the lease does not match the request's fencing token", "why", why)
+		}
+		// The lease watch is not ours to have: look again in a while.
+		return reconcile.Result{RequeueAfter: 10 * time.Second}, err
+	}
+	return a.run(ctx, logger, nm, i)
+}
+
+// next is the index of the first step not done, -1 if none.
+func next(as []lullv1alpha1.ActionStatus) int {
+	for i := range as {
+		if !as[i].State.Done() {
+			return i
+		}
+	}
+	return -1
+}
+
+// fenced says why the agent may not act for nm now ("" if it may): the
+// node's lease, read from the API server, must be the one the request's
+// fencing token names, held by lull's drainer and not expired.
+func (a *Agent) fenced(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (string, error) {
+	f := nm.Status.Fencing
+	if f == nil {
+		return "the request carries no fencing token", nil
+	}
+	var l coordinationv1.Lease
+	err := a.Live.Get(ctx, types.NamespacedName{Namespace: a.LeaseNamespace, Name: lease.Name(a.Node)}, &l)
+	if apierrors.IsNotFound(err) {
+		return "the node's lease does not exist", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the lease of node %s: %w", a.Node, err)
+	}
+	holder := ptr.Deref(l.Spec.HolderIdentity, "")
+	switch {
+	case l.UID != f.LeaseUID:
+		return fmt.Sprintf("the lease was released and taken again (UID %s, token names %s)", l.UID, f.LeaseUID), nil
+	case ptr.Deref(l.Spec.LeaseTransitions, 0) != f.LeaseTransitions:
+		return fmt.Sprintf("the lease changed holder since the token was issued (transitions %d, token %d)", ptr.Deref(l.Spec.LeaseTransitions, 0), f.LeaseTransitions), nil
+	case !lease.SameFamily(holder, a.DrainerIdentity):
+		return fmt.Sprintf("the lease is held by %q, not by lull (%s)", holder, a.DrainerIdentity), nil
+	case expired(&l, a.Clock.Now()):
+		return "the lease has expired", nil
+	}
+	return "", nil
+}
+
+func expired(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return true
+	}
+	return !now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+}
+
+// run records step i Running (a write the API server orders against the
+// drainer's: a conflict means start over from the newer request), carries
+// it out and records how it ended.
+func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.NodeMaintenance, i int) (reconcile.Result, error) {
+	now := a.Clock.Now()
+	st := &nm.Status.Actions[i]
+	if st.State == lullv1alpha1.ActionPending {
+		st.State, st.StartedAt = lullv1alpha1.ActionRunning, &metav1.Time{Time: now}
+		if st.Type == lullv1alpha1.StepReboot {
+			var node corev1.Node
+			if err := a.Client.Get(ctx, types.NamespacedName{Name: a.Node}, &node); err != nil {
+				return reconcile.Result{}, fmt.Errorf("reading node %s: %w", a.Node, err)
+			}
+			st.BootID = node.Status.NodeInfo.BootID
+		}
+		if err := a.Client.Status().Update(ctx, nm); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("recording %s started: %w", st.Label(), err)
+		}
+		a.event(nm, corev1.EventTypeNormal, ReasonActionStarted, "lull-agent started "+st.Label())
+		st = &nm.Status.Actions[i]
+	} else {
+		logger.Info("Resuming a step that was running when the agent stopped", "step", st.Label())
+	}
+	deadline := st.StartedAt.Add(st.Timeout.Duration)
+	if st.Timeout.Duration <= 0 {
+		deadline = now.Add(time.Minute)
+	}
+	runCtx, cancel := a.deadline(ctx, deadline)
+	defer cancel()
+	logger.Info("Running", "step", st.Label(), "deadline", deadline)
+	started := a.Clock.Now()
+	out, err := a.Exec.Run(runCtx, *st)
+	if ctx.Err() != nil {
+		// The agent is stopping (not the step's deadline): the step stays
+		// Running, and the next agent on the node runs it again.
+		return reconcile.Result{}, ctx.Err()
+	}
+	result := outcome(st.Type, runCtx, err)
+	if a.Metrics != nil {
+		a.Metrics.observe(st.Type, result, a.Clock.Since(started))
+	}
+	if result == lullv1alpha1.ActionRunning {
+		// A reboot issued: the drainer sees the node come back.
+		logger.Info("Reboot issued", "output", out)
+		return reconcile.Result{}, nil
+	}
+	return a.record(ctx, nm, i, result, message(out, err, result, st.Timeout.Duration))
+}
+
+// deadline bounds a step by the agent's clock: the context ends when the
+// step's timeout has passed.
+func (a *Agent) deadline(ctx context.Context, at time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	left := at.Sub(a.Clock.Now())
+	if left <= 0 {
+		cancel()
+		return ctx, cancel
+	}
+	t := a.Clock.NewTimer(left)
+	go func() {
+		select {
+		case <-t.C():
+			cancel()
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}()
+	return ctx, cancel
+}
+
+// outcome is the state a step's run leaves it in.
+func outcome(t lullv1alpha1.DisruptionAction, ctx context.Context, err error) lullv1alpha1.ActionState {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return lullv1alpha1.ActionTimedOut
+	case err != nil:
+		return lullv1alpha1.ActionFailed
+	case t == lullv1alpha1.StepReboot:
+		return lullv1alpha1.ActionRunning
+	}
+	return lullv1alpha1.ActionSucceeded
+}
+
+func message(out string, err error, state lullv1alpha1.ActionState, timeout time.Duration) string {
+	msg := out
+	switch {
+	case state == lullv1alpha1.ActionTimedOut:
+		msg = fmt.Sprintf("did not finish within %s", timeout)
+		if out != "" {
+			msg += "; last output: " + out
+		}
+	case err != nil:
+		msg = err.Error()
+		if out != "" {
+			msg += "; last output: " + out
+		}
+	}
+	if len(msg) > 1024 {
+		msg = msg[:1021] + "..."
+	}
+	return msg
+}
+
+// record writes how step i ended, on the request as it is now (the
+// drainer may have written since): only that step's fields change.
+func (a *Agent) record(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, i int, state lullv1alpha1.ActionState, msg string) (reconcile.Result, error) {
+	label := nm.Status.Actions[i].Label()
+	for attempt := 0; ; attempt++ {
+		st := &nm.Status.Actions[i]
+		if st.State.Done() {
+			return reconcile.Result{}, nil // the drainer ended it (timed out) meanwhile
+		}
+		st.State, st.Message, st.FinishedAt = state, msg, &metav1.Time{Time: a.Clock.Now()}
+		err := a.Client.Status().Update(ctx, nm)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt >= 5 {
+			return reconcile.Result{}, fmt.Errorf("recording %s %s: %w", label, state, err)
+		}
+		fresh := &lullv1alpha1.NodeMaintenance{}
+		if err := a.Live.Get(ctx, types.NamespacedName{Name: nm.Name}, fresh); err != nil {
+			return reconcile.Result{}, fmt.Errorf("re-reading NodeMaintenance %s: %w", nm.Name, err)
+		}
+		if fresh.UID != nm.UID || len(fresh.Status.Actions) <= i || fresh.Status.Actions[i].Label() != label {
+			return reconcile.Result{}, nil
+		}
+		nm = fresh
+	}
+	switch state {
+	case lullv1alpha1.ActionSucceeded:
+		a.event(nm, corev1.EventTypeNormal, ReasonActionSucceeded, fmt.Sprintf("%s succeeded: %s", label, msg))
+	case lullv1alpha1.ActionFailed, lullv1alpha1.ActionTimedOut:
+		reason := ReasonActionFailed
+		if state == lullv1alpha1.ActionTimedOut {
+			reason = ReasonActionTimedOut
+		}
+		then := "; the request fails"
+		if nm.Status.Actions[i].Type == lullv1alpha1.StepRestartService {
+			then = "; lull falls back to a reboot"
+		}
+		a.event(nm, corev1.EventTypeWarning, reason, fmt.Sprintf("%s %s: %s%s", label, state, msg, then))
+	}
+	return reconcile.Result{}, nil
+}
+
+func (a *Agent) event(nm *lullv1alpha1.NodeMaintenance, eventType, reason, msg string) {
+	if a.Recorder != nil {
+		a.Recorder.Eventf(nm, nil, eventType, reason, "Act", "%s", msg)
+	}
+}

@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"lull.dev/lull/lease"
+	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/pkg/version"
+)
+
+// Options are lull-agent's flags.
+type Options struct {
+	Node, Namespace, LeaseNamespace, DrainerIdentity string
+	Commands                                         Commands
+	SimulatePower                                    bool
+	SimulatedBootTime                                time.Duration
+	MetricsAddr, ProbeAddr                           string
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Node, "node-name", os.Getenv("NODE_NAME"), "the node this agent runs on (default $NODE_NAME)")
+	fs.StringVar(&o.Namespace, "namespace", "lull-system", "namespace of the agent's own lease (lull-agent-<node>)")
+	fs.StringVar(&o.LeaseNamespace, "lease-namespace", lease.DefaultNamespace, "namespace of the node disruption leases")
+	fs.StringVar(&o.DrainerIdentity, "drainer-identity", "lull-drainer", "holder identity (family) of lull's drainer on node leases")
+	fs.StringVar(&o.Commands.HostRoot, "host-root", "/host", `where the host's root file system is mounted; commands run chrooted into it ("/": no chroot)`)
+	fs.StringVar(&o.Commands.Restart, "restart-command", `systemctl restart "$LULL_UNIT"`, "shell command restarting the unit $LULL_UNIT (empty: RestartService steps fail)")
+	fs.StringVar(&o.Commands.Reboot, "reboot-command", "systemctl reboot", "shell command rebooting the node (empty: Reboot steps fail)")
+	fs.StringVar(&o.Commands.PowerOff, "poweroff-command", "systemctl poweroff", "shell command powering the node off (empty: PowerOff steps fail)")
+	fs.BoolVar(&o.SimulatePower, "simulate-power", false, "reboot and power off at the API level only (kwok nodes): Ready=False, a new boot ID, Ready=True")
+	fs.DurationVar(&o.SimulatedBootTime, "simulated-boot-time", 3*time.Second, "how long a simulated reboot keeps the node NotReady")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", "127.0.0.1:8095", `metrics endpoint ("0" disables it)`)
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", "127.0.0.1:8096", "health and readiness probes")
+}
+
+// Run runs lull-agent with args until a signal; it returns the exit code.
+func Run(args []string) int {
+	fs := flag.NewFlagSet("lull-agent", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	var o Options
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.Node == "" {
+		fmt.Fprintln(os.Stderr, "lull-agent: --node-name (or $NODE_NAME) is required")
+		return 2
+	}
+	ctrl.SetLogger(klog.NewKlogr())
+	logger := klog.Background().WithName("lull-agent").WithValues("node", o.Node)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		logger.Error(err, "Loading kubeconfig")
+		return 1
+	}
+	identity := os.Getenv("POD_NAME")
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	cfg.UserAgent = fmt.Sprintf("lull-agent/%s (%s)", version.Version, o.Node)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 lullscheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
+		Cache:                  CacheOptions(o.Node, o.LeaseNamespace),
+	})
+	if err != nil {
+		logger.Error(err, "Creating manager")
+		return 1
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		logger.Error(err, "Creating client")
+		return 1
+	}
+	clk := clock.RealClock{}
+	var exec Executor = &o.Commands
+	if o.SimulatePower {
+		exec = &SimulatedPower{Client: mgr.GetClient(), Node: o.Node, BootTime: o.SimulatedBootTime, Clock: clk, Commands: &o.Commands}
+	}
+	a := &Agent{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Node: o.Node, LeaseNamespace: o.LeaseNamespace,
+		DrainerIdentity: o.DrainerIdentity, Exec: exec, Clock: clk, Recorder: mgr.GetEventRecorder("lull-agent"),
+		Metrics: NewMetrics(crmetrics.Registry)}
+	if err := a.SetupWithManager(mgr); err != nil {
+		logger.Error(err, "Setting up the controller")
+		return 1
+	}
+	if err := mgr.Add(&Heartbeat{Kube: kube, Namespace: o.Namespace, Node: o.Node, Identity: identity, Clock: clk}); err != nil {
+		logger.Error(err, "Adding the heartbeat")
+		return 1
+	}
+	_ = mgr.AddHealthzCheck("ping", healthz.Ping)
+	_ = mgr.AddReadyzCheck("ping", healthz.Ping)
+	logger.Info("Starting", "version", version.Version, "hostRoot", o.Commands.HostRoot, "simulatePower", o.SimulatePower)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		logger.Error(err, "Manager stopped")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,14 @@
+// Command lull-agent carries out a NodeMaintenance's host steps
+// (RestartService, Reboot, PowerOff) on its own node, under the node's
+// disruption lease; it runs as a DaemonSet (docs/agent.md).
+package main
+
+import (
+	"os"
+
+	"lull.dev/lull/agent"
+)
+
+func main() {
+	os.Exit(agent.Run(os.Args[1:]))
+}
