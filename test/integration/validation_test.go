@@ -279,3 +279,69 @@ func TestDrainerNodeNotFound(t *testing.T) {
 		return false, nil
 	}))
 }
+
+// Host steps and several classes are checked at admission, each with a
+// message saying what to fix.
+func TestStepsAdmission(t *testing.T) {
+	ctx := t.Context()
+	rs := func(u string) lullv1alpha1.Step {
+		return lullv1alpha1.Step{Type: lullv1alpha1.StepRestartService, Unit: u}
+	}
+	rules := map[string]struct {
+		rule lullv1alpha1.DisruptionRule
+		want string
+	}{
+		"restart with unit":    {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("chronyd"), {Type: lullv1alpha1.StepReboot, Timeout: dur(time.Hour)}}}, ""},
+		"drain reboot":         {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}, Drain: &lullv1alpha1.RuleDrain{Escalation: lullv1alpha1.EscalationWait}}, ""},
+		"restart without unit": {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("")}}, "unit names the systemd unit"},
+		"unit on reboot":       {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepReboot, Unit: "x"}}}, "unit names the systemd unit"},
+		"unit with shell":      {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("a;reboot")}}, "spec.rules[0].steps[0].unit"},
+		"timeout on drain":     {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain, Timeout: dur(time.Minute)}}}, "timeout applies to the steps lull-agent carries out"},
+		"timeout too long":     {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepReboot, Timeout: dur(25 * time.Hour)}}}, "a step's timeout must be positive and at most 24h"},
+		"None with others":     {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionNone}, {Type: lullv1alpha1.StepReboot}}}, "None means the class needs nothing done"},
+		"action and steps":     {lullv1alpha1.DisruptionRule{Action: lullv1alpha1.ActionDrain, Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepReboot}}}, "set exactly one of steps"},
+		"neither":              {lullv1alpha1.DisruptionRule{}, "set exactly one of steps"},
+		"action restart":       {lullv1alpha1.DisruptionRule{Action: lullv1alpha1.StepRestartService}, "a RestartService step names its unit"},
+		"drain settings no drain": {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("chronyd")}, Drain: &lullv1alpha1.RuleDrain{Escalation: lullv1alpha1.EscalationWait}},
+			"drain settings apply only to rules that drain"},
+	}
+	for name, tc := range rules {
+		t.Run("DisruptionPolicy/"+name, func(t *testing.T) {
+			r := tc.rule
+			r.Name, r.Class = "r", "c"
+			p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "adm-steps"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{r}}}
+			err := cp.Client.Create(ctx, p)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, cp.Client.Delete(ctx, p))
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+	requests := map[string]struct {
+		spec lullv1alpha1.NodeMaintenanceSpec
+		want string
+	}{
+		"classes":           {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"ssh-keys", "kernel-update"}}, ""},
+		"class and classes": {lullv1alpha1.NodeMaintenanceSpec{Class: "a", Classes: []string{"b"}}, "set class (one kind of change) or classes (several), not both"},
+		"neither":           {lullv1alpha1.NodeMaintenanceSpec{}, "set class (one kind of change) or classes (several), not both"},
+		"repeated":          {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"a", "a"}}, "classes must not repeat a class"},
+		"bad class":         {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"Kernel"}}, "spec.classes[0]"},
+	}
+	for name, tc := range requests {
+		t.Run("NodeMaintenance/"+name, func(t *testing.T) {
+			nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "adm-classes"}, Spec: tc.spec}
+			nm.Spec.NodeName = "adm-classes"
+			err := cp.Client.Create(ctx, nm)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, cp.Client.Delete(ctx, nm))
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
