@@ -224,11 +224,11 @@ func TestDisruptionPolicyAdmission(t *testing.T) {
 	}{
 		"class and pattern": {rule(func(r *lullv1alpha1.DisruptionRule) { r.ClassPattern = "kernel-*" }), "set exactly one of class"},
 		"neither":           {rule(func(r *lullv1alpha1.DisruptionRule) { r.Class = "" }), "set exactly one of class"},
-		"unknown action":    {rule(func(r *lullv1alpha1.DisruptionRule) { r.Action = "Reboot" }), `Unsupported value: "Reboot"`},
+		"unknown action":    {rule(func(r *lullv1alpha1.DisruptionRule) { r.Action = "Restart" }), `Unsupported value: "Restart"`},
 		"drain with None": {rule(func(r *lullv1alpha1.DisruptionRule) {
 			r.Action = lullv1alpha1.ActionNone
 			r.Drain = &lullv1alpha1.RuleDrain{}
-		}), "drain settings apply only to rules whose action is Drain"},
+		}), "drain settings apply only to rules that drain"},
 		"zero timeout": {rule(func(r *lullv1alpha1.DisruptionRule) {
 			r.Drain = &lullv1alpha1.RuleDrain{Timeout: &lullv1alpha1.Duration{}}
 		}), "drain timeout must be positive"},
