@@ -82,25 +82,39 @@ func (o *options) clients() (client.Client, kubernetes.Interface, error) {
 	return c, kube, nil
 }
 
+// maxClasses is how many classes one request may name (the CRD's
+// spec.classes maxItems).
+const maxClasses = 16
+
+// addClassFlag adds --class: one class, or several (repeated, or
+// comma-separated) whose steps merge into one plan.
+func addClassFlag(fs *pflag.FlagSet, classes *[]string, what string) {
+	fs.StringSliceVar(classes, "class", nil, what+"; several classes (--class a --class b, or --class a,b) merge into one plan (required)")
+}
+
 func newPlanCommand(o *options) *cobra.Command {
 	var d drainerFlags
-	var class, selector, deadline string
+	var classes []string
+	var selector, deadline string
 	var showPods bool
 	var out *outputFlags
 	cmd := &cobra.Command{
-		Use:   "plan NODE... | -l SELECTOR --class CLASS",
+		Use:   "plan NODE... | -l SELECTOR --class CLASS[,CLASS...]",
 		Short: "Preview what a maintenance request would do, changing nothing",
-		Long: `Preview a maintenance request: for each node, the action the DisruptionPolicies
-choose (None, Cordon, Drain) and the rule that chose it; when it would start (now,
+		Long: `Preview a maintenance request: for each node, the steps the DisruptionPolicies
+choose (Cordon, Drain, RestartService, Reboot, PowerOff; or None), merged into
+one plan when several classes are given, with the rule that decided each class
+and the steps a Reboot or PowerOff makes pointless; when it would start (now,
 when a window opens, when the budget frees, when another lease holder releases
 the node) and the windows deciding it; the pods a drain would evict; the
 PodDisruptionBudgets that would block it now; and warnings. The preview runs
 the drainer's own decision code on the cluster's current state.`,
 		Example: `  kubectl lull plan node-1 node-2 --class kernel-update
+  kubectl lull plan node-1 --class ssh-keys,chrony-config,kernel-update
   kubectl lull plan -l pool=general --class ssh-keys -o json
   kubectl lull plan -l pool=general --class kernel-update -o custom-columns=NODE:.metadata.name,START:.start,AT:.startAt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := buildRequest(args, selector, class, deadline, o.clock)
+			req, err := buildRequest(args, selector, classes, deadline, o.clock)
 			if err != nil {
 				return err
 			}
@@ -122,7 +136,7 @@ the drainer's own decision code on the cluster's current state.`,
 			return out.printObj(o.out, obj, func(h humanOptions) error { return renderPlan(o.out, res, showPods, h) })
 		},
 	}
-	cmd.Flags().StringVar(&class, "class", "", "maintenance class (required)")
+	addClassFlag(cmd.Flags(), &classes, "maintenance class")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the nodes")
 	cmd.Flags().StringVar(&deadline, "deadline", "", "deadline after which windows no longer gate the request: RFC 3339 time or a duration from now (\"6h\")")
 	cmd.Flags().BoolVar(&showPods, "show-pods", false, "list the pods each drain would evict")
@@ -133,15 +147,18 @@ the drainer's own decision code on the cluster's current state.`,
 }
 
 // buildRequest validates the arguments shared by plan and request.
-func buildRequest(nodes []string, selector, class, deadline string, clk clock.PassiveClock) (plan.Request, error) {
-	req := plan.Request{Nodes: nodes, Class: class}
+func buildRequest(nodes []string, selector string, classes []string, deadline string, clk clock.PassiveClock) (plan.Request, error) {
+	req := plan.Request{Nodes: nodes}
 	if len(nodes) == 0 && selector == "" {
 		return req, fmt.Errorf("name one or more nodes, or give a label selector (-l)")
 	}
-	// The admission rule, checked before a preview (which creates nothing
-	// the API server could reject).
-	if err := lullv1alpha1.ValidateClass(class); err != nil {
-		return req, fmt.Errorf("--class: %w", err)
+	if err := validateClasses(classes); err != nil {
+		return req, err
+	}
+	if len(classes) == 1 {
+		req.Class = classes[0]
+	} else {
+		req.Classes = classes
 	}
 	if selector != "" {
 		sel, err := labels.Parse(selector)
@@ -160,6 +177,29 @@ func buildRequest(nodes []string, selector, class, deadline string, clk clock.Pa
 	return req, nil
 }
 
+// validateClasses checks the classes with the admission rules, before a
+// preview (which creates nothing the API server could reject): each a
+// valid class, none repeated, at most maxClasses.
+func validateClasses(classes []string) error {
+	if len(classes) == 0 {
+		return fmt.Errorf("--class: %w", lullv1alpha1.ValidateClass(""))
+	}
+	if len(classes) > maxClasses {
+		return fmt.Errorf("--class: %d classes; a request names at most %d", len(classes), maxClasses)
+	}
+	seen := map[string]bool{}
+	for _, c := range classes {
+		if err := lullv1alpha1.ValidateClass(c); err != nil {
+			return fmt.Errorf("--class: %w", err)
+		}
+		if seen[c] {
+			return fmt.Errorf("--class: %q is given twice; name each class once", c)
+		}
+		seen[c] = true
+	}
+	return nil
+}
+
 func parseDeadline(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
@@ -172,25 +212,28 @@ func parseDeadline(s string, now time.Time) (time.Time, error) {
 
 func newRequestCommand(o *options) *cobra.Command {
 	var d drainerFlags
-	var class, reason, deadline string
+	var classes []string
+	var reason, deadline string
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "request NODE... --class CLASS --reason REASON",
+		Use:   "request NODE... --class CLASS[,CLASS...] --reason REASON",
 		Short: "Request maintenance of nodes (a NodeMaintenance each)",
-		Long: `Request maintenance: creates a NodeMaintenance per node. The request is previewed
-first; when a node is leased by another actor or already under maintenance,
-nothing is created and the command exits 4 unless --force is given (with
---force, an existing request is updated to the new class, reason and deadline).
-Other findings (a window shorter than the drain estimate, PodDisruptionBudgets
-that block now) are printed as warnings.`,
+		Long: `Request maintenance: creates a NodeMaintenance per node, with spec.class for one
+class or spec.classes for several (their steps merge into one plan). The request
+is previewed first; when a node is leased by another actor or already under
+maintenance, nothing is created and the command exits 4 unless --force is given
+(with --force, an existing request is updated to the new classes, reason and
+deadline). Other findings (a window shorter than the drain estimate,
+PodDisruptionBudgets that block now) are printed as warnings.`,
 		Example: `  kubectl lull request node-1 --class kernel-update --reason "CVE-2026-1234"
+  kubectl lull request node-1 --class chrony-config --class kernel-update --reason "CVE-2026-1234, new NTP servers"
   kubectl lull request node-1 node-2 --class hardware --reason "disk" --deadline 24h`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
 				return fmt.Errorf("--reason is required: say why, for the people who will find the request")
 			}
-			req, err := buildRequest(args, "", class, deadline, o.clock)
+			req, err := buildRequest(args, "", classes, deadline, o.clock)
 			if err != nil {
 				return err
 			}
@@ -211,7 +254,7 @@ that block now) are printed as warnings.`,
 			return o.requestAll(ctx, c, cl, res, req, reason, force)
 		},
 	}
-	cmd.Flags().StringVar(&class, "class", "", "maintenance class, e.g. kernel-update (required)")
+	addClassFlag(cmd.Flags(), &classes, "maintenance class, e.g. kernel-update")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for people (required)")
 	cmd.Flags().StringVar(&deadline, "deadline", "", "deadline after which windows no longer gate the request: RFC 3339 time or a duration from now (\"6h\")")
 	cmd.Flags().BoolVar(&force, "force", false, "request even when a node is leased by another actor or already under maintenance")
@@ -245,18 +288,17 @@ func (o *options) requestAll(ctx context.Context, c client.Client, cl *plan.Clus
 
 // submit creates (or, forced, updates) one node's NodeMaintenance.
 func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster, n plan.Node, req plan.Request, reason string) error {
-	var deadline *metav1.Time
-	if req.Deadline != nil {
-		deadline = &metav1.Time{Time: *req.Deadline}
-	}
-	what := fmt.Sprintf("%s (rule %s), %s", n.Action, n.Rule, describeStart(n, cl.Now))
+	spec := req.Spec(n.Node)
+	spec.Reason = reason
+	what := describeRequest(n, cl.Now)
 	if ex := n.Existing; ex != nil {
 		ex = ex.DeepCopy()
-		ex.Spec.Class, ex.Spec.Reason, ex.Spec.Deadline = req.Class, reason, deadline
+		plan.SetClasses(&ex.Spec, req.AllClasses())
+		ex.Spec.Reason, ex.Spec.Deadline = reason, spec.Deadline
 		if err := c.Update(ctx, ex); err != nil {
 			return fmt.Errorf("updating NodeMaintenance %s: %w", ex.Name, err)
 		}
-		fmt.Fprintf(o.out, "nodemaintenance/%s updated: %s\n", ex.Name, what)
+		fmt.Fprintf(o.out, "nodemaintenance/%s updated: %s", ex.Name, what)
 		return nil
 	}
 	old := &lullv1alpha1.NodeMaintenance{}
@@ -281,12 +323,12 @@ func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster,
 	}
 	nm := &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Node, Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByCLI}},
-		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: n.Node, Class: req.Class, Reason: reason, Deadline: deadline},
+		Spec:       spec,
 	}
 	if err := c.Create(ctx, nm); err != nil {
 		return fmt.Errorf("creating NodeMaintenance %s: %w", n.Node, err)
 	}
-	fmt.Fprintf(o.out, "nodemaintenance/%s requested: %s\n", n.Node, what)
+	fmt.Fprintf(o.out, "nodemaintenance/%s requested: %s", n.Node, what)
 	return nil
 }
 

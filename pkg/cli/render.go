@@ -9,8 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/pkg/policy"
 )
 
 // stamp is a time in UTC with how far it is from now ("in 2h", "3m ago").
@@ -35,6 +37,7 @@ func renderPlan(w io.Writer, res *plan.Result, showPods bool, h humanOptions) er
 	}
 	for _, n := range res.Nodes {
 		fmt.Fprintf(w, "\n%s: %s\n", n.Node, describeStart(n, res.At))
+		writeWhy(w, n.Classes, n.Steps)
 		if n.WaitingFor != "" && n.Start != plan.StartNow && n.Start != plan.StartImmediately {
 			fmt.Fprintf(w, "  waiting for: %s\n", budget.WithHolders(n.WaitingFor, n.HeldBy))
 		}
@@ -56,11 +59,80 @@ func renderPlan(w io.Writer, res *plan.Result, showPods bool, h humanOptions) er
 	return nil
 }
 
+// writeWhy explains a plan in the notes below the table: per class, the
+// rule that decided it and the steps that rule gives; then the steps a
+// Reboot or PowerOff makes pointless.
+func writeWhy(w io.Writer, classes []lullv1alpha1.ClassDecision, steps []lullv1alpha1.PlannedStep) {
+	for _, c := range classes {
+		fmt.Fprintf(w, "  class %s (rule %s): %s\n", c.Class, classRule(c), listOr(c.Steps, "nothing"))
+	}
+	for _, line := range coveredLines(steps) {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+}
+
+// classRule names the rule that decided a class, "policy/rule" or
+// "(default)".
+func classRule(c lullv1alpha1.ClassDecision) string {
+	if c.Policy == "" {
+		return c.Rule
+	}
+	return c.Policy + "/" + c.Rule
+}
+
+// coveredLines says which steps each step of the plan makes pointless:
+// "RestartService chronyd (chrony-config) covered by Reboot".
+func coveredLines(steps []lullv1alpha1.PlannedStep) []string {
+	var out []string
+	for _, st := range steps {
+		for _, c := range st.Covers {
+			out = append(out, c+" covered by "+lullv1alpha1.StepLabel(st.Type, st.Unit))
+		}
+	}
+	return out
+}
+
+func listOr(items []string, none string) string {
+	if len(items) == 0 {
+		return none
+	}
+	return strings.Join(items, ", ")
+}
+
+// stepsCell is a plan in a table cell: "Cordon,Drain,Reboot", a service
+// restart as "RestartService:chronyd" (no spaces in a cell); "-" when the
+// plan has no steps.
+func stepsCell(steps []lullv1alpha1.PlannedStep) string {
+	parts := make([]string, len(steps))
+	for i, st := range steps {
+		parts[i] = string(st.Type)
+		if st.Unit != "" {
+			parts[i] += ":" + st.Unit
+		}
+	}
+	return dash(strings.Join(parts, ","))
+}
+
+// describeRequest is what `request` prints for a node it requested: the
+// action and its rule, the merged steps, when it starts, and (on lines of
+// their own) the steps the plan's Reboot or PowerOff covers.
+func describeRequest(n plan.Node, now time.Time) string {
+	what := fmt.Sprintf("%s (rule %s)", n.Action, n.Rule)
+	if len(n.Steps) > 0 {
+		what += ": " + policy.StepsLine(n.Steps)
+	}
+	what += "; " + describeStart(n, now) + "\n"
+	for _, line := range coveredLines(n.Steps) {
+		what += "  " + line + "\n"
+	}
+	return what
+}
+
 // planTable is a row per node: what, when, which windows, how many pods,
 // which budgets block now; -o wide adds the drain estimate and what the
 // node waits for.
 func planTable(res *plan.Result) *metav1.Table {
-	t := newTable("NODE", "ACTION", "RULE", "START", "AT", "WINDOWS", "EVICT", "BLOCKED-BY", "+DRAIN-ESTIMATE", "+WAITING-FOR")
+	t := newTable("NODE", "ACTION", "STEPS", "RULE", "START", "AT", "WINDOWS", "EVICT", "BLOCKED-BY", "+DRAIN-ESTIMATE", "+WAITING-FOR")
 	for _, n := range res.Nodes {
 		at := "-"
 		if n.StartAt != nil {
@@ -80,20 +152,20 @@ func planTable(res *plan.Result) *metav1.Table {
 		if n.DrainEstimate.Duration > 0 {
 			estimate = n.DrainEstimate.Duration.String()
 		}
-		addRow(t, n.Node, string(n.Action), n.Rule, string(n.Start), at, wins, fmt.Sprint(len(n.Evict)),
+		addRow(t, n.Node, string(n.Action), stepsCell(n.Steps), n.Rule, string(n.Start), at, wins, fmt.Sprint(len(n.Evict)),
 			dash(strings.Join(blockers, ",")), estimate, dash(budget.WithHolders(n.WaitingFor, n.HeldBy)))
 	}
 	return t
 }
 
-// renderStatus prints a row per node; -o wide adds the rule, whether the
-// node is cordoned and the request's reason.
+// renderStatus prints a row per node; -o wide adds the rule, the plan's
+// steps, whether the node is cordoned and the request's reason.
 func renderStatus(w io.Writer, rows []NodeStatus, now time.Time, h humanOptions) error {
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "No node is under maintenance or leased.")
 		return nil
 	}
-	t := newTable("NODE", "CLASS", "ACTION", "PHASE", "LEASE", "WINDOW", "PODS-LEFT", "BLOCKED-BY", "WAITING-FOR", "+RULE", "+CORDONED", "+REASON")
+	t := newTable("NODE", "CLASS", "ACTION", "PHASE", "STEP", "LEASE", "WINDOW", "PODS-LEFT", "BLOCKED-BY", "WAITING-FOR", "+RULE", "+STEPS", "+CORDONED", "+REASON")
 	for _, r := range rows {
 		lease := "-"
 		if r.Lease != nil {
@@ -110,10 +182,53 @@ func renderStatus(w io.Writer, rows []NodeStatus, now time.Time, h humanOptions)
 		for _, b := range r.Blockers {
 			blockers = append(blockers, fmt.Sprintf("%s(%d) since %s", b.PodDisruptionBudget, len(b.Pods), duration.HumanDuration(now.Sub(b.Since.Time))))
 		}
-		addRow(t, r.Node, dash(r.Class), dash(string(r.Action)), dash(string(r.Phase)), lease, windowCell(r.Windows, now), pods,
-			dash(strings.Join(blockers, ",")), dash(r.WaitingFor), dash(r.Rule), fmt.Sprint(r.Cordoned), dash(r.Reason))
+		addRow(t, r.Node, dash(r.Class), dash(string(r.Action)), dash(string(r.Phase)), stepCell(r, now), lease, windowCell(r.Windows, now), pods,
+			dash(strings.Join(blockers, ",")), dash(r.WaitingFor), dash(r.Rule), stepsCell(r.Steps), fmt.Sprint(r.Cordoned), dash(r.Reason))
 	}
 	return printTable(w, t, h)
+}
+
+// stepCell is the host step a request is at while lull-agent has, or
+// waits to be given, the node (phases WaitingForAgent, Acting and
+// PoweredOff): its place among the host steps, what it is, and its state,
+// "2/3 Reboot (Running, 2m)"; "-" in any other phase.
+func stepCell(r NodeStatus, now time.Time) string {
+	switch r.Phase {
+	case lullv1alpha1.PhaseWaitingForAgent, lullv1alpha1.PhaseActing, lullv1alpha1.PhasePoweredOff:
+	default:
+		return "-"
+	}
+	as := r.Actions
+	if len(as) == 0 {
+		// Not handed to lull-agent yet: the plan's host steps, none started.
+		for _, st := range r.Steps {
+			if st.Type.HostStep() {
+				as = append(as, lullv1alpha1.ActionStatus{Type: st.Type, Unit: st.Unit, State: lullv1alpha1.ActionPending})
+			}
+		}
+	}
+	if len(as) == 0 {
+		return "-"
+	}
+	i := len(as) - 1 // all done: the last
+	for j := range as {
+		if !as[j].State.Done() {
+			i = j
+			break
+		}
+	}
+	a := as[i]
+	state := string(a.State)
+	switch {
+	case a.State == lullv1alpha1.ActionRunning && a.StartedAt != nil:
+		state += ", " + duration.HumanDuration(now.Sub(a.StartedAt.Time))
+	case a.State.Done() && a.FinishedAt != nil:
+		state += ", " + duration.HumanDuration(now.Sub(a.FinishedAt.Time)) + " ago"
+	}
+	if a.Fallback {
+		state = "fallback; " + state
+	}
+	return fmt.Sprintf("%d/%d %s (%s)", i+1, len(as), a.Label(), state)
 }
 
 // windowCell is "open until T", "closed; opens T" or "-".

@@ -35,11 +35,19 @@ func golden(t *testing.T, name string, got []byte) {
 	require.Equal(t, string(want), string(got), "output differs from %s (go test ./pkg/cli -update rewrites it)", path)
 }
 
+// kernelDrains is how the shipped default policy decides kernel-update:
+// its rule drains, and the plan cordons first.
+var (
+	kernelDrains = []lullv1alpha1.ClassDecision{{Class: "kernel-update", Policy: "default", Rule: "kernel-update", Steps: []string{"Drain"}}}
+	cordonDrain  = []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon, Classes: []string{"kernel-update"}},
+		{Type: lullv1alpha1.ActionDrain, Classes: []string{"kernel-update"}}}
+)
+
 // planFixture is a plan of four nodes: one starts now, one waits for the
 // budget, one for its window, one for another lease holder.
 func planFixture() *plan.Result {
 	noon := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	return &plan.Result{At: now, Class: "kernel-update", Nodes: []plan.Node{
+	res := &plan.Result{At: now, Class: "kernel-update", Nodes: []plan.Node{
 		{Node: "n1", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Start: plan.StartNow, StartAt: &now,
 			Windows: &plan.Windows{Permitted: true, NextStart: &now, Message: "no MaintenanceWindow selects the node; the default permits"},
 			Evict:   []string{"shop/db-0", "shop/web-0"}, Blockers: []lullv1alpha1.Blocker{{PodDisruptionBudget: "shop/db", Pods: []string{"shop/db-1"}}},
@@ -57,6 +65,10 @@ func planFixture() *plan.Result {
 			WaitingFor: `node n4 is leased by "fw-updater" for reboot (firmware 2.1) since 2026-11-21T09:00:00Z`,
 			Warnings:   []string{"node is leased by fw-updater for reboot (firmware 2.1)"}},
 	}}
+	for i := range res.Nodes {
+		res.Nodes[i].Classes, res.Nodes[i].Steps = kernelDrains, cordonDrain
+	}
+	return res
 }
 
 func TestPlanTable(t *testing.T) {
@@ -66,7 +78,8 @@ func TestPlanTable(t *testing.T) {
 	golden(t, "plan", buf.Bytes())
 
 	none := &plan.Result{At: now, Class: "ssh-keys", Nodes: []plan.Node{{Node: "n1", Action: lullv1alpha1.ActionNone, Rule: "default/ssh-keys",
-		Start: plan.StartImmediately, StartAt: &now, WaitingFor: "class ssh-keys needs no disruption (rule default/ssh-keys): completes at once, without lease, window or budget"}}}
+		Classes: []lullv1alpha1.ClassDecision{{Class: "ssh-keys", Policy: "default", Rule: "ssh-keys", Steps: []string{"None"}}},
+		Start:   plan.StartImmediately, StartAt: &now, WaitingFor: "class ssh-keys needs no disruption (rule default/ssh-keys): completes at once, without lease, window or budget"}}}
 	buf.Reset()
 	require.NoError(t, renderPlan(&buf, none, false, humanOptions{}))
 	golden(t, "plan-none", buf.Bytes())
@@ -78,16 +91,42 @@ func statusFixture() []NodeStatus {
 	noon := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	end := time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC)
 	return []NodeStatus{
-		{Node: "n1", Class: "kernel-update", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Phase: lullv1alpha1.PhaseDraining,
+		{Node: "n1", Class: "kernel-update", Classes: []string{"kernel-update"}, Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update",
+			Steps: cordonDrain, Phase: lullv1alpha1.PhaseDraining,
 			Lease: &LeaseState{Holder: "lull-drainer", Operation: "drain"}, Windows: &plan.Windows{Names: []string{"morning"}, Permitted: true, NextStart: &now, NextEnd: &end},
 			Pods:       &lullv1alpha1.PodCounts{Total: 3, Evicted: 1, Pending: 2},
 			Blockers:   []lullv1alpha1.Blocker{{PodDisruptionBudget: "shop/db", Pods: []string{"shop/db-0", "shop/db-1"}, Since: metav1.Time{Time: now.Add(-7 * time.Minute)}}},
 			WaitingFor: "draining: 2 of 3 pod(s) left", Cordoned: true},
-		{Node: "n2", Class: "kernel-update", Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update", Phase: lullv1alpha1.PhaseWaitingForWindow,
+		{Node: "n2", Class: "kernel-update", Classes: []string{"kernel-update"}, Action: lullv1alpha1.ActionDrain, Rule: "default/kernel-update",
+			Steps: cordonDrain, Phase: lullv1alpha1.PhaseWaitingForWindow,
 			Windows:    &plan.Windows{Names: []string{"noon"}, NextStart: &noon},
 			WaitingFor: "window(s) noon closed; next opens at 2026-11-21T12:00:00Z"},
 		{Node: "n3", Lease: &LeaseState{Holder: "fw-updater", Operation: "reboot"}, Windows: &plan.Windows{Permitted: true}},
+		actingStatus(),
 	}
+}
+
+// actingStatus is a request of three classes whose plan (Cordon, Drain,
+// Reboot) has drained the node and whose Reboot lull-agent has been
+// running for 2 minutes.
+func actingStatus() NodeStatus {
+	classes := []string{"ssh-keys", "chrony-config", "kernel-update"}
+	return NodeStatus{Node: "n4", Class: "ssh-keys,chrony-config,kernel-update", Classes: classes, Action: lullv1alpha1.StepReboot, Rule: "site/kernel",
+		Steps:   acceptancePlan(),
+		Phase:   lullv1alpha1.PhaseActing,
+		Actions: []lullv1alpha1.ActionStatus{{Type: lullv1alpha1.StepReboot, Timeout: lullv1alpha1.Duration{Duration: 15 * time.Minute}, State: lullv1alpha1.ActionRunning, StartedAt: &metav1.Time{Time: now.Add(-2 * time.Minute)}, BootID: "boot-1"}},
+		Lease:   &LeaseState{Holder: "lull-drainer", Operation: "drain"}, Windows: &plan.Windows{Permitted: true},
+		Pods: &lullv1alpha1.PodCounts{Total: 3, Evicted: 3}, WaitingFor: "lull-agent runs Reboot (since 2026-11-21T09:58:00Z)", Cordoned: true}
+}
+
+// acceptancePlan is the plan of docs/actions.md's worked example: classes
+// ssh-keys (None), chrony-config (RestartService chronyd) and
+// kernel-update (Drain, Reboot) plan Cordon, Drain, Reboot, the restart
+// covered by the reboot.
+func acceptancePlan() []lullv1alpha1.PlannedStep {
+	k := []string{"kernel-update"}
+	return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon, Classes: k}, {Type: lullv1alpha1.ActionDrain, Classes: k},
+		{Type: lullv1alpha1.StepReboot, Timeout: &lullv1alpha1.Duration{Duration: 15 * time.Minute}, Classes: k, Covers: []string{"RestartService chronyd (chrony-config)"}}}
 }
 
 func TestStatusTable(t *testing.T) {
@@ -152,7 +191,7 @@ func TestClassRuleMatchesTheCRDs(t *testing.T) {
 		require.Contains(t, string(b), "pattern: "+lullv1alpha1.ClassPattern+"\n", crd)
 	}
 	for class, ok := range map[string]bool{"kernel-update": true, "fw_2.1": true, "a": true, "Kernel": false, "-x": false, "x-": false, "": false} {
-		_, err := buildRequest([]string{"n1"}, "", class, "", nil)
+		_, err := buildRequest([]string{"n1"}, "", []string{class}, "", nil)
 		require.Equal(t, ok, err == nil, "class %q: %v", class, err)
 	}
 }

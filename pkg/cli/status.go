@@ -29,19 +29,27 @@ const PhaseInvalidLabel lullv1alpha1.MaintenancePhase = "InvalidLabel"
 
 // NodeStatus is one node's maintenance state, as `status` shows it.
 type NodeStatus struct {
-	Node       string                        `json:"node"`
-	Class      string                        `json:"class,omitempty"`
-	Action     lullv1alpha1.DisruptionAction `json:"action,omitempty"`
-	Rule       string                        `json:"rule,omitempty"`
+	Node string `json:"node"`
+	// Class is the request's class, or its classes joined by commas;
+	// Classes lists them.
+	Class   string                        `json:"class,omitempty"`
+	Classes []string                      `json:"classes,omitempty"`
+	Action  lullv1alpha1.DisruptionAction `json:"action,omitempty"`
+	Rule    string                        `json:"rule,omitempty"`
+	// Steps is the request's plan (status.decision.steps).
+	Steps      []lullv1alpha1.PlannedStep    `json:"steps,omitempty"`
 	Phase      lullv1alpha1.MaintenancePhase `json:"phase,omitempty"`
 	WaitingFor string                        `json:"waitingFor,omitempty"`
-	Lease      *LeaseState                   `json:"lease,omitempty"`
-	Windows    *plan.Windows                 `json:"windows,omitempty"`
-	Pods       *lullv1alpha1.PodCounts       `json:"pods,omitempty"`
-	Blockers   []lullv1alpha1.Blocker        `json:"blockers,omitempty"`
-	Cordoned   bool                          `json:"cordoned"`
-	Reason     string                        `json:"reason,omitempty"`
-	Conditions []metav1.Condition            `json:"-"`
+	// Actions are the host steps and how far lull-agent has got with each
+	// (status.actions).
+	Actions    []lullv1alpha1.ActionStatus `json:"actions,omitempty"`
+	Lease      *LeaseState                 `json:"lease,omitempty"`
+	Windows    *plan.Windows               `json:"windows,omitempty"`
+	Pods       *lullv1alpha1.PodCounts     `json:"pods,omitempty"`
+	Blockers   []lullv1alpha1.Blocker      `json:"blockers,omitempty"`
+	Cordoned   bool                        `json:"cordoned"`
+	Reason     string                      `json:"reason,omitempty"`
+	Conditions []metav1.Condition          `json:"-"`
 }
 
 // LeaseState is a node's held disruption lease.
@@ -55,7 +63,7 @@ func newStatusCommand(o *options) *cobra.Command {
 	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "status [NODE...]",
-		Short: "Show nodes under maintenance or leased: phase, what they wait for, lease, windows, pods, blockers",
+		Short: "Show nodes under maintenance or leased: phase, host step, what they wait for, lease, windows, pods, blockers",
 		Long: `Without arguments, status shows every node with a maintenance request, a
 maintenance label or a disruption lease; with arguments, those nodes.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,14 +133,15 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 	if fc.Leased() {
 		st.Lease = &LeaseState{Holder: fc.Lease.Holder, Operation: fc.Lease.Operation}
 	}
-	class := "status"
+	classes := []string{"status"}
 	if nm := cl.Requests[n.Name]; nm != nil {
-		st.Class, st.Phase, st.WaitingFor, st.Reason = nm.Spec.Class, phaseOrPending(nm), nm.Status.WaitingFor, nm.Spec.Reason
-		st.Pods, st.Blockers = nm.Status.Pods, nm.Status.Blockers
+		st.Classes = nm.Spec.AllClasses()
+		st.Class, st.Phase, st.WaitingFor, st.Reason = strings.Join(st.Classes, ","), phaseOrPending(nm), nm.Status.WaitingFor, nm.Spec.Reason
+		st.Pods, st.Blockers, st.Actions = nm.Status.Pods, nm.Status.Blockers, nm.Status.Actions
 		if d := nm.Status.Decision; d != nil {
-			st.Action, st.Rule = d.Action, d.RuleRef()
+			st.Action, st.Rule, st.Steps = d.Action, d.RuleRef(), d.Steps
 		}
-		class = nm.Spec.Class
+		classes = st.Classes
 		if nm.Status.Phase == lullv1alpha1.PhaseWaitingForBudget {
 			// The stored message counts the holders (naming them would go
 			// stale each time a slot changes hands); name them as they are now.
@@ -147,10 +156,10 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 			st.Phase = PhaseInvalidLabel
 			st.WaitingFor = fmt.Sprintf("nothing: the drainer refuses the label (event InvalidMaintenanceLabel): %v; correct or remove the label", err)
 		} else {
-			class = v
+			st.Classes, classes = []string{v}, []string{v}
 		}
 	}
-	st.Windows, _ = cl.WindowsOf(n, class)
+	st.Windows, _ = cl.WindowsOf(n, classes...)
 	return st
 }
 

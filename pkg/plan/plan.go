@@ -74,8 +74,44 @@ type Request struct {
 	// Nodes by name; or Selector (both: the union).
 	Nodes    []string
 	Selector labels.Selector
+	// Class of a request of one kind of change; or Classes, several made
+	// together (their steps merge into one plan). Classes wins when set.
 	Class    string
+	Classes  []string
 	Deadline *time.Time
+}
+
+// AllClasses is the request's classes: Classes, or Class alone.
+func (r Request) AllClasses() []string {
+	if len(r.Classes) > 0 {
+		return r.Classes
+	}
+	if r.Class == "" {
+		return nil
+	}
+	return []string{r.Class}
+}
+
+// Spec is the NodeMaintenance spec the request makes for node: class for
+// one class, classes for several (the API takes exactly one of them).
+func (r Request) Spec(node string) lullv1alpha1.NodeMaintenanceSpec {
+	spec := lullv1alpha1.NodeMaintenanceSpec{NodeName: node}
+	SetClasses(&spec, r.AllClasses())
+	if r.Deadline != nil {
+		spec.Deadline = &metav1.Time{Time: *r.Deadline}
+	}
+	return spec
+}
+
+// SetClasses sets a NodeMaintenance spec's class (one class) or classes
+// (several), clearing the other: the API takes exactly one of them.
+func SetClasses(spec *lullv1alpha1.NodeMaintenanceSpec, classes []string) {
+	spec.Class, spec.Classes = "", nil
+	if len(classes) == 1 {
+		spec.Class = classes[0]
+	} else if len(classes) > 1 {
+		spec.Classes = append([]string(nil), classes...)
+	}
 }
 
 // Start says when a node's maintenance would start.
@@ -109,11 +145,21 @@ type Windows struct {
 
 // Node is the preview for one node.
 type Node struct {
-	Node   string                        `json:"node"`
+	Node string `json:"node"`
+	// Action is the plan's most disruptive step (None: nothing to do).
 	Action lullv1alpha1.DisruptionAction `json:"action"`
 	// Rule that chose the action, "policy/rule" or "(default)".
-	Rule  string `json:"rule"`
-	Start Start  `json:"start"`
+	Rule string `json:"rule"`
+	// Classes are the rules that decided each class, and the steps each
+	// rule gave (pkg/policy's decision, as the drainer records it in
+	// status.decision.classes).
+	Classes []lullv1alpha1.ClassDecision `json:"classes,omitempty"`
+	// Steps is the merged plan in the order it would be carried out: each
+	// step with the classes that need it, its timeout (host steps) and the
+	// steps it makes pointless (covers).
+	Steps []lullv1alpha1.PlannedStep `json:"steps,omitempty"`
+	// Start says when it would start.
+	Start Start `json:"start"`
 	// StartAt is when it would start, when known.
 	StartAt *time.Time `json:"startAt,omitempty"`
 	// WaitingFor says what it would wait for, as the request's status would.
@@ -143,9 +189,12 @@ type Node struct {
 
 // Result is a whole preview.
 type Result struct {
-	At    time.Time `json:"at"`
-	Class string    `json:"class"`
-	Nodes []Node    `json:"nodes"`
+	At time.Time `json:"at"`
+	// Class is the requested class, or the requested classes joined by
+	// commas; Classes lists them.
+	Class   string   `json:"class"`
+	Classes []string `json:"classes,omitempty"`
+	Nodes   []Node   `json:"nodes"`
 }
 
 // roundOverhead is added to the longest grace period for a drain estimate:
@@ -233,10 +282,21 @@ func (cl *Cluster) Node(name string) *corev1.Node {
 }
 
 // WindowsOf is the combined window state deciding a node (as if a request
-// of class were made), and the governing windows.
-func (cl *Cluster) WindowsOf(node *corev1.Node, class string) (*Windows, []*lullv1alpha1.MaintenanceWindow) {
-	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node.Name}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Class: class}}
-	return cl.windowsOf(cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, cl.Options.MaintenanceLabel, class)))
+// of the classes were made), and the governing windows.
+func (cl *Cluster) WindowsOf(node *corev1.Node, classes ...string) (*Windows, []*lullv1alpha1.MaintenanceWindow) {
+	req := Request{Classes: classes}
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node.Name}, Spec: req.Spec(node.Name)}
+	return cl.windowsOf(cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, cl.Options.MaintenanceLabel, labelClass(classes))))
+}
+
+// labelClass is the maintenance label's value for a request of classes
+// (the forecast reads the request's classes; the label only marks the
+// node as requested).
+func labelClass(classes []string) string {
+	if len(classes) == 0 {
+		return ""
+	}
+	return classes[0]
 }
 
 func (cl *Cluster) windowsOf(fc *forecast.Node) (*Windows, []*lullv1alpha1.MaintenanceWindow) {
@@ -287,7 +347,8 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{At: cl.Now, Class: req.Class}
+	classes := req.AllClasses()
+	res := &Result{At: cl.Now, Class: strings.Join(classes, ","), Classes: classes}
 	var starting []string // nodes this preview starts now: they use budget
 	for _, node := range targets {
 		p, err := cl.previewNode(ctx, c, kube, req, node, &starting)
@@ -305,17 +366,17 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 func (cl *Cluster) previewNode(ctx context.Context, c client.Reader, kube kubernetes.Interface, req Request, node *corev1.Node, starting *[]string) (Node, error) {
 	p := Node{Node: node.Name}
 	nm := cl.prospective(&p, node, req)
-	fc := cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, cl.Options.MaintenanceLabel, req.Class))
+	fc := cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, cl.Options.MaintenanceLabel, labelClass(req.AllClasses())))
 	cl.warnLease(&p, fc)
 	if node.Spec.Unschedulable && (p.Existing == nil || !p.Existing.Status.CordonedByLull) {
 		p.warn("node is already cordoned by someone else; lull will leave that cordon in place")
 	}
 	var ws []*lullv1alpha1.MaintenanceWindow
 	p.Windows, ws = cl.windowsOf(fc)
-	if err := cl.start(ctx, c, &p, req.Class, fc, ws, starting); err != nil {
+	if err := cl.start(ctx, c, &p, req.AllClasses(), fc, ws, starting); err != nil {
 		return p, err
 	}
-	if p.Action == lullv1alpha1.ActionDrain {
+	if p.drains() {
 		if err := cl.previewDrain(ctx, c, kube, &p, nm); err != nil {
 			return p, err
 		}
@@ -327,16 +388,10 @@ func (cl *Cluster) previewNode(ctx context.Context, c client.Reader, kube kubern
 // prospective is the request the preview decides for: a new one, or the
 // node's active request as it stands (its status, its drain options).
 func (cl *Cluster) prospective(p *Node, node *corev1.Node, req Request) *lullv1alpha1.NodeMaintenance {
-	nm := &lullv1alpha1.NodeMaintenance{
-		ObjectMeta: metav1.ObjectMeta{Name: node.Name},
-		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Class: req.Class},
-	}
-	if req.Deadline != nil {
-		nm.Spec.Deadline = &metav1.Time{Time: *req.Deadline}
-	}
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node.Name}, Spec: req.Spec(node.Name)}
 	if ex := cl.Requests[node.Name]; ex != nil {
 		p.Existing = ex
-		p.warn("node is already under maintenance: NodeMaintenance %s (class %s, phase %s)", ex.Name, ex.Spec.Class, phaseOf(ex))
+		p.warn("node is already under maintenance: NodeMaintenance %s (class %s, phase %s)", ex.Name, ex.Spec.ClassNames(), phaseOf(ex))
 		nm.Status = ex.Status
 		nm.Spec.Drain = ex.Spec.Drain // a forced request keeps the drain options
 	}
@@ -346,14 +401,14 @@ func (cl *Cluster) prospective(p *Node, node *corev1.Node, req Request) *lullv1a
 // start decides when the request would start with the drainer's gates
 // (pkg/gate), counting the nodes this preview already starts now against
 // the budget.
-func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, class string, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
-	greq := gate.Request{Classes: []string{class}, Forecast: fc, Now: cl.Now}
+func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, classes []string, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
+	greq := gate.Request{Classes: classes, Forecast: fc, Now: cl.Now}
 	if ex := p.Existing; ex != nil && ex.Status.StartedAt != nil {
 		greq.Started, greq.Decision = true, ex.Status.Decision // started requests keep their decision
 	}
 	if ex := p.Existing; ex != nil && ex.Status.Phase.Disrupting() {
 		d, _ := gate.Decide(greq, cl.Forecast.Decide)
-		p.Action, p.Rule = d.Action, d.RuleRef()
+		p.decided(d)
 		p.Start, p.WaitingFor = StartInProgress, ex.Status.WaitingFor
 		return nil
 	}
@@ -368,7 +423,7 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, class st
 	if err != nil {
 		return err
 	}
-	p.Action, p.Rule = v.Decision.Action, v.Decision.RuleRef()
+	p.decided(v.Decision)
 	p.Start, p.WaitingFor = startOf(v), v.Message
 	if v.Gate == gate.Budget {
 		p.HeldBy = v.Budget.InUse
@@ -376,7 +431,7 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, class st
 	switch p.Start {
 	case StartImmediately:
 		p.StartAt = ptr.To(cl.Now.UTC())
-		p.WaitingFor = policy.Describe([]string{class}, v.Decision) + ": completes at once, without lease, window or budget"
+		p.WaitingFor = policy.Describe(classes, v.Decision) + ": completes at once, without lease, window or budget"
 	case StartWindow:
 		p.StartAt = ptr.To(v.Window.Opens.UTC())
 	case StartNow:
@@ -384,6 +439,28 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, class st
 		*starting = append(*starting, p.Node)
 	}
 	return nil
+}
+
+// decided records the policy decision the node's request goes by: the
+// action and its rule, each class's rule, and the merged steps.
+func (p *Node) decided(d lullv1alpha1.Decision) {
+	p.Action, p.Rule = d.Action, d.RuleRef()
+	p.Classes, p.Steps = d.Classes, d.Steps
+}
+
+// drains reports whether the plan drains the node: a Drain step (a Reboot
+// or PowerOff always has one), or, for a decision recorded before plans
+// had steps, the action Drain.
+func (p *Node) drains() bool {
+	if p.Action == lullv1alpha1.ActionDrain {
+		return true
+	}
+	for _, st := range p.Steps {
+		if st.Type == lullv1alpha1.ActionDrain {
+			return true
+		}
+	}
+	return false
 }
 
 // startOf names the start a verdict predicts.

@@ -238,3 +238,55 @@ func TestPreviewFrozenWindow(t *testing.T) {
 		require.Equal(t, "window freeze is frozen: maxUnavailable "+v.String()+" allows no node to be disrupted", res.Nodes[0].WaitingFor)
 	}
 }
+
+// A request of several classes is previewed with the drainer's merged
+// plan (pkg/policy): each class's rule, the steps in the canonical order
+// with the classes that need them, and what the Reboot covers. The drain
+// a Reboot needs is previewed like any drain.
+func TestPreviewMergesClasses(t *testing.T) {
+	site := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
+		{Name: "ssh-keys", Class: "ssh-keys", Action: lullv1alpha1.ActionNone},
+		{Name: "chrony", Class: "chrony-config", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}}},
+		{Name: "kernel", Class: "kernel-update", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
+	}}}
+	classes := []string{"ssh-keys", "chrony-config", "kernel-update"}
+	for name, req := range map[string]Request{
+		"classes":                  {Nodes: []string{"n1"}, Classes: classes},
+		"classes win over a class": {Nodes: []string{"n1"}, Class: "ssh-keys", Classes: classes},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := preview(t, req, node("n1", nil), site, pod("web-0", "n1", "web", 30))
+			require.Equal(t, "ssh-keys,chrony-config,kernel-update", res.Class)
+			require.Equal(t, classes, res.Classes)
+			n := res.Nodes[0]
+			require.Equal(t, lullv1alpha1.StepReboot, n.Action)
+			require.Equal(t, "site/kernel", n.Rule)
+			require.Equal(t, StartNow, n.Start)
+			k := []string{"kernel-update"}
+			require.Equal(t, []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon, Classes: k}, {Type: lullv1alpha1.ActionDrain, Classes: k},
+				{Type: lullv1alpha1.StepReboot, Classes: k, Timeout: &lullv1alpha1.Duration{Duration: 15 * time.Minute},
+					Covers: []string{"RestartService chronyd (chrony-config)"}}}, n.Steps)
+			require.Equal(t, []lullv1alpha1.ClassDecision{
+				{Class: "ssh-keys", Policy: "site", Rule: "ssh-keys", Steps: []string{"None"}},
+				{Class: "chrony-config", Policy: "site", Rule: "chrony", Steps: []string{"RestartService chronyd"}},
+				{Class: "kernel-update", Policy: "site", Rule: "kernel", Steps: []string{"Drain", "Reboot"}},
+			}, n.Classes)
+			require.Equal(t, []string{"default/web-0"}, n.Evict, "the Reboot's drain is previewed")
+		})
+	}
+}
+
+// A request writes class for one class and classes for several.
+func TestRequestSpec(t *testing.T) {
+	deadline := t0.Add(time.Hour)
+	one := Request{Class: "kernel-update", Deadline: &deadline}.Spec("n1")
+	require.Equal(t, lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update", Deadline: &metav1.Time{Time: deadline}}, one)
+	two := Request{Classes: []string{"a", "b"}}.Spec("n1")
+	require.Equal(t, lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"a", "b"}}, two)
+	SetClasses(&two, []string{"c"})
+	require.Equal(t, "c", two.Class)
+	require.Nil(t, two.Classes, "class or classes, never both")
+	SetClasses(&one, []string{"a", "b"})
+	require.Empty(t, one.Class)
+	require.Equal(t, []string{"a", "b"}, one.Classes)
+}
