@@ -160,6 +160,19 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 		a.event(nm, corev1.EventTypeNormal, ReasonActionStarted, "lull-agent started "+st.Label())
 		st = &nm.Status.Actions[i]
 	} else {
+		if st.Type == lullv1alpha1.StepReboot && st.BootID != "" {
+			// A reboot stays Running until the drainer sees the node back:
+			// one whose node reports another boot ID has happened, and
+			// issuing it again would reboot the node that just came back.
+			var node corev1.Node
+			if err := a.Client.Get(ctx, types.NamespacedName{Name: a.Node}, &node); err != nil {
+				return reconcile.Result{}, fmt.Errorf("reading node %s: %w", a.Node, err)
+			}
+			if node.Status.NodeInfo.BootID != st.BootID {
+				logger.Info("The node has rebooted: the drainer judges its return", "bootID", node.Status.NodeInfo.BootID, "was", st.BootID)
+				return reconcile.Result{}, nil
+			}
+		}
 		logger.Info("Resuming a step that was running when the agent stopped", "step", st.Label())
 	}
 	deadline := st.StartedAt.Add(st.Timeout.Duration)
