@@ -12,10 +12,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"lull.dev/lull/lease"
 	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/pkg/serving"
 	"lull.dev/lull/pkg/version"
 )
 
@@ -26,6 +26,8 @@ type Options struct {
 	SimulatePower                                    bool
 	SimulatedBootTime                                time.Duration
 	MetricsAddr, ProbeAddr                           string
+	MetricsSecure                                    bool
+	MetricsCertDir                                   string
 }
 
 // AddFlags registers the flags.
@@ -41,6 +43,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SimulatePower, "simulate-power", false, "reboot and power off at the API level only (kwok nodes): Ready=False, a new boot ID, Ready=True")
 	fs.DurationVar(&o.SimulatedBootTime, "simulated-boot-time", 3*time.Second, "how long a simulated reboot keeps the node NotReady")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", "127.0.0.1:8095", `metrics endpoint ("0" disables it)`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", false, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the non-resource URL /metrics; the DaemonSet sets it); false: plain HTTP to anyone, for a loopback address only")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics endpoint's tls.crt and tls.key; empty: a self-signed certificate generated in memory")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", "127.0.0.1:8096", "health and readiness probes")
 }
 
@@ -59,6 +63,7 @@ func Run(args []string) int {
 	}
 	ctrl.SetLogger(klog.NewKlogr())
 	logger := klog.Background().WithName("lull-agent").WithValues("node", o.Node)
+	serving.WarnInsecure(logger, o.MetricsAddr, o.MetricsSecure)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		logger.Error(err, "Loading kubeconfig")
@@ -71,7 +76,7 @@ func Run(args []string) int {
 	cfg.UserAgent = fmt.Sprintf("lull-agent/%s (%s)", version.Version, o.Node)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 lullscheme.New(),
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                serving.Metrics(o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir),
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  CacheOptions(o.Node, o.LeaseNamespace),
 	})

@@ -66,9 +66,9 @@ images=()
 if [[ "$REAL_NODE" == 1 ]]; then
   "${ROOT}/hack/build-binaries.sh" kubelet kube-proxy containerd runc cni-plugins
   # Every image the node runs is built here: nothing can be pulled.
-  VERSION="$LULL_VERSION" "${ROOT}/hack/images.sh" pause lull-scheduler lull-drainer e2e-graceful
+  VERSION="$LULL_VERSION" "${ROOT}/hack/images.sh" pause lull-scheduler lull-drainer lull-agent e2e-graceful
   images=("${ROOT}/_output/images/pause-${PAUSE_VERSION}.tar")
-  for i in lull-scheduler lull-drainer e2e-graceful; do images+=("${ROOT}/_output/images/${i}-${LULL_VERSION}.tar"); done
+  for i in lull-scheduler lull-drainer lull-agent e2e-graceful; do images+=("${ROOT}/_output/images/${i}-${LULL_VERSION}.tar"); done
 fi
 
 # A previous cluster in this directory that was not stopped cleanly may have

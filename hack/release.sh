@@ -7,8 +7,9 @@
 # What it writes, for VERSION=vX.Y.Z:
 #   kubectl-lull_vX.Y.Z_<os>_<arch>.tar.gz   kubectl-lull and LICENSE, per platform
 #   lull.yaml                                the krew plugin manifest (uri, sha256)
-#   lull-scheduler-vX.Y.Z.tar,               the images lull.dev/lull-scheduler:vX.Y.Z
-#   lull-drainer-vX.Y.Z.tar                  and lull.dev/lull-drainer:vX.Y.Z (hack/images.sh)
+#   lull-scheduler-vX.Y.Z.tar,               the images lull.dev/lull-scheduler:vX.Y.Z,
+#   lull-drainer-vX.Y.Z.tar,                 lull.dev/lull-drainer:vX.Y.Z
+#   lull-agent-vX.Y.Z.tar                    and lull.dev/lull-agent:vX.Y.Z (hack/images.sh)
 #   lull-install.yaml                        `kubectl kustomize manifests/install`, images at vX.Y.Z
 #   lull-X.Y.Z.tgz                           the Helm chart (version X.Y.Z, appVersion vX.Y.Z)
 #   checksums.txt                            sha256 of every file above
@@ -129,8 +130,8 @@ elif [[ ! -x "${ROOT}/hack/images.sh" ]]; then
   exit 1
 else
   step "images (hack/images.sh)"
-  VERSION="$VERSION" "${ROOT}/hack/images.sh" lull-scheduler lull-drainer
-  for img in lull-scheduler lull-drainer; do
+  VERSION="$VERSION" "${ROOT}/hack/images.sh" lull-scheduler lull-drainer lull-agent
+  for img in lull-scheduler lull-drainer lull-agent; do
     f="${LULL_IMAGES_DIR:-${ROOT}/_output/images}/${img}-${VERSION}.tar"
     [[ -f "$f" ]] || { echo "release: hack/images.sh did not write $f" >&2; exit 1; }
     cp "$f" "$DIST/"

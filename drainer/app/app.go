@@ -4,10 +4,8 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"time"
 
@@ -26,8 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
@@ -37,6 +33,7 @@ import (
 	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/forecast"
 	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/pkg/serving"
 	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/version"
 )
@@ -121,12 +118,10 @@ func run(o Options) int {
 	if o.Maintenance.Identity == "" {
 		o.Maintenance.Identity = DefaultIdentity()
 	}
-	if o.PprofAddr != "" && !loopback(o.PprofAddr) {
+	if o.PprofAddr != "" && !serving.Loopback(o.PprofAddr) {
 		logger.Info("Warning: pprof served without authentication on a non-loopback address", "address", o.PprofAddr)
 	}
-	if !o.MetricsSecure && o.MetricsAddr != "0" && !loopback(o.MetricsAddr) {
-		logger.Info("Warning: metrics served over plain HTTP without authentication on a non-loopback address", "address", o.MetricsAddr)
-	}
+	serving.WarnInsecure(logger, o.MetricsAddr, o.MetricsSecure)
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -141,7 +136,7 @@ func run(o Options) int {
 	cfg.UserAgent = fmt.Sprintf("lull-drainer/%s (%s)", version.Version, o.Maintenance.Identity)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  lullscheme.New(),
-		Metrics:                 MetricsServerOptions(o),
+		Metrics:                 serving.Metrics(o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
@@ -200,38 +195,6 @@ func DefaultIdentity() string {
 		return maintenance.DefaultIdentityFamily
 	}
 	return maintenance.DefaultIdentityFamily + "/" + replica
-}
-
-// MetricsServerOptions configures the metrics endpoint. Secure, it is what
-// kubebuilder projects ship: HTTPS, and every request's bearer token checked
-// with a TokenReview and its right to get /metrics with a
-// SubjectAccessReview (the drainer's ClusterRole allows it to create both;
-// the ClusterRole lull-metrics-reader grants the right to scrape). HTTP/2 is
-// off, as in kubebuilder's scaffold: its stream handling has had
-// denial-of-service flaws (CVE-2023-44487) and metrics do not need it.
-func MetricsServerOptions(o Options) metricsserver.Options {
-	m := metricsserver.Options{BindAddress: o.MetricsAddr}
-	if !o.MetricsSecure {
-		return m
-	}
-	m.SecureServing = true
-	m.FilterProvider = filters.WithAuthenticationAndAuthorization
-	m.CertDir = o.MetricsCertDir
-	m.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
-	return m
-}
-
-// loopback reports whether a bind address listens on loopback only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // SetupMaintenance wires the shared forecast to the manager's informers and

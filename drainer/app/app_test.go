@@ -1,7 +1,6 @@
 package app
 
 import (
-	"crypto/tls"
 	"flag"
 	"testing"
 	"time"
@@ -36,39 +35,6 @@ func TestSharedSettingsFlags(t *testing.T) {
 func TestRunRejectsBadSettings(t *testing.T) {
 	for _, arg := range []string{"--nodes-without-window=Sometimes", "--maintenance-label=not a label", "--default-max-unavailable=0", "--window-horizon=-1h"} {
 		assert.Equal(t, 2, Run([]string{arg}), arg)
-	}
-}
-
-func TestMetricsServerOptions(t *testing.T) {
-	secure := MetricsServerOptions(Options{MetricsAddr: ":8443", MetricsSecure: true, MetricsCertDir: "/certs"})
-	assert.True(t, secure.SecureServing)
-	assert.NotNil(t, secure.FilterProvider, "authentication and authorization filter")
-	assert.Equal(t, ":8443", secure.BindAddress)
-	assert.Equal(t, "/certs", secure.CertDir)
-	cfg := &tls.Config{NextProtos: []string{"h2"}}
-	for _, f := range secure.TLSOpts {
-		f(cfg)
-	}
-	assert.Equal(t, []string{"http/1.1"}, cfg.NextProtos, "HTTP/2 off")
-
-	plain := MetricsServerOptions(Options{MetricsAddr: "127.0.0.1:9090", MetricsSecure: false, MetricsCertDir: "/certs"})
-	assert.False(t, plain.SecureServing)
-	assert.Nil(t, plain.FilterProvider)
-	assert.Empty(t, plain.TLSOpts)
-	assert.Equal(t, "127.0.0.1:9090", plain.BindAddress)
-}
-
-func TestLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:8080": true,
-		"[::1]:8080":     true,
-		"localhost:8080": true,
-		":8080":          false,
-		"0.0.0.0:8080":   false,
-		"10.0.0.1:8080":  false,
-		"0":              false,
-	} {
-		assert.Equal(t, want, loopback(addr), addr)
 	}
 }
 

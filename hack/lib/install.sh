@@ -16,5 +16,7 @@ images:
   newTag: ${tag}
 - name: lull.dev/lull-drainer
   newTag: ${tag}
+- name: lull.dev/lull-agent
+  newTag: ${tag}
 KUST
 }

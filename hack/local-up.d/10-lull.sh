@@ -22,6 +22,8 @@ if [[ "$LULL_INSTALL" == pods ]]; then
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply --server-side -f "$DIR/install/rendered.yaml" >/dev/null
   wait_for "lull-scheduler and lull-drainer Available" 180 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" -n lull-system \
     wait --for=condition=Available --timeout=5s deployment/lull-scheduler deployment/lull-drainer
+  wait_for "lull-agent running on ${REAL_NODE_NAME}" 120 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" -n lull-system \
+    rollout status daemonset/lull-agent --timeout=5s
   log "lull installed as pods on ${REAL_NODE_NAME} in $((SECONDS - install_start))s (images ${LULL_VERSION})"
   echo "$((SECONDS - install_start))" >"$DIR/install/seconds"
   return 0 2>/dev/null || true

@@ -96,12 +96,18 @@ func TestShippedDefaultPolicy(t *testing.T) {
 	for class, want := range map[string]lullv1alpha1.DisruptionAction{
 		"ssh-keys": lullv1alpha1.ActionNone, "registry-mirror": lullv1alpha1.ActionNone, "node-config": lullv1alpha1.ActionCordon,
 		"kernel-update": lullv1alpha1.ActionDrain, "kernel-livepatch": lullv1alpha1.ActionDrain, "hardware": lullv1alpha1.ActionDrain,
-		"anything-else": lullv1alpha1.ActionDrain,
+		"chrony-config": lullv1alpha1.StepRestartService,
+		// When unsure, the disruptive action: drained and rebooted.
+		"anything-else": lullv1alpha1.StepReboot,
 	} {
 		require.Equal(t, want, s.Decide([]string{class}).Action, class)
 	}
-	for _, e := range s.Effective() {
+	require.Equal(t, "Cordon, Drain, Reboot", StepsLine(s.Decide([]string{"anything-else"}).Steps))
+	eff := s.Effective()
+	for _, e := range eff[:len(eff)-1] {
 		require.Empty(t, e.ShadowedBy, "the shipped policy has no dead rule: %+v", e)
 	}
-	require.Equal(t, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain", Summary(&p))
+	require.Equal(t, "default/unknown-classes", eff[len(eff)-1].ShadowedBy, "its last rule replaces the built-in default")
+	require.Equal(t, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain "+
+		"chrony-config=RestartService:chronyd *=Drain+Reboot", Summary(&p))
 }

@@ -155,8 +155,11 @@ func TestRelease(t *testing.T) {
 	// The install YAML: manifests/install with the release's image tags.
 	inst := objects(t, "lull-install.yaml", string(readFile(t, filepath.Join(dist, "lull-install.yaml"))))
 	want := renderKustomize(t)
-	for _, c := range []string{"lull-scheduler", "lull-drainer"} {
+	for _, c := range []string{"lull-scheduler", "lull-drainer", "lull-agent"} {
 		k := "apps/v1/Deployment/lull-system/" + c
+		if c == "lull-agent" {
+			k = "apps/v1/DaemonSet/lull-system/" + c
+		}
 		if got := get(t, inst[k], "spec", "template", "spec", "containers", 0, "image"); got != "lull.dev/"+c+":"+version {
 			t.Errorf("lull-install.yaml: %s image %v, want lull.dev/%s:%s", c, got, c, version)
 		}

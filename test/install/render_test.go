@@ -52,6 +52,9 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 		"rbac.authorization.k8s.io/v1/RoleBinding/kube-system/lull-scheduler-extension-apiserver-authentication-reader",
 		"policy/v1/PodDisruptionBudget/lull-system/lull-drainer",
 		"rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-metrics-reader",
+		"apps/v1/DaemonSet/lull-system/lull-agent",
+		"rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-agent",
+		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy/<nil>/lull-agent",
 	} {
 		if _, ok := k[want]; !ok {
 			t.Errorf("kubectl kustomize manifests/install has no %s; it has:\n%s", want, strings.Join(keys(k), "\n"))
@@ -65,8 +68,11 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 	if got := get(t, k["v1/ConfigMap/lull-system/lull-scheduler-config"], "data", "config.yaml"); got != string(cfg) {
 		t.Errorf("the scheduler ConfigMap is not manifests/scheduler/config.yaml:\n%s", got)
 	}
-	for _, c := range []string{"lull-scheduler", "lull-drainer"} {
+	for _, c := range []string{"lull-scheduler", "lull-drainer", "lull-agent"} {
 		d := k["apps/v1/Deployment/lull-system/"+c]
+		if c == "lull-agent" {
+			d = k["apps/v1/DaemonSet/lull-system/"+c]
+		}
 		if got, want := get(t, d, "spec", "template", "spec", "containers", 0, "image"), "lull.dev/"+c+":v0.1.0"; got != want {
 			t.Errorf("%s image = %v, want %s", c, got, want)
 		}

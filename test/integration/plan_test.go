@@ -132,7 +132,7 @@ func TestDrainerAppliesDisruptionPolicy(t *testing.T) {
 			return false, err
 		}
 		return p.Status.Order == 1 && len(p.Status.EffectiveRules) == len(p.Spec.Rules)+1 &&
-			p.Status.Summary == "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain", nil
+			p.Status.Summary == "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain chrony-config=RestartService:chronyd *=Drain+Reboot", nil
 	}), "DisruptionPolicy status")
 
 	// None.
