@@ -9,6 +9,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -59,6 +60,33 @@ type Agent struct {
 	Clock           clock.Clock
 	Recorder        events.EventRecorder
 	Metrics         *Metrics
+
+	// issued remembers the reboots this process issued (request UID and
+	// the step's start): a reboot stays Running until the drainer sees the
+	// node come back, and every wake-up before that (a lease renewal, the
+	// node going NotReady) must not issue it again. A new process, on the
+	// rebooted node or after a crash before the reboot, starts empty.
+	mu     sync.Mutex
+	issued map[string]bool
+}
+
+func issueKey(nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.ActionStatus) string {
+	return string(nm.UID) + "/" + st.Label() + "/" + st.StartedAt.UTC().Format(time.RFC3339Nano)
+}
+
+func (a *Agent) wasIssued(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.issued[key]
+}
+
+func (a *Agent) markIssued(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.issued == nil {
+		a.issued = map[string]bool{}
+	}
+	a.issued[key] = true
 }
 
 // Reconcile runs the request's next host step when the request and the
@@ -150,6 +178,12 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 				return reconcile.Result{}, fmt.Errorf("reading node %s: %w", a.Node, err)
 			}
 			st.BootID = node.Status.NodeInfo.BootID
+			if st.BootID == "" {
+				// Without a boot ID nobody can tell the node came back:
+				// a reboot would stay Running until its timeout.
+				return a.record(ctx, nm, i, lullv1alpha1.ActionFailed,
+					fmt.Sprintf("node %s reports no boot ID (status.nodeInfo.bootID), so its return after a reboot cannot be seen; not rebooting", a.Node))
+			}
 		}
 		if err := a.Client.Status().Update(ctx, nm); err != nil {
 			if apierrors.IsConflict(err) {
@@ -160,6 +194,10 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 		a.event(nm, corev1.EventTypeNormal, ReasonActionStarted, "lull-agent started "+st.Label())
 		st = &nm.Status.Actions[i]
 	} else {
+		if st.Type == lullv1alpha1.StepReboot && a.wasIssued(issueKey(nm, st)) {
+			// Issued by this process: the node is going down, or back.
+			return reconcile.Result{}, nil
+		}
 		if st.Type == lullv1alpha1.StepReboot && st.BootID != "" {
 			// A reboot stays Running until the drainer sees the node back:
 			// one whose node reports another boot ID has happened, and
@@ -195,6 +233,7 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 	}
 	if result == lullv1alpha1.ActionRunning {
 		// A reboot issued: the drainer sees the node come back.
+		a.markIssued(issueKey(nm, st))
 		logger.Info("Reboot issued", "output", out)
 		return reconcile.Result{}, nil
 	}

@@ -665,6 +665,39 @@ func TestRebootWithoutItsNode(t *testing.T) {
 	require.Equal(t, []lullv1alpha1.ActionStatus{reboot(lullv1alpha1.ActionPending)}, e.actions())
 }
 
+// A node that reports no boot ID cannot be seen to come back: its reboot
+// fails at once, saying why, and nothing runs.
+func TestRebootOfANodeWithoutBootID(t *testing.T) {
+	e := newEnv(t, request(reboot(lullv1alpha1.ActionPending)), drainerLease(), node(""))
+
+	_, err := e.reconcile(e.ctx, testNode)
+	require.NoError(t, err)
+	require.Empty(t, e.exec.ran)
+	got := e.actions()
+	require.Len(t, got, 1)
+	require.Equal(t, lullv1alpha1.ActionFailed, got[0].State)
+	require.Contains(t, got[0].Message, "reports no boot ID")
+}
+
+// A reboot this process issued is not issued again on the wake-ups that
+// follow it (lease renewals, the node going NotReady) while the node has
+// not yet come back; a new process would issue it again.
+func TestRebootIssuedOnce(t *testing.T) {
+	e := newEnv(t, request(reboot(lullv1alpha1.ActionPending)), drainerLease(), node("boot-1"))
+
+	for range 3 {
+		_, err := e.reconcile(e.ctx, testNode)
+		require.NoError(t, err)
+	}
+	require.Len(t, e.exec.ran, 1, "issued once")
+	require.Equal(t, lullv1alpha1.ActionRunning, e.actions()[0].State)
+
+	e.a.issued = nil // a new process: the reboot did not happen
+	_, err := e.reconcile(e.ctx, testNode)
+	require.NoError(t, err)
+	require.Len(t, e.exec.ran, 2, "issued again by a new agent")
+}
+
 // The drainer may write the request while a step runs; the agent records
 // the step's end on the request as it is then, and only that step's
 // fields: a step the drainer ended meanwhile keeps the drainer's verdict.

@@ -92,7 +92,12 @@ func Run(args []string) int {
 	clk := clock.RealClock{}
 	var exec Executor = &o.Commands
 	if o.SimulatePower {
-		exec = &SimulatedPower{Client: mgr.GetClient(), Node: o.Node, BootTime: o.SimulatedBootTime, Clock: clk, Commands: &o.Commands}
+		sim := &SimulatedPower{Client: mgr.GetClient(), Node: o.Node, BootTime: o.SimulatedBootTime, Clock: clk, Commands: &o.Commands}
+		if err := mgr.Add(sim); err != nil {
+			logger.Error(err, "Adding the simulated node's boot ID")
+			return 1
+		}
+		exec = sim
 	}
 	a := &Agent{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Node: o.Node, LeaseNamespace: o.LeaseNamespace,
 		DrainerIdentity: o.DrainerIdentity, Exec: exec, Clock: clk, Recorder: mgr.GetEventRecorder("lull-agent"),

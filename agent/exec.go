@@ -114,6 +114,29 @@ func (s *SimulatedPower) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (
 	return s.Commands.Run(ctx, a)
 }
 
+// Start gives a simulated node a boot ID if it has none, as a kubelet
+// reports one from its first status (kwok's nodes have none): a reboot's
+// return is judged by its change. It runs once when the agent starts (a
+// manager.Runnable).
+func (s *SimulatedPower) Start(ctx context.Context) error {
+	var node corev1.Node
+	if err := s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &node); err != nil {
+		return fmt.Errorf("reading node %s: %w", s.Node, err)
+	}
+	if node.Status.NodeInfo.BootID != "" {
+		return nil
+	}
+	orig := node.DeepCopy()
+	node.Status.NodeInfo.BootID = string(uuid.NewUUID())
+	if err := s.Client.Status().Patch(ctx, &node, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("giving simulated node %s a boot ID: %w", s.Node, err)
+	}
+	return nil
+}
+
+// NeedLeaderElection: every agent has its own node.
+func (s *SimulatedPower) NeedLeaderElection() bool { return false }
+
 // setNode sets the node's Ready condition and, if given, its boot ID.
 func (s *SimulatedPower) setNode(ctx context.Context, ready corev1.ConditionStatus, bootID string) error {
 	var node corev1.Node

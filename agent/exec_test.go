@@ -286,3 +286,14 @@ func TestSimulatedPower(t *testing.T) {
 		})
 	}
 }
+
+// A simulated node without a boot ID (kwok's) gets one when the agent
+// starts, as a kubelet reports one; one it has is kept.
+func TestSimulatedPowerGivesABootID(t *testing.T) {
+	e := newSimEnv(t, node(""))
+	require.NoError(t, e.s.Start(context.Background()))
+	first := e.node(t).Status.NodeInfo.BootID
+	require.NotEmpty(t, first)
+	require.NoError(t, e.s.Start(context.Background()))
+	require.Equal(t, first, e.node(t).Status.NodeInfo.BootID, "kept")
+}
