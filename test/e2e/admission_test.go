@@ -45,6 +45,9 @@ rules:
 - apiGroups: [lull.dev]
   resources: [nodemaintenances]
   verbs: [get, list, create, update, patch]
+- apiGroups: [lull.dev]
+  resources: [nodemaintenances/status]
+  verbs: [get, update, patch]
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, list, create, update, patch, delete]
@@ -73,6 +76,24 @@ var (
 	em        = as("e2e-em", admMaintainers, admEmergency)
 	drainerSA = as(admDrainer)
 )
+
+// admAgent is the user name lull-agent authenticates as.
+const admAgent = "system:serviceaccount:lull-system:lull-agent"
+
+// agentOn impersonates lull-agent with a token bound to node (the extra the
+// API server gives a pod's projected token); node "" is a token bound to no
+// node.
+func agentOn(node string) []string {
+	args := as(admAgent)
+	if node != "" {
+		args = append(args, "--as-user-extra=authentication.kubernetes.io/node-name="+node)
+	}
+	return args
+}
+
+func agentRefused(node, what string) string {
+	return fmt.Sprintf("lull-agent on node %s may %s", node, what)
+}
 
 // Guard refusals, as the policies word them.
 func labelRefused(user string) string {
@@ -183,6 +204,15 @@ spec: {holderIdentity: alice-tool, leaseDurationSeconds: 300}
 	mergeNM := func(patch string) []string {
 		return []string{"patch", "nodemaintenance", nmNode, "--type=merge", "-p", patch}
 	}
+	mergeStatus := func(patch string) []string {
+		return []string{"patch", "nodemaintenance", nmNode, "--subresource=status", "--type=merge", "-p", patch}
+	}
+	agentLease := func(node string) string {
+		return file("agent-"+node+".yaml", fmt.Sprintf("apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: lull-agent-%s, namespace: lull-system}\nspec: {holderIdentity: e2e-agent, leaseDurationSeconds: 30}\n", node))
+	}
+	t.Cleanup(func() {
+		_, _ = cluster.Kubectl(context.Background(), 30*time.Second, "-n", "lull-system", "delete", "lease", "lull-agent-"+labelNode, "lull-agent-"+nmNode, "--ignore-not-found")
+	})
 	ready := `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"e2e admission heartbeat"}]}}`
 
 	for _, table := range []struct {
@@ -257,6 +287,24 @@ spec: {holderIdentity: alice-tool, leaseDurationSeconds: 300}
 			{name: "its creator cannot delete it now", as: alice, args: []string{"-n", admLeaseNS, "delete", "lease", freeName},
 				refused: leaseRefused(freeName, "bob-tool", "e2e-bob", "delete", "e2e-alice")},
 			{name: "a maintainer deletes it", as: mo, args: []string{"-n", admLeaseNS, "delete", "lease", freeName}},
+		},
+	}, {
+		name: "lull-agent keeps to its node",
+		steps: []admStep{
+			{name: "an agent creates its heartbeat lease", as: agentOn(labelNode), args: []string{"create", "-f", agentLease(labelNode)}},
+			{name: "it renews it", as: agentOn(labelNode), args: []string{"-n", "lull-system", "annotate", "lease", "lull-agent-" + labelNode, "e2e=renewed"}},
+			{name: "it cannot create another node's", as: agentOn(labelNode), args: []string{"create", "-f", agentLease(nmNode)},
+				refused: agentRefused(labelNode, "write only its own lease lull-agent-"+labelNode+", not lull-system/lull-agent-"+nmNode)},
+			{name: "it cannot touch the drainer's leader lease", as: agentOn(labelNode), args: []string{"-n", "lull-system", "annotate", "lease", "lull-drainer", "e2e=agent"},
+				refused: agentRefused(labelNode, "write only its own lease lull-agent-"+labelNode+", not lull-system/lull-drainer")},
+			{name: "a token bound to no node writes nothing", as: agentOn(""), args: []string{"-n", "lull-system", "annotate", "lease", "lull-agent-" + labelNode, "e2e=unbound"},
+				refused: "bound to a node; this request carries no node"},
+			{name: "it cannot write another node's request", as: agentOn(labelNode), args: mergeStatus(`{"status":{"waitingFor":"agent"}}`),
+				refused: agentRefused(labelNode, "record steps only on the NodeMaintenance of its own node, not "+nmNode)},
+			{name: "on its node it cannot change the phase", as: agentOn(nmNode), args: mergeStatus(`{"status":{"phase":"Completed"}}`),
+				refused: agentRefused(nmNode, "change only the state, times, boot ID and message of the steps")},
+			{name: "nor add steps", as: agentOn(nmNode), args: mergeStatus(`{"status":{"actions":[{"type":"Reboot","timeout":"15m","state":"Pending"}]}}`),
+				refused: agentRefused(nmNode, "change only the state, times, boot ID and message of the steps")},
 		},
 	}} {
 		t.Run(table.name, func(t *testing.T) {

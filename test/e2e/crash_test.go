@@ -295,7 +295,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	label := func() {
 		round++
 		for _, n := range nodes {
-			e.patchNode(n, fmt.Sprintf(`{"metadata":{"labels":{"lull.dev/maintenance":"round-%d"}}}`, round))
+			e.patchNode(n, fmt.Sprintf(`{"metadata":{"labels":{"lull.dev/maintenance":"kernel-round-%d"}}}`, round))
 		}
 	}
 	label()

@@ -39,6 +39,9 @@ const windowCloseSlack = 2 * time.Second
 //   - never more NodeMaintenances of a window's nodes disrupting at once than
 //     its maxUnavailable,
 //   - no PodDisruptionBudget's healthy pods below its desired count,
+//   - no host step (lull-agent) starts unless the node's lease, at that
+//     moment, is held by lull and is the one the request's fencing token
+//     names,
 //
 // and, when check is called after every request finished, that no node is
 // left cordoned without an unfinished request and no node lease is held.
@@ -58,6 +61,8 @@ type invariants struct {
 	seenPods   map[string]bool
 	pdbLow     []string
 	pdbUp      map[string]bool // PodDisruptionBudget UID -> seen healthy
+	// fencing: every host step's start against its node's lease.
+	fencing *StepFencing
 }
 
 type interval struct{ from, to time.Time } // to zero: still open
@@ -90,11 +95,14 @@ func (e *sysEnv) watchInvariants(nodes ...string) *invariants {
 func newInvariants(t testing.TB, nodes ...string) *invariants {
 	t.Helper()
 	iv := &invariants{t: t, nodes: nodes, mine: map[string]bool{}, restricted: map[string][]interval{},
-		phases: map[string]lullv1alpha1.MaintenancePhase{}, seenPods: map[string]bool{}, pdbUp: map[string]bool{}}
+		phases: map[string]lullv1alpha1.MaintenancePhase{}, seenPods: map[string]bool{}, pdbUp: map[string]bool{},
+		fencing: NewStepFencing(nodes...)}
 	for _, n := range nodes {
 		iv.mine[n] = true
 	}
-	c, err := cache.New(cluster.Config, cache.Options{Scheme: lullscheme.New()})
+	c, err := cache.New(cluster.Config, cache.Options{Scheme: lullscheme.New(), ByObject: map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.DefaultNamespace: {}}},
+	}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -110,6 +118,10 @@ func newInvariants(t testing.TB, nodes ...string) *invariants {
 		&lullv1alpha1.NodeMaintenance{}: toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { iv.nm(o, false) }, UpdateFunc: func(_, o any) { iv.nm(o, false) },
 			DeleteFunc: func(o any) { iv.nm(o, true) },
+		},
+		&coordinationv1.Lease{}: toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { iv.fencing.Lease(o, false) }, UpdateFunc: func(_, o any) { iv.fencing.Lease(o, false) },
+			DeleteFunc: func(o any) { iv.fencing.Lease(o, true) },
 		},
 	}
 	for obj, h := range handlers {
@@ -236,6 +248,7 @@ func (iv *invariants) nm(o any, deleted bool) {
 		delete(iv.phases, nm.Spec.NodeName)
 	} else {
 		iv.phases[nm.Spec.NodeName] = nm.Status.Phase
+		iv.fencing.Request(nm)
 	}
 	for _, g := range iv.budgets {
 		n := 0
@@ -247,6 +260,9 @@ func (iv *invariants) nm(o any, deleted bool) {
 		g.maxSeen = max(g.maxSeen, n)
 	}
 }
+
+// hostSteps returns how many host steps the watchers saw start.
+func (iv *invariants) hostSteps() int { return iv.fencing.Starts() }
 
 // evictions returns how many pods were evicted from node.
 func (iv *invariants) evictions(node string) int {
@@ -294,7 +310,7 @@ func (iv *invariants) violations() []string {
 	for _, p := range iv.pdbLow {
 		out = append(out, "PodDisruptionBudget "+p)
 	}
-	return out
+	return append(out, iv.fencing.Violations()...)
 }
 
 // permittedAt reports whether a removal recorded at `at` (to the second,

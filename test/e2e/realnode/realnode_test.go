@@ -355,6 +355,16 @@ func TestServiceAccountRights(t *testing.T) {
 		{"lull-scheduler", "list", "disruptionpolicies.lull.dev", "", true},
 		{"lull-scheduler", "create", "pods/binding", "default", true},
 		{"lull-scheduler", "patch", "nodes", "", false},
+		{"lull-agent", "update", "nodemaintenances.lull.dev/status", "", true}, // records its steps (its own node's only: the guard)
+		{"lull-agent", "update", "nodemaintenances.lull.dev", "", false},
+		{"lull-agent", "list", "nodemaintenances.lull.dev", "", true},
+		{"lull-agent", "patch", "nodes", "", false},
+		{"lull-agent", "create", "pods/eviction", "default", false},
+		{"lull-agent", "delete", "pods", "default", false},
+		{"lull-agent", "get", "leases.coordination.k8s.io", "lull-leases", true}, // reads the lease before every step
+		{"lull-agent", "update", "leases.coordination.k8s.io", "lull-leases", false},
+		{"lull-agent", "update", "leases.coordination.k8s.io/lull-agent-real-node-0", "lull-system", true}, // its heartbeat
+		{"lull-agent", "get", "secrets", "lull-system", false},
 	} {
 		// resource/subresource, or resource/name for the objects granted by name.
 		resource, sub, _ := strings.Cut(tc.resource, "/")
@@ -378,6 +388,94 @@ func TestServiceAccountRights(t *testing.T) {
 			t.Errorf("%s %s %s (namespace %q): can-i says %q, docs/install.md says %v", tc.sa, tc.verb, tc.resource, tc.ns, answer, tc.want)
 		}
 	}
+}
+
+// TestAgentOnRealNode: lull-agent runs as a DaemonSet pod from the install
+// manifests on the real node, with its shipped ServiceAccount, RBAC and
+// security context (root with only CAP_SYS_CHROOT, the host's / read-only),
+// renews its heartbeat lease, and carries out a RestartService step through
+// the local cluster's harmless command (hack/local-overlay: it prints the
+// unit and the host's name; the image has no shell, so the step
+// succeeding shows it ran chrooted into the host). Its writes pass the
+// admission guard with its pod-bound token, and the step starts only under
+// lull's lease (the fencing watcher).
+func TestAgentOnRealNode(t *testing.T) {
+	ctx := t.Context()
+	cs := cluster.Clientset
+	var ds *appsv1.DaemonSet
+	poll(t, "lull-agent ready on the real node", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		var err error
+		if ds, err = cs.AppsV1().DaemonSets("lull-system").Get(ctx, "lull-agent", metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		return ds.Status.DesiredNumberScheduled == 1 && ds.Status.NumberReady == 1,
+			fmt.Sprintf("%d of %d ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+	})
+	require.Equal(t, "lull.dev/lull-agent:"+version, ds.Spec.Template.Spec.Containers[0].Image)
+	pods, err := cs.CoreV1().Pods("lull-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lull-agent"})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1, "one agent, on the real node only (the overlay keeps it off kwok nodes)")
+	p := pods.Items[0]
+	require.Equal(t, realNode, p.Spec.NodeName)
+	require.Equal(t, "lull-agent", p.Spec.ServiceAccountName)
+	sc := p.Spec.Containers[0].SecurityContext
+	require.NotNil(t, sc)
+	require.Equal(t, int64(0), ptr.Deref(sc.RunAsUser, -1))
+	require.False(t, ptr.Deref(sc.Privileged, false), "not privileged")
+	require.False(t, ptr.Deref(sc.AllowPrivilegeEscalation, true))
+	require.True(t, ptr.Deref(sc.ReadOnlyRootFilesystem, false))
+	require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	require.Equal(t, []corev1.Capability{"SYS_CHROOT"}, sc.Capabilities.Add)
+	require.False(t, p.Spec.HostPID || p.Spec.HostNetwork || p.Spec.HostIPC, "no host namespaces")
+	pid, ok := tasks(t)[containerID(p.Status.ContainerStatuses[0])]
+	require.True(t, ok, "containerd runs the agent's container")
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(status), "\n") {
+		// CAP_SYS_CHROOT is bit 18: the agent's process has it and nothing else.
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			require.Equal(t, "0000000000040000", strings.TrimSpace(v), "the agent's effective capabilities")
+		}
+	}
+	poll(t, "the agent's heartbeat lease", time.Minute, func(ctx context.Context) (bool, string) {
+		l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, "lull-agent-"+realNode, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ptr.Deref(l.Spec.HolderIdentity, "") == p.Name, "holder " + ptr.Deref(l.Spec.HolderIdentity, "")
+	})
+
+	pol := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-agent"}, Spec: lullv1alpha1.DisruptionPolicySpec{
+		Priority: 100,
+		Rules: []lullv1alpha1.DisruptionRule{{Name: "chrony", Class: "e2e-chrony-config",
+			Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}}}},
+	}}
+	require.NoError(t, c.Create(ctx, pol))
+	t.Cleanup(func() { _ = c.Delete(context.Background(), pol) })
+	fencing := e2e.WatchStepFencing(t, cluster.Config, realNode)
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: realNode},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: realNode, Class: "e2e-chrony-config", Reason: "e2e: agent on the real node"}}
+	require.NoError(t, c.Create(ctx, nm))
+	done := waitNM(t, realNode, lullv1alpha1.PhaseCompleted, 2*time.Minute)
+	require.Len(t, done.Status.Actions, 1)
+	a := done.Status.Actions[0]
+	require.Equal(t, lullv1alpha1.StepRestartService, a.Type)
+	require.Equal(t, lullv1alpha1.ActionSucceeded, a.State, a.Message)
+	host, err := os.ReadFile("/etc/hostname")
+	require.NoError(t, err)
+	require.Contains(t, a.Message, "unit=chronyd host="+strings.TrimSpace(string(host)), "the command ran in the host's root")
+	n, err := cs.CoreV1().Nodes().Get(ctx, realNode, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, n.Spec.Unschedulable, "a restart alone needs no cordon")
+	_, err = cs.CoordinationV1().Leases("lull-leases").Get(ctx, "node-"+realNode, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the lease is released: %v", err)
+	require.Equal(t, 1, fencing.Starts())
+	require.Empty(t, fencing.Violations())
+	require.NoError(t, c.Delete(ctx, done))
+	poll(t, "the request deleted", time.Minute, func(ctx context.Context) (bool, string) {
+		err := c.Get(ctx, client.ObjectKey{Name: realNode}, &lullv1alpha1.NodeMaintenance{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }
 
 // TestDrainKwokNode is the core scenario with lull in pods: a labelled
@@ -864,12 +962,14 @@ func TestHelmInstall(t *testing.T) {
 	start := time.Now()
 	// The same local changes as hack/local-overlay, as values.
 	var set []string
-	for _, c := range []string{"scheduler", "drainer"} {
+	for _, c := range []string{"scheduler", "drainer", "agent"} {
 		set = append(set, "--set", c+".image.pullPolicy=Never",
 			"--set", c+".nodeSelector.kubernetes\\.io/hostname="+realNode,
 			"--set", c+".tolerations[0].key="+realNodeTaint, "--set", c+".tolerations[0].operator=Exists",
 			"--set", c+".tolerations[0].effect=NoSchedule")
 	}
+	// The agent on the real node must restart, reboot and power off nothing.
+	set = append(set, "--set", "agent.commands.restart=echo restarted $LULL_UNIT", "--set", "agent.commands.reboot=", "--set", "agent.commands.powerOff=")
 	helm(append([]string{"install", "lull", chart[0], "--namespace", "default", "--wait", "--timeout", "3m"}, set...)...)
 	t.Logf("helm install -> all Deployments Available: %v", time.Since(start).Round(100*time.Millisecond))
 	for _, name := range []string{"lull-scheduler", "lull-drainer"} {

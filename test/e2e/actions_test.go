@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/test/framework"
+)
+
+// simAgentRestart is the RestartService command of the simulated agents:
+// unit "flaky" fails, unit "hang" never finishes, any other succeeds. It
+// runs on this machine without chroot and restarts nothing.
+const simAgentRestart = `case "$LULL_UNIT" in flaky) echo "unit flaky failed to start"; exit 3;; hang) sleep 300;; *) echo "restarted $LULL_UNIT (simulated)";; esac`
+
+// startSimAgent runs lull-agent for a kwok node as a host process, the way
+// docs/agent.md says simulated nodes get one: the production binary and
+// reconciler, with reboots and power-offs done at the API level
+// (--simulate-power: NotReady, a new boot ID, Ready again). It stops at the
+// end of the test; hack/local-down.sh stops it too (pids/).
+func startSimAgent(t *testing.T, node string) *proc {
+	t.Helper()
+	p := &proc{name: "lull-agent-" + node, env: append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig), args: []string{
+		filepath.Join(framework.BinDir(), "lull-agent"), "--node-name=" + node, "--namespace=lull-system",
+		"--lease-namespace=" + lease.DefaultNamespace, "--drainer-identity=lull-drainer", "--host-root=/",
+		"--simulate-power", "--simulated-boot-time=2s", "--restart-command=" + simAgentRestart,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+	}}
+	require.NoError(t, p.start())
+	t.Cleanup(func() { _ = p.kill(context.Background()) })
+	return p
+}
+
+// actionsPolicy is the scenario's DisruptionPolicy, above the shipped one:
+// the acceptance classes (ssh-keys nothing, chrony-config a restart of
+// chronyd, kernel-update a drain and a reboot) and three of the test's own.
+func (e *sysEnv) actionsPolicy() {
+	e.t.Helper()
+	p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-actions"}, Spec: lullv1alpha1.DisruptionPolicySpec{
+		Priority: 100,
+		Rules: []lullv1alpha1.DisruptionRule{
+			{Name: "ssh", Class: "ssh-keys", Action: lullv1alpha1.ActionNone},
+			{Name: "chrony", Class: "chrony-config", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}}},
+			{Name: "kernel", Class: "kernel-update", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
+			{Name: "flaky", Class: "e2e-flaky", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "flaky"}}},
+			{Name: "hang", Class: "e2e-hang", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "hang",
+				Timeout: &lullv1alpha1.Duration{Duration: 3 * time.Second}}}},
+			{Name: "hardware", Class: "e2e-hardware", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepPowerOff}}},
+		}}}
+	require.NoError(e.t, e.c.Create(e.t.Context(), p))
+	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), p) })
+}
+
+// readyAgain gives a node powered off by a simulated agent its Ready
+// condition back, so later scenarios find it as they expect.
+func (e *sysEnv) readyAgain(node string) {
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			n.Status.Conditions[i].Status, n.Status.Conditions[i].Reason = corev1.ConditionTrue, "KubeletReady"
+		}
+	}
+	_, _ = cluster.Clientset.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+}
+
+func (e *sysEnv) bootID(node string) string {
+	e.t.Helper()
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(e.t.Context(), node, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	return n.Status.NodeInfo.BootID
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Host actions on kwok nodes, with lull-drainer and simulated lull-agents
+// as processes, the invariant watchers beside them (no host step starts
+// without lull's current lease): the acceptance request (cordon, drain,
+// reboot — planned before anything starts, and waiting for an agent until
+// one runs), a failing and a hanging service restart that both end in a
+// reboot, and a power-off that stays off until an admin completes it.
+func TestSystemHostActions(t *testing.T) {
+	e := newSysEnv(t)
+	ctx := t.Context()
+	nodes := e.pickNodes("e2e-actions", 4)
+	accept, flaky, hang, off := nodes[0], nodes[1], nodes[2], nodes[3]
+	e.window(&lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-actions"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-actions"}},
+			Strategy:       lullv1alpha1.StrategyPermissive,
+			MaxUnavailable: ptr.To(intstr.FromInt32(4)),
+		},
+	})
+	e.actionsPolicy()
+	t.Cleanup(func() { e.readyAgain(off) })
+	iv := e.watchInvariants(nodes...)
+	iv.budget("e2e-actions", 4, nodes...)
+	deployOn(t, "e2e-actions", accept, 2)
+	boot := map[string]string{}
+	for _, n := range nodes {
+		boot[n] = e.bootID(n)
+	}
+
+	// The acceptance request: the plan is there before anything starts,
+	// and without an agent nothing is taken.
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: accept}, Spec: lullv1alpha1.NodeMaintenanceSpec{
+		NodeName: accept, Classes: []string{"ssh-keys", "chrony-config", "kernel-update"}, Reason: "e2e acceptance"}}
+	require.NoError(t, e.c.Create(ctx, nm))
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), nm) })
+	got := e.waitNM(accept, "WaitingForAgent", time.Minute, inPhase(lullv1alpha1.PhaseWaitingForAgent))
+	require.Equal(t, "Cordon, Drain, Reboot", policy.StepsLine(got.Status.Decision.Steps), "planned before it started")
+	require.Equal(t, []string{"RestartService chronyd (chrony-config)"}, got.Status.Decision.Steps[2].Covers)
+	require.Contains(t, got.Status.WaitingFor, "lull-agent")
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, accept, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, n.Spec.Unschedulable, "nothing is done without an agent")
+	_, err = cluster.Clientset.CoordinationV1().Leases(lease.DefaultNamespace).Get(ctx, lease.Name(accept), metav1.GetOptions{})
+	require.Error(t, err, "no lease is taken without an agent")
+
+	for _, n := range nodes {
+		startSimAgent(t, n)
+	}
+	e.patchNode(flaky, `{"metadata":{"labels":{"lull.dev/maintenance":"e2e-flaky"}}}`)
+	e.patchNode(hang, `{"metadata":{"labels":{"lull.dev/maintenance":"e2e-hang"}}}`)
+	e.patchNode(off, `{"metadata":{"labels":{"lull.dev/maintenance":"e2e-hardware"}}}`)
+
+	t.Run("acceptance: cordon, drain, reboot", func(t *testing.T) {
+		got := e.waitNM(accept, "Completed", 3*time.Minute, inPhase(lullv1alpha1.PhaseCompleted))
+		require.Len(t, got.Status.Actions, 1, "only the reboot is a host step: %+v", got.Status.Actions)
+		a := got.Status.Actions[0]
+		require.Equal(t, lullv1alpha1.StepReboot, a.Type)
+		require.Equal(t, lullv1alpha1.ActionSucceeded, a.State)
+		require.Equal(t, boot[accept], a.BootID, "the boot ID before the reboot")
+		require.NotEqual(t, boot[accept], e.bootID(accept), "the node came back with a new boot ID")
+		require.Greater(t, iv.evictions(accept), 0, "drained before the reboot")
+	})
+	for _, tc := range []struct{ name, node, state, message string }{
+		{"a failing restart falls back to a reboot", flaky, string(lullv1alpha1.ActionFailed), "unit flaky failed to start"},
+		{"a hanging restart falls back to a reboot", hang, string(lullv1alpha1.ActionTimedOut), "did not finish within 3s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := e.waitNM(tc.node, "Completed", 3*time.Minute, inPhase(lullv1alpha1.PhaseCompleted))
+			require.Len(t, got.Status.Actions, 2, "%+v", got.Status.Actions)
+			restart, reboot := got.Status.Actions[0], got.Status.Actions[1]
+			require.Equal(t, lullv1alpha1.StepRestartService, restart.Type)
+			require.Equal(t, tc.state, string(restart.State))
+			require.Contains(t, restart.Message, tc.message)
+			require.Equal(t, lullv1alpha1.StepReboot, reboot.Type)
+			require.True(t, reboot.Fallback, "the reboot is the fallback")
+			require.Equal(t, lullv1alpha1.ActionSucceeded, reboot.State)
+			require.Equal(t, metav1.ConditionTrue, nmCondition(got, "FellBack"))
+			require.NotEqual(t, boot[tc.node], e.bootID(tc.node), "rebooted")
+		})
+	}
+	t.Run("a power-off stays off until completed", func(t *testing.T) {
+		got := e.waitNM(off, "PoweredOff", 2*time.Minute, inPhase(lullv1alpha1.PhasePoweredOff))
+		require.Equal(t, lullv1alpha1.ActionSucceeded, got.Status.Actions[0].State)
+		// Nothing brings it back or lets it go while the admin works:
+		// for 5 s the request stays PoweredOff, the node off, cordoned and
+		// leased to lull.
+		var changed string
+		require.Never(t, func() bool {
+			var cur lullv1alpha1.NodeMaintenance
+			if err := e.c.Get(ctx, client.ObjectKey{Name: off}, &cur); err != nil || cur.Status.Phase != lullv1alpha1.PhasePoweredOff {
+				changed = fmt.Sprintf("request: %v %s", err, cur.Status.Phase)
+				return true
+			}
+			n, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, off, metav1.GetOptions{})
+			if err != nil || !n.Spec.Unschedulable || nodeReady(n) {
+				changed = fmt.Sprintf("node: %v, cordoned %v, ready %v", err, n.Spec.Unschedulable, nodeReady(n))
+				return true
+			}
+			l, err := cluster.Clientset.CoordinationV1().Leases(lease.DefaultNamespace).Get(ctx, lease.Name(off), metav1.GetOptions{})
+			if err != nil || !lease.SameFamily(ptr.Deref(l.Spec.HolderIdentity, ""), "lull-drainer") {
+				changed = fmt.Sprintf("lease: %v", err)
+				return true
+			}
+			return false
+		}, 5*time.Second, 500*time.Millisecond, "a powered-off node changed: %s", &changed)
+		e.complete(off)
+	})
+	require.Greater(t, iv.hostSteps(), 0, "the watchers saw the host steps start")
+	iv.check()
+	summary("host-actions", map[string]any{"hostSteps": iv.hostSteps(), "violations": 0})
+}
+
+// deployOn runs replicas pods of an opted-in Deployment on node (no
+// PodDisruptionBudget: their replacements wait Pending, as pods of a
+// rebooting single-node app would).
+func deployOn(t *testing.T, name, node string, replicas int32) {
+	t.Helper()
+	ctx := t.Context()
+	dep := OptedInDeployment(name, replicas)
+	dep.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	_, err := cluster.Clientset.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { cluster.RemoveApp(t, name) })
+	var last int
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cluster.Clientset.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, nil
+		}
+		last = 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning {
+				last++
+			}
+		}
+		return last == int(replicas), nil
+	})
+	require.NoError(t, err, "%d of %d pods of %s running on %s", last, replicas, name, node)
+}
+
+// nmCondition is the status of nm's condition of type t ("" if none).
+func nmCondition(nm *lullv1alpha1.NodeMaintenance, t string) metav1.ConditionStatus {
+	for _, c := range nm.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
