@@ -297,7 +297,7 @@ spec: {holderIdentity: alice-tool, leaseDurationSeconds: 300}
 				refused: agentRefused(labelNode, "write only its own lease lull-agent-"+labelNode+", not lull-system/lull-agent-"+nmNode)},
 			{name: "it cannot touch the drainer's leader lease", as: agentOn(labelNode), args: []string{"-n", "lull-system", "annotate", "lease", "lull-drainer", "e2e=agent"},
 				refused: agentRefused(labelNode, "write only its own lease lull-agent-"+labelNode+", not lull-system/lull-drainer")},
-			{name: "a token bound to no node writes nothing", as: agentOn(""), args: []string{"-n", "lull-system", "annotate", "lease", "lull-agent-" + labelNode, "e2e=unbound"},
+			{name: "a token bound to no node writes nothing", as: agentOn(""), args: []string{"-n", "lull-system", "annotate", "--overwrite", "lease", "lull-agent-" + labelNode, "e2e=unbound"},
 				refused: "bound to a node; this request carries no node"},
 			{name: "it cannot write another node's request", as: agentOn(labelNode), args: mergeStatus(`{"status":{"waitingFor":"agent"}}`),
 				refused: agentRefused(labelNode, "record steps only on the NodeMaintenance of its own node, not "+nmNode)},
