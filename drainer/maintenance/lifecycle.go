@@ -57,10 +57,19 @@ func (s *step) hold(phase lullv1alpha1.MaintenancePhase) (reconcile.Result, erro
 }
 
 // abort undoes what lull did (its own cordon, its lease) and returns the
-// request to phase next.
+// request to phase next. A request that fails ends: its maintenance label
+// goes too, as when a request completes, so that a label left on the node
+// does not make a new request that fails the same way again and again (a
+// reboot that never comes back, a drain that escalates to Abort); the
+// record says why, and labelling the node again asks again.
 func (s *step) abort(next lullv1alpha1.MaintenancePhase, why string) (reconcile.Result, error) {
 	if err := s.r.uncordonIfOurs(s.ctx, s.node, s.status); err != nil {
 		return reconcile.Result{}, err
+	}
+	if next == lullv1alpha1.PhaseFailed && s.node != nil {
+		if err := s.r.removeLabel(s.ctx, s.node); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	s.releaseIfHeld()
 	s.status.WasUnschedulable, s.status.CordonedByLull, s.status.StartedAt = nil, false, nil

@@ -255,3 +255,32 @@ func TestActionsFencingAndAgentKilledMidStep(t *testing.T) {
 	require.NoError(t, e.c.Get(e.ctx, client.ObjectKey{Name: "n1"}, nm))
 	require.Equal(t, lullv1alpha1.ActionPending, nm.Status.Actions[1].State, "another holder's lease: no action")
 }
+
+// A reboot that fails ends the request Failed: lull's cordon is undone,
+// its lease released, and the maintenance label goes with the request, so
+// a label left on the node does not make a new request that drains and
+// fails again and again. Labelling the node again asks again.
+func TestActionsFailedRebootEndsTheRequest(t *testing.T) {
+	e := newDrainEnv(t)
+	e.node("n1", nil)
+	e.readyNode("n1", "boot-1")
+	e.actionsPolicy()
+	violations := e.fencedWatcher("n1")
+	e.start(nil)
+	e.startAgent(e.newAgent("n1", &agent.Commands{HostRoot: "/", Reboot: `echo "no reboot on this machine"; exit 1`}))
+	e.label("n1", ptr.To("kernel-update"))
+	nm := e.waitNM("n1", "Failed", phaseIs(lullv1alpha1.PhaseFailed))
+	require.Len(t, nm.Status.Actions, 1)
+	require.Equal(t, lullv1alpha1.ActionFailed, nm.Status.Actions[0].State)
+	require.Contains(t, nm.Status.Actions[0].Message, "no reboot on this machine")
+	n := e.nodeObj("n1")
+	require.NotContains(t, n.Labels, lullv1alpha1.MaintenanceLabel, "the label goes with the failed request")
+	require.False(t, n.Spec.Unschedulable, "lull's cordon undone")
+	require.Empty(t, e.leaseHolder("n1"), "lease released")
+	require.Never(t, func() bool {
+		var cur lullv1alpha1.NodeMaintenance
+		err := e.c.Get(e.ctx, client.ObjectKey{Name: "n1"}, &cur)
+		return err != nil || cur.UID != nm.UID || cur.Status.Phase != lullv1alpha1.PhaseFailed
+	}, 2*time.Second, 100*time.Millisecond, "the failed request stays as it ended; nothing tries again")
+	require.Empty(t, violations())
+}
