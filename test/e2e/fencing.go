@@ -71,21 +71,36 @@ func NewStepFencing(nodes ...string) *StepFencing {
 func WatchStepFencing(t testing.TB, cfg *rest.Config, nodes ...string) *StepFencing {
 	t.Helper()
 	f := NewStepFencing(nodes...)
+	handlers := f.Handlers()
+	handlers[&lullv1alpha1.NodeMaintenance{}] = toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { f.Request(o) }, UpdateFunc: func(_, o any) { f.Request(o) },
+	}
+	Watch(t, cfg, handlers)
+	return f
+}
+
+// Handlers feed f the node leases' writes (requests go through Request).
+func (f *StepFencing) Handlers() map[client.Object]toolscache.ResourceEventHandler {
+	return map[client.Object]toolscache.ResourceEventHandler{
+		&coordinationv1.Lease{}: toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { f.Lease(o, false) }, UpdateFunc: func(_, o any) { f.Lease(o, false) },
+			DeleteFunc: func(o any) { f.Lease(o, true) },
+		},
+	}
+}
+
+// Watch runs an informer per object kind of handlers, with each handler,
+// until the end of the test, and waits for them to sync. Leases are
+// watched in the lease namespace only (kubelet heartbeats are not ours).
+func Watch(t testing.TB, cfg *rest.Config, handlers map[client.Object]toolscache.ResourceEventHandler) {
+	t.Helper()
 	c, err := cache.New(cfg, cache.Options{Scheme: lullscheme.New(), ByObject: map[client.Object]cache.ByObject{
 		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.DefaultNamespace: {}}},
 	}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	for obj, h := range map[client.Object]toolscache.ResourceEventHandler{
-		&coordinationv1.Lease{}: toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { f.Lease(o, false) }, UpdateFunc: func(_, o any) { f.Lease(o, false) },
-			DeleteFunc: func(o any) { f.Lease(o, true) },
-		},
-		&lullv1alpha1.NodeMaintenance{}: toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { f.Request(o) }, UpdateFunc: func(_, o any) { f.Request(o) },
-		},
-	} {
+	for obj, h := range handlers {
 		inf, err := c.GetInformer(ctx, obj)
 		require.NoError(t, err)
 		_, err = inf.AddEventHandler(h)
@@ -94,8 +109,7 @@ func WatchStepFencing(t testing.TB, cfg *rest.Config, nodes ...string) *StepFenc
 	go func() { _ = c.Start(ctx) }()
 	syncCtx, done := context.WithTimeout(ctx, time.Minute)
 	defer done()
-	require.True(t, c.WaitForCacheSync(syncCtx), "step fencing watchers did not sync")
-	return f
+	require.True(t, c.WaitForCacheSync(syncCtx), "watchers did not sync")
 }
 
 // Request records the host steps a request shows Running for the first

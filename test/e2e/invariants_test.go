@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -100,12 +99,6 @@ func newInvariants(t testing.TB, nodes ...string) *invariants {
 	for _, n := range nodes {
 		iv.mine[n] = true
 	}
-	c, err := cache.New(cluster.Config, cache.Options{Scheme: lullscheme.New(), ByObject: map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.DefaultNamespace: {}}},
-	}})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	handlers := map[client.Object]toolscache.ResourceEventHandler{
 		&corev1.Pod{}: toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { iv.pod(o, false) },
@@ -119,21 +112,11 @@ func newInvariants(t testing.TB, nodes ...string) *invariants {
 			AddFunc: func(o any) { iv.nm(o, false) }, UpdateFunc: func(_, o any) { iv.nm(o, false) },
 			DeleteFunc: func(o any) { iv.nm(o, true) },
 		},
-		&coordinationv1.Lease{}: toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { iv.fencing.Lease(o, false) }, UpdateFunc: func(_, o any) { iv.fencing.Lease(o, false) },
-			DeleteFunc: func(o any) { iv.fencing.Lease(o, true) },
-		},
 	}
-	for obj, h := range handlers {
-		inf, err := c.GetInformer(ctx, obj)
-		require.NoError(t, err)
-		_, err = inf.AddEventHandler(h)
-		require.NoError(t, err)
+	for obj, h := range iv.fencing.Handlers() {
+		handlers[obj] = h
 	}
-	go func() { _ = c.Start(ctx) }()
-	syncCtx, done := context.WithTimeout(ctx, time.Minute)
-	defer done()
-	require.True(t, c.WaitForCacheSync(syncCtx), "invariant watchers did not sync")
+	Watch(t, cluster.Config, handlers)
 	return iv
 }
 
