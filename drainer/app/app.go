@@ -75,6 +75,10 @@ func Run(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if err := settings.ValidateAgentNamespace(o.Maintenance.AgentNamespace); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	if *showVersion {
 		fmt.Println("lull-drainer", version.Version)
 		return 0
@@ -100,7 +104,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints for profiling, unauthenticated: use a loopback address and kubectl port-forward (empty: off)")
 	o.Settings.AddFlags(fs, settings.TolerationKeyName)
 	fs.StringVar(&o.Maintenance.Identity, "identity", "", "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
-	fs.StringVar(&o.Maintenance.AgentNamespace, "agent-namespace", "lull-system", "namespace of lull-agent's leases (one per node it runs on)")
+	settings.AddAgentNamespaceFlag(fs, &o.Maintenance.AgentNamespace)
 	fs.StringVar(&o.Maintenance.BudgetNamespace, "budget-namespace", "lull-system", "namespace of the budget ledger ConfigMap lull-budget")
 	fs.DurationVar(&o.Maintenance.LeaseDuration, "lease-duration", time.Minute, "duration of the node leases lull holds (renewed every third of it)")
 	fs.DurationVar(&o.Maintenance.DrainTimeout, "drain-timeout", time.Hour, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")

@@ -107,27 +107,10 @@ func (s *step) afterCordon() (reconcile.Result, error) {
 }
 
 // agentAlive is the agent gate: does lull-agent run on the node (its
-// lease, pkg/agentlease, is fresh)? It reads the cache.
+// lease is fresh)? pkg/agentlease judges, from the cache; kubectl lull
+// plan asks the same of its snapshot.
 func (s *step) agentAlive() (bool, string, error) {
-	var l coordinationv1.Lease
-	key := types.NamespacedName{Namespace: s.r.Options.AgentNamespace, Name: agentlease.Name(s.node.Name)}
-	err := s.r.Client.Get(s.ctx, key, &l)
-	if apierrors.IsNotFound(err) {
-		return false, fmt.Sprintf("no lull-agent runs on node %s (no Lease %s/%s): is the lull-agent DaemonSet installed, and its pod running on the node?",
-			s.node.Name, key.Namespace, key.Name), nil
-	}
-	if err != nil {
-		return false, "", fmt.Errorf("reading lull-agent's lease %s: %w", key, err)
-	}
-	if agentlease.Alive(&l, s.now) {
-		return true, "", nil
-	}
-	last := "never"
-	if l.Spec.RenewTime != nil {
-		last = l.Spec.RenewTime.UTC().Format(time.RFC3339)
-	}
-	return false, fmt.Sprintf("lull-agent on node %s stopped renewing its lease %s (last renewed %s, by %s)", s.node.Name, key, last,
-		ptr.Deref(l.Spec.HolderIdentity, "?")), nil
+	return agentlease.Lookup(s.ctx, s.r.Client, s.r.Options.AgentNamespace, s.node.Name, s.now)
 }
 
 // waitForAgent keeps a request whose plan needs lull-agent waiting until

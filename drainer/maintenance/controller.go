@@ -101,7 +101,7 @@ func (o *Options) defaults() {
 		o.BudgetNamespace = "lull-system"
 	}
 	if o.AgentNamespace == "" {
-		o.AgentNamespace = "lull-system"
+		o.AgentNamespace = agentlease.DefaultNamespace
 	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = time.Minute

@@ -1,18 +1,30 @@
 // Package agentlease is how lull-agent says it runs on a node, and how the
-// drainer asks: the agent keeps a Lease named after its node in the lull
-// namespace renewed; a node whose agent lease is not fresh has no agent,
-// and a request with host steps waits for one (phase WaitingForAgent).
+// drainer and kubectl-lull's previews ask: the agent keeps a Lease named
+// after its node in the agent namespace renewed; a node whose agent lease
+// is not fresh has no agent, and a request with host steps waits for one
+// (phase WaitingForAgent). The judgement is Check's, for both.
 package agentlease
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 const (
 	// Prefix of an agent lease's name: "lull-agent-<node>".
 	Prefix = "lull-agent-"
+	// DefaultNamespace is where lull-agent keeps its leases unless told
+	// otherwise (lull-agent's --namespace, lull-drainer's and
+	// kubectl-lull's --agent-namespace).
+	DefaultNamespace = "lull-system"
 	// Duration is how long an agent lease lasts without renewal.
 	Duration = 40 * time.Second
 	// RenewEvery is how often the agent renews it.
@@ -25,6 +37,12 @@ const (
 // Name is the agent lease's name for node.
 func Name(node string) string { return Prefix + node }
 
+// Selector selects agent leases by their label (the drainer's cache of a
+// namespace of its own holds only these).
+func Selector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{ComponentLabel: Component})
+}
+
 // Alive reports whether the agent lease shows a running agent at now: it
 // was renewed less than its duration ago.
 func Alive(l *coordinationv1.Lease, now time.Time) bool {
@@ -36,4 +54,43 @@ func Alive(l *coordinationv1.Lease, now time.Time) bool {
 		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
 	return now.Before(l.Spec.RenewTime.Add(d))
+}
+
+// Check is the one judgement whether lull-agent runs on node at now, from
+// its agent lease in namespace (nil: there is none): true, or false and
+// why not, as a waiting request's status says it. A lease that is not
+// node's agent lease in namespace counts as none.
+func Check(namespace, node string, l *coordinationv1.Lease, now time.Time) (bool, string) {
+	key := types.NamespacedName{Namespace: namespace, Name: Name(node)}
+	if l == nil || l.Namespace != key.Namespace || l.Name != key.Name {
+		return false, fmt.Sprintf("no lull-agent runs on node %s (no Lease %s): is the lull-agent DaemonSet installed, and its pod running on the node?",
+			node, key)
+	}
+	if Alive(l, now) {
+		return true, ""
+	}
+	last := "never"
+	if l.Spec.RenewTime != nil {
+		last = l.Spec.RenewTime.UTC().Format(time.RFC3339)
+	}
+	return false, fmt.Sprintf("lull-agent on node %s stopped renewing its lease %s (last renewed %s, by %s)", node, key, last,
+		ptr.Deref(l.Spec.HolderIdentity, "?"))
+}
+
+// Lookup reads node's agent lease in namespace with c and Checks it at
+// now: the drainer reads its cache, a preview its snapshot. A lease that
+// is not found is no agent; an error is any other failed read.
+func Lookup(ctx context.Context, c client.Reader, namespace, node string, now time.Time) (bool, string, error) {
+	var l coordinationv1.Lease
+	key := types.NamespacedName{Namespace: namespace, Name: Name(node)}
+	err := c.Get(ctx, key, &l)
+	if apierrors.IsNotFound(err) {
+		ok, why := Check(namespace, node, nil, now)
+		return ok, why, nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading lull-agent's lease %s: %w", key, err)
+	}
+	ok, why := Check(namespace, node, &l, now)
+	return ok, why, nil
 }

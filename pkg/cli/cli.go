@@ -48,10 +48,13 @@ func (e *exitError) Unwrap() error { return e.err }
 type options struct {
 	flags *genericclioptions.ConfigFlags
 	// settings shared with lull-scheduler and lull-drainer, as flags.
-	settings    settings.Settings
-	medik8s     bool
-	out, errOut io.Writer
-	clock       clock.WithTickerAndDelayedExecution
+	settings settings.Settings
+	// agentNamespace holds lull-agent's leases, as lull-drainer's
+	// --agent-namespace says.
+	agentNamespace string
+	medik8s        bool
+	out, errOut    io.Writer
+	clock          clock.WithTickerAndDelayedExecution
 }
 
 // Run runs kubectl-lull with args and returns the process exit code.
@@ -83,7 +86,12 @@ func newCommand(o *options) *cobra.Command {
 		SilenceErrors: true,
 		Version:       version.Version,
 		// The shared settings are checked before any verb uses them.
-		PersistentPreRunE: func(*cobra.Command, []string) error { return o.settings.Validate() },
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if err := o.settings.Validate(); err != nil {
+				return err
+			}
+			return settings.ValidateAgentNamespace(o.agentNamespace)
+		},
 	}
 	root.SetOut(o.out)
 	root.SetErr(o.errOut)
@@ -93,6 +101,7 @@ func newCommand(o *options) *cobra.Command {
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
 	o.settings.AddFlags(root.PersistentFlags())
+	settings.AddAgentNamespaceFlag(root.PersistentFlags(), &o.agentNamespace)
 	root.PersistentFlags().BoolVar(&o.medik8s, "medik8s", false, "use the medik8s lease namespace ("+lease.Medik8sNamespace+") to interoperate with medik8s tools")
 	root.AddCommand(newLeaseCommand(o), newStatusCommand(o), newRequestCommand(o), newCompleteCommand(o), newCancelCommand(o),
 		newPlanCommand(o), newWindowsCommand(o), newWhyCommand(o), newVersionCommand(o))

@@ -46,6 +46,9 @@ func (o *options) planOptions(d *drainerFlags) plan.Options {
 	po.Settings = o.settings
 	po.LeaseNamespace = o.namespace()
 	po.Identity, po.DeleteEmptyDirData = d.identity, d.deleteEmptyDirData
+	if o.agentNamespace != "" {
+		po.AgentNamespace = o.agentNamespace
+	}
 	po.Clock = o.clock
 	return po
 }
@@ -105,10 +108,11 @@ func newPlanCommand(o *options) *cobra.Command {
 choose (Cordon, Drain, RestartService, Reboot, PowerOff; or None), merged into
 one plan when several classes are given, with the rule that decided each class
 and the steps a Reboot or PowerOff makes pointless; when it would start (now,
-when a window opens, when the budget frees, when another lease holder releases
-the node) and the windows deciding it; the pods a drain would evict; the
-PodDisruptionBudgets that would block it now; and warnings. The preview runs
-the drainer's own decision code on the cluster's current state.`,
+when lull-agent runs on the node, when a window opens, when the budget frees,
+when another lease holder releases the node) and the windows deciding it; the
+pods a drain would evict; the PodDisruptionBudgets that would block it now;
+and warnings. The preview runs the drainer's own decision code on the
+cluster's current state.`,
 		Example: `  kubectl lull plan node-1 node-2 --class kernel-update
   kubectl lull plan node-1 --class ssh-keys,chrony-config,kernel-update
   kubectl lull plan -l pool=general --class ssh-keys -o json

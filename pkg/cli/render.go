@@ -332,6 +332,8 @@ func describeStart(n plan.Node, now time.Time) string {
 		return "starts when the window's disruption budget frees"
 	case plan.StartHolder:
 		return fmt.Sprintf("starts when %s releases the node's lease", n.LeaseHolder)
+	case plan.StartAgent:
+		return "starts when lull-agent runs on the node"
 	case plan.StartInProgress:
 		return "already in progress"
 	case plan.StartNoWindow:

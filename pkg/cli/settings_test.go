@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,6 +15,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/pkg/settings"
@@ -45,8 +47,28 @@ func TestSharedSettingsFlags(t *testing.T) {
 	assert.Equal(t, "medik8s-leases", o.planOptions(&drainerFlags{}).LeaseNamespace, "--medik8s picks the medik8s lease namespace")
 }
 
+// --agent-namespace is global, registered by pkg/settings as lull-drainer
+// registers it (same default and help), and reaches the preview options.
+func TestAgentNamespaceFlag(t *testing.T) {
+	o := testOptions()
+	root := newCommand(o)
+	require.NoError(t, root.PersistentFlags().Parse(nil))
+	assert.Equal(t, agentlease.DefaultNamespace, o.planOptions(&drainerFlags{}).AgentNamespace)
+	f := root.PersistentFlags().Lookup(settings.AgentNamespaceFlag)
+	require.NotNil(t, f)
+	drainer := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
+	var ns string
+	settings.AddAgentNamespaceFlag(drainer, &ns)
+	assert.Equal(t, drainer.Lookup(settings.AgentNamespaceFlag).Usage, f.Usage)
+	assert.Equal(t, drainer.Lookup(settings.AgentNamespaceFlag).DefValue, f.DefValue)
+
+	require.NoError(t, root.PersistentFlags().Parse([]string{"--agent-namespace=agents"}))
+	assert.Equal(t, "agents", o.planOptions(&drainerFlags{}).AgentNamespace)
+	assert.Equal(t, plan.DefaultOptions().AgentNamespace, testOptions().planOptions(&drainerFlags{}).AgentNamespace, "unset: the drainer's default")
+}
+
 func TestBadSharedSettingsRejected(t *testing.T) {
-	for _, arg := range []string{"--nodes-without-window=sometimes", "--toleration-key=not a key", "--default-max-unavailable=0"} {
+	for _, arg := range []string{"--nodes-without-window=sometimes", "--toleration-key=not a key", "--default-max-unavailable=0", "--agent-namespace=Lull_System"} {
 		var out bytes.Buffer
 		code := Run([]string{arg, "windows"}, &out, &out)
 		assert.Equal(t, ExitError, code, arg)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -16,6 +17,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/pkg/scheme"
@@ -42,9 +44,25 @@ func webPod() *corev1.Pod {
 	}
 }
 
-// stepsCluster is node n1 with a pod, the steps policy and objs, loaded as
-// the preview verbs load it.
+// n1Agent is lull-agent's lease on n1, renewed a moment ago: lull-agent
+// runs there.
+func n1Agent() *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name("n1"), Namespace: agentlease.DefaultNamespace,
+		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-x7k2p"), LeaseDurationSeconds: ptr.To(int32(agentlease.Duration / time.Second)),
+			RenewTime: &metav1.MicroTime{Time: now.Add(-5 * time.Second)}}}
+}
+
+// stepsCluster is node n1 with a pod and lull-agent, the steps policy and
+// objs, loaded as the preview verbs load it.
 func stepsCluster(t *testing.T, objs ...client.Object) (client.Client, *plan.Cluster) {
+	t.Helper()
+	return stepsClusterWithoutAgent(t, append(objs, n1Agent())...)
+}
+
+// stepsClusterWithoutAgent is stepsCluster where lull-agent does not run
+// on n1.
+func stepsClusterWithoutAgent(t *testing.T, objs ...client.Object) (client.Client, *plan.Cluster) {
 	t.Helper()
 	objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, stepsPolicy())
 	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
@@ -59,7 +77,13 @@ func stepsCluster(t *testing.T, objs ...client.Object) (client.Client, *plan.Clu
 // previewClasses previews a request of classes for n1, as `plan` does.
 func previewClasses(t *testing.T, classes ...string) *plan.Result {
 	t.Helper()
-	c, cl := stepsCluster(t)
+	return previewOn(t, stepsCluster, classes...)
+}
+
+// previewOn previews a request of classes for n1 of the cluster load makes.
+func previewOn(t *testing.T, load func(*testing.T, ...client.Object) (client.Client, *plan.Cluster), classes ...string) *plan.Result {
+	t.Helper()
+	c, cl := load(t)
 	req, err := buildRequest([]string{"n1"}, "", classes, "", nil)
 	require.NoError(t, err)
 	res, err := cl.Preview(t.Context(), c, fake.NewClientset(webPod()), req)
@@ -252,6 +276,7 @@ func TestRequestWritesClasses(t *testing.T) {
 		class    string
 		want     []string
 		out      string
+		noAgent  bool
 	}{
 		{name: "one class: spec.class", classes: []string{"kernel-update"}, class: "kernel-update",
 			out: "nodemaintenance/n1 requested: Reboot (rule site/kernel): Cordon, Drain, Reboot; starts now\n"},
@@ -263,13 +288,21 @@ func TestRequestWritesClasses(t *testing.T) {
 		{name: "forced: an existing request of one class gets two", classes: []string{"chrony-config", "kernel-update"}, existing: pending,
 			want: []string{"chrony-config", "kernel-update"},
 			out:  "nodemaintenance/n1 updated: Reboot (rule site/kernel): Cordon, Drain, Reboot; starts now\n  RestartService chronyd (chrony-config) covered by Reboot\n"},
+		{name: "no lull-agent on the node: requested, and it waits for one", classes: []string{"kernel-update"}, class: "kernel-update", noAgent: true,
+			out: "nodemaintenance/n1 requested: Reboot (rule site/kernel): Cordon, Drain, Reboot; starts when lull-agent runs on the node\n"},
+		{name: "no lull-agent, no host steps: starts now", classes: []string{"firmware"}, class: "firmware", noAgent: true,
+			out: "nodemaintenance/n1 requested: Drain (rule (default)): Cordon, Drain; starts now\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var objs []client.Object
 			if tc.existing != nil {
 				objs = append(objs, tc.existing.DeepCopy())
 			}
-			c, cl := stepsCluster(t, objs...)
+			load := stepsCluster
+			if tc.noAgent {
+				load = stepsClusterWithoutAgent
+			}
+			c, cl := load(t, objs...)
 			req, err := buildRequest([]string{"n1"}, "", tc.classes, "", nil)
 			require.NoError(t, err)
 			res, err := cl.Preview(t.Context(), c, fake.NewClientset(webPod()), req)
@@ -286,4 +319,31 @@ func TestRequestWritesClasses(t *testing.T) {
 			require.Equal(t, "CVE-2026-1234", nm.Spec.Reason)
 		})
 	}
+}
+
+// Where lull-agent does not run, plan says what the drainer will do: a
+// plan with host steps waits for an agent (phase WaitingForAgent), with the
+// drainer's message; a plan without host steps starts as it would.
+func TestPlanWaitsForAgent(t *testing.T) {
+	const noAgent = "the plan (Cordon, Drain, Reboot) has steps lull-agent carries out on the node: " +
+		"no lull-agent runs on node n1 (no Lease lull-system/lull-agent-n1): is the lull-agent DaemonSet installed, and its pod running on the node?"
+	res := previewOn(t, stepsClusterWithoutAgent, "ssh-keys", "chrony-config", "kernel-update")
+	n := res.Nodes[0]
+	require.Equal(t, plan.StartAgent, n.Start)
+	require.Equal(t, noAgent, n.WaitingFor)
+	require.Nil(t, n.StartAt)
+	require.Equal(t, []string{"shop/web-0"}, n.Evict, "the drain it will do is previewed")
+	var buf bytes.Buffer
+	require.NoError(t, renderPlan(&buf, res, true, humanOptions{}))
+	golden(t, "plan-no-agent", buf.Bytes())
+	require.Contains(t, buf.String(), "\nn1: starts when lull-agent runs on the node\n")
+	require.Contains(t, buf.String(), "\n  waiting for: "+noAgent+"\n")
+	obj, err := planObject(res)
+	require.NoError(t, err)
+	require.Equal(t, "WaitingForAgent "+noAgent, printAs(t, []string{"-o", "jsonpath={.items[0].start} {.items[0].waitingFor}"}, obj, nil))
+
+	// The same plan where lull-agent runs: it starts now, as before.
+	require.Equal(t, plan.StartNow, previewClasses(t, "ssh-keys", "chrony-config", "kernel-update").Nodes[0].Start)
+	// No host steps: no agent is needed.
+	require.Equal(t, plan.StartNow, previewOn(t, stepsClusterWithoutAgent, "firmware").Nodes[0].Start)
 }

@@ -1,8 +1,8 @@
 // Package plan previews what a maintenance request would do, without
 // changing anything: per node, the action and the DisruptionPolicy rule
-// that chose it, when it would start and what decides that (window,
-// budget, another lease holder), the pods a drain would evict, the
-// PodDisruptionBudgets that would block it now, and warnings.
+// that chose it, when it would start and what decides that (lull-agent on
+// the node, window, budget, another lease holder), the pods a drain would
+// evict, the PodDisruptionBudgets that would block it now, and warnings.
 //
 // It decides with the drainer's own code (the forecast, the gates of
 // pkg/gate and the drain round of pkg/drain), from the cluster state it
@@ -28,6 +28,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/forecast"
@@ -48,13 +49,16 @@ type Options struct {
 	Identity string
 	// DeleteEmptyDirData: drains may evict pods with emptyDir volumes.
 	DeleteEmptyDirData bool
+	// AgentNamespace holds lull-agent's leases (pkg/agentlease): a plan
+	// with host steps waits for an agent on the node, as the drainer's.
+	AgentNamespace string
 	// Clock gives now.
 	Clock clock.WithTickerAndDelayedExecution
 }
 
 // DefaultOptions are the drainer's defaults.
 func DefaultOptions() Options {
-	return Options{Settings: settings.Defaults(), Identity: "lull-drainer", DeleteEmptyDirData: true}
+	return Options{Settings: settings.Defaults(), Identity: "lull-drainer", DeleteEmptyDirData: true, AgentNamespace: agentlease.DefaultNamespace}
 }
 
 // withDefaults fills in what o leaves unset with the drainer's defaults.
@@ -62,6 +66,9 @@ func (o Options) withDefaults() Options {
 	o.Settings = o.Settings.WithDefaults()
 	if o.Identity == "" {
 		o.Identity = DefaultOptions().Identity
+	}
+	if o.AgentNamespace == "" {
+		o.AgentNamespace = DefaultOptions().AgentNamespace
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -130,6 +137,9 @@ const (
 	StartBudget Start = "BudgetFrees"
 	// StartHolder: when the lease holder releases the node.
 	StartHolder Start = "HolderReleases"
+	// StartAgent: the plan has host steps and no lull-agent runs on the
+	// node; the request waits in phase WaitingForAgent until one does.
+	StartAgent Start = "WaitingForAgent"
 	// StartInProgress: the node's request has already started.
 	StartInProgress Start = "InProgress"
 )
@@ -215,11 +225,15 @@ type Cluster struct {
 
 	nms    []lullv1alpha1.NodeMaintenance
 	leases map[string]*coordinationv1.Lease
+	// agentLeases are the leases of the agent namespace by name: all of
+	// them when it is the lease namespace, else lull-agent's (labelled),
+	// as the drainer's cache holds them.
+	agentLeases map[string]*coordinationv1.Lease
 }
 
 // Load reads nodes, NodeMaintenances, MaintenanceWindows,
-// DisruptionPolicies and the node leases, and feeds a forecast with them
-// as the controllers' informers feed theirs.
+// DisruptionPolicies, the node leases and lull-agent's leases, and feeds a
+// forecast with them as the controllers' informers feed theirs.
 func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 	o = o.withDefaults()
 	var (
@@ -228,13 +242,21 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 		windows  lullv1alpha1.MaintenanceWindowList
 		policies lullv1alpha1.DisruptionPolicyList
 		leases   coordinationv1.LeaseList
+		agents   = &leases // the same namespace: the same list
 	)
-	for _, l := range []struct {
+	type listing struct {
 		list client.ObjectList
 		what string
 		opts []client.ListOption
-	}{{&nodes, "nodes", nil}, {&nms, "NodeMaintenances", nil}, {&windows, "MaintenanceWindows", nil}, {&policies, "DisruptionPolicies", nil},
-		{&leases, "leases in " + o.LeaseNamespace, []client.ListOption{client.InNamespace(o.LeaseNamespace)}}} {
+	}
+	lists := []listing{{&nodes, "nodes", nil}, {&nms, "NodeMaintenances", nil}, {&windows, "MaintenanceWindows", nil}, {&policies, "DisruptionPolicies", nil},
+		{&leases, "leases in " + o.LeaseNamespace, []client.ListOption{client.InNamespace(o.LeaseNamespace)}}}
+	if o.AgentNamespace != o.LeaseNamespace {
+		agents = &coordinationv1.LeaseList{}
+		lists = append(lists, listing{agents, "lull-agent's leases in " + o.AgentNamespace,
+			[]client.ListOption{client.InNamespace(o.AgentNamespace), client.MatchingLabelsSelector{Selector: agentlease.Selector()}}})
+	}
+	for _, l := range lists {
 		if err := c.List(ctx, l.list, l.opts...); err != nil {
 			return nil, fmt.Errorf("listing %s: %w", l.what, err)
 		}
@@ -253,6 +275,10 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 		if node, ok := lease.NodeOf(leases.Items[i].Name); ok {
 			cl.leases[node] = &leases.Items[i]
 		}
+	}
+	cl.agentLeases = map[string]*coordinationv1.Lease{}
+	for i := range agents.Items {
+		cl.agentLeases[agents.Items[i].Name] = &agents.Items[i]
 	}
 	for i := range nms.Items {
 		nm := &nms.Items[i]
@@ -414,6 +440,10 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, classes 
 	}
 	v, err := gate.Check(ctx, greq, gate.Checks{
 		Decide: cl.Forecast.Decide,
+		// The drainer's judgement, from the snapshot's agent leases.
+		Agent: func(ctx context.Context) (bool, string, error) {
+			return agentlease.Lookup(ctx, c, cl.Options.AgentNamespace, p.Node, cl.Now)
+		},
 		Budget: func(ctx context.Context) (budget.Result, error) {
 			return budget.Check(ctx, c, c, budget.Request{Node: p.Node, Windows: ws,
 				DefaultMaxUnavailable: cl.Options.DefaultMaxUnavailable, Also: *starting})
@@ -477,6 +507,8 @@ func startOf(v gate.Verdict) Start {
 		return StartBudget
 	case gate.Lease:
 		return StartHolder
+	case gate.Agent:
+		return StartAgent
 	}
 	return StartNow
 }

@@ -23,6 +23,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/scheme"
 )
 
@@ -60,6 +61,12 @@ func shippedPolicy(t *testing.T) *lullv1alpha1.DisruptionPolicy {
 // selectors, so pods are listed for every node: give pods to one node only.
 func preview(t *testing.T, req Request, objs ...runtime.Object) *Result {
 	t.Helper()
+	return previewWith(t, DefaultOptions(), req, objs...)
+}
+
+// previewWith is preview with options o (its clock: t0).
+func previewWith(t *testing.T, o Options, req Request, objs ...runtime.Object) *Result {
+	t.Helper()
 	var crObjs []client.Object
 	var pods []runtime.Object
 	for _, o := range objs {
@@ -70,7 +77,6 @@ func preview(t *testing.T, req Request, objs ...runtime.Object) *Result {
 		crObjs = append(crObjs, o.(client.Object))
 	}
 	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(crObjs...).Build()
-	o := DefaultOptions()
 	o.Clock = clocktesting.NewFakeClock(t0)
 	res, err := Preview(context.Background(), c, fake.NewClientset(pods...), o, req)
 	require.NoError(t, err)
@@ -160,15 +166,20 @@ func TestPreviewWarnsWhenAWindowsBudgetIsShared(t *testing.T) {
 	require.Empty(t, res.Nodes[0].Warnings)
 }
 
-// countingReader counts List calls by list type.
+// countingReader counts List and Get calls by type.
 type countingReader struct {
 	client.Reader
-	lists map[string]int
+	lists, gets map[string]int
 }
 
 func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	c.lists[fmt.Sprintf("%T", list)]++
 	return c.Reader.List(ctx, list, opts...)
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets[fmt.Sprintf("%T", obj)]++
+	return c.Reader.Get(ctx, key, obj, opts...)
 }
 
 // A preview of many nodes reads each kind once: the gates answer from the
@@ -184,7 +195,7 @@ func TestPreviewReadsEachKindOnce(t *testing.T) {
 		objs = append(objs, node(n, nil))
 	}
 	objs = append(objs, pdb("db", "db", 1))
-	c := &countingReader{Reader: crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build(), lists: map[string]int{}}
+	c := &countingReader{Reader: crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build(), lists: map[string]int{}, gets: map[string]int{}}
 	o := DefaultOptions()
 	o.Clock = clocktesting.NewFakeClock(t0)
 	res, err := Preview(context.Background(), c, fake.NewClientset(pod("db-0", "n00", "db", 30)), o, Request{Nodes: names, Class: "kernel-update"})
@@ -196,8 +207,10 @@ func TestPreviewReadsEachKindOnce(t *testing.T) {
 	require.Equal(t, map[Start]int{StartNow: 4, StartBudget: 36}, starts, "10% of 40 nodes start now")
 	require.Equal(t, map[string]int{
 		"*v1.NodeList": 1, "*v1alpha1.NodeMaintenanceList": 1, "*v1alpha1.MaintenanceWindowList": 1,
-		"*v1alpha1.DisruptionPolicyList": 1, "*v1.LeaseList": 1, "*v1.PodDisruptionBudgetList": 1,
+		"*v1alpha1.DisruptionPolicyList": 1, "*v1.PodDisruptionBudgetList": 1,
+		"*v1.LeaseList": 2, // the node leases, and lull-agent's in its own namespace
 	}, c.lists)
+	require.Empty(t, c.gets)
 }
 
 // The drain estimate uses the cluster's recorded drains when they took
@@ -255,7 +268,7 @@ func TestPreviewMergesClasses(t *testing.T) {
 		"classes win over a class": {Nodes: []string{"n1"}, Class: "ssh-keys", Classes: classes},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res := preview(t, req, node("n1", nil), site, pod("web-0", "n1", "web", 30))
+			res := preview(t, req, node("n1", nil), site, pod("web-0", "n1", "web", 30), agentLease("n1", agentlease.DefaultNamespace, t0.Add(-5*time.Second)))
 			require.Equal(t, "ssh-keys,chrony-config,kernel-update", res.Class)
 			require.Equal(t, classes, res.Classes)
 			n := res.Nodes[0]
@@ -289,4 +302,127 @@ func TestRequestSpec(t *testing.T) {
 	SetClasses(&one, []string{"a", "b"})
 	require.Empty(t, one.Class)
 	require.Equal(t, []string{"a", "b"}, one.Classes)
+}
+
+// agentLease is lull-agent's lease of node in namespace, last renewed at
+// renewed (zero: never), lasting agentlease.Duration.
+func agentLease(node, namespace string, renewed time.Time) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name(node), Namespace: namespace,
+		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-pod"), LeaseDurationSeconds: ptr.To(int32(agentlease.Duration / time.Second))}}
+	if !renewed.IsZero() {
+		l.Spec.RenewTime = &metav1.MicroTime{Time: renewed}
+	}
+	return l
+}
+
+// A plan with host steps waits for lull-agent where none runs, with the
+// drainer's own judgement (pkg/agentlease) and message (pkg/gate); a plan
+// without host steps never asks; with an agent the plan starts as before.
+func TestPreviewWaitsForAgent(t *testing.T) {
+	site := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
+		{Name: "kernel", Class: "kernel-update", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
+		{Name: "chrony", Class: "chrony-config", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}}},
+		{Name: "drain", Class: "drain-only", Action: lullv1alpha1.ActionDrain},
+	}}}
+	const ns = agentlease.DefaultNamespace
+	const noAgent = "no lull-agent runs on node n1 (no Lease lull-system/lull-agent-n1): is the lull-agent DaemonSet installed, and its pod running on the node?"
+	unlabelled := agentLease("n1", ns, t0)
+	unlabelled.Labels = nil
+	for _, tc := range []struct {
+		name       string
+		class      string
+		agent      *coordinationv1.Lease
+		opts       func(*Options)
+		start      Start
+		waitingFor string
+	}{
+		{name: "fresh agent lease: starts now", class: "kernel-update", agent: agentLease("n1", ns, t0.Add(-39*time.Second)), start: StartNow},
+		{name: "no agent lease", class: "kernel-update", start: StartAgent,
+			waitingFor: "the plan (Cordon, Drain, Reboot) has steps lull-agent carries out on the node: " + noAgent},
+		{name: "a service restart alone needs an agent too", class: "chrony-config", start: StartAgent,
+			waitingFor: "the plan (RestartService chronyd) has steps lull-agent carries out on the node: " + noAgent},
+		{name: "expired agent lease", class: "kernel-update", agent: agentLease("n1", ns, t0.Add(-40*time.Second)), start: StartAgent,
+			waitingFor: "the plan (Cordon, Drain, Reboot) has steps lull-agent carries out on the node: lull-agent on node n1 stopped renewing its lease lull-system/lull-agent-n1 (last renewed 2026-11-21T09:59:20Z, by lull-agent-pod)"},
+		{name: "agent lease never renewed", class: "kernel-update", agent: agentLease("n1", ns, time.Time{}), start: StartAgent,
+			waitingFor: "the plan (Cordon, Drain, Reboot) has steps lull-agent carries out on the node: lull-agent on node n1 stopped renewing its lease lull-system/lull-agent-n1 (last renewed never, by lull-agent-pod)"},
+		{name: "another node's agent", class: "kernel-update", agent: agentLease("n2", ns, t0), start: StartAgent,
+			waitingFor: "the plan (Cordon, Drain, Reboot) has steps lull-agent carries out on the node: " + noAgent},
+		{name: "an agent lease in another namespace", class: "kernel-update", agent: agentLease("n1", "elsewhere", t0), start: StartAgent,
+			waitingFor: "the plan (Cordon, Drain, Reboot) has steps lull-agent carries out on the node: " + noAgent},
+		{name: "--agent-namespace names where the agents are", class: "kernel-update", agent: agentLease("n1", "elsewhere", t0),
+			opts: func(o *Options) { o.AgentNamespace = "elsewhere" }, start: StartNow},
+		{name: "an unlabelled lease is no agent's (the drainer's cache does not hold it)", class: "kernel-update", agent: unlabelled, start: StartAgent,
+			waitingFor: "the plan (Cordon, Drain, Reboot) has steps lull-agent carries out on the node: " + noAgent},
+		{name: "agents in the lease namespace: one list holds both", class: "kernel-update", agent: agentLease("n1", lease.DefaultNamespace, t0),
+			opts: func(o *Options) { o.AgentNamespace = lease.DefaultNamespace }, start: StartNow},
+		{name: "no host steps: no agent needed", class: "drain-only", start: StartNow},
+		{name: "no host steps, a stale agent: no agent needed", class: "drain-only", agent: agentLease("n1", ns, t0.Add(-time.Hour)), start: StartNow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			if tc.opts != nil {
+				tc.opts(&o)
+			}
+			objs := []runtime.Object{node("n1", nil), site, pod("web-0", "n1", "web", 30)}
+			if tc.agent != nil {
+				objs = append(objs, tc.agent)
+			}
+			n := previewWith(t, o, Request{Nodes: []string{"n1"}, Class: tc.class}, objs...).Nodes[0]
+			require.Equal(t, tc.start, n.Start, n.WaitingFor)
+			if tc.start == StartAgent {
+				require.Equal(t, tc.waitingFor, n.WaitingFor)
+				require.Nil(t, n.StartAt, "no time is known")
+			} else {
+				require.Equal(t, ptr.To(t0), n.StartAt)
+			}
+			if tc.class != "chrony-config" {
+				require.Equal(t, []string{"default/web-0"}, n.Evict, "the drain is previewed either way")
+			}
+		})
+	}
+}
+
+// A node waiting for lull-agent takes no budget: the next node starts.
+func TestPreviewNodeWaitingForAgentTakesNoBudget(t *testing.T) {
+	site := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
+		{Name: "kernel", Class: "kernel-update", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
+	}}}
+	res := preview(t, Request{Nodes: []string{"n1", "n2", "n3"}, Class: "kernel-update"}, node("n1", nil), node("n2", nil), node("n3", nil), site,
+		agentLease("n2", agentlease.DefaultNamespace, t0), agentLease("n3", agentlease.DefaultNamespace, t0))
+	var starts []Start
+	for _, n := range res.Nodes {
+		starts = append(starts, n.Start)
+	}
+	require.Equal(t, []Start{StartAgent, StartNow, StartBudget}, starts, "the default budget is 1: n1 waits for an agent, n2 starts, n3 waits for n2")
+}
+
+// Many nodes with host steps: the agent gate answers from the one list of
+// agent leases, never a GET per node.
+func TestPreviewReadsAgentLeasesOnce(t *testing.T) {
+	site := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
+		{Name: "chrony", Class: "chrony-config", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}}},
+	}}}
+	objs := []client.Object{site}
+	var names []string
+	for i := 0; i < 20; i++ {
+		n := fmt.Sprintf("n%02d", i)
+		names = append(names, n)
+		objs = append(objs, node(n, nil))
+		if i%2 == 0 {
+			objs = append(objs, agentLease(n, agentlease.DefaultNamespace, t0))
+		}
+	}
+	c := &countingReader{Reader: crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build(), lists: map[string]int{}, gets: map[string]int{}}
+	o := DefaultOptions()
+	o.Clock = clocktesting.NewFakeClock(t0)
+	res, err := Preview(context.Background(), c, fake.NewClientset(), o, Request{Nodes: names, Class: "chrony-config"})
+	require.NoError(t, err)
+	starts := map[Start]int{}
+	for _, n := range res.Nodes {
+		starts[n.Start]++
+	}
+	require.Equal(t, map[Start]int{StartNow: 1, StartBudget: 9, StartAgent: 10}, starts)
+	require.Equal(t, 2, c.lists["*v1.LeaseList"])
+	require.Empty(t, c.gets)
 }

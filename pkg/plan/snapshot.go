@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,8 +16,9 @@ import (
 
 // snapshotReader answers the drainer's gates from the state Load read, so
 // one preview decides every node from one consistent view and costs the
-// same few lists whatever the number of nodes. PodDisruptionBudgets are
-// read once per namespace; anything else goes to the API server.
+// same few lists whatever the number of nodes: nodes and the leases of the
+// agent namespace are got from it. PodDisruptionBudgets are read once per
+// namespace; anything else goes to the API server.
 type snapshotReader struct {
 	cl   *Cluster
 	c    client.Reader
@@ -34,6 +36,14 @@ func (r *snapshotReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 			return apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, key.Name)
 		}
 		node.DeepCopyInto(n)
+		return nil
+	}
+	if l, ok := obj.(*coordinationv1.Lease); ok && key.Namespace == r.cl.Options.AgentNamespace {
+		got := r.cl.agentLeases[key.Name]
+		if got == nil {
+			return apierrors.NewNotFound(schema.GroupResource{Group: coordinationv1.GroupName, Resource: "leases"}, key.Name)
+		}
+		got.DeepCopyInto(l)
 		return nil
 	}
 	return r.c.Get(ctx, key, obj, opts...)

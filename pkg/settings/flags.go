@@ -4,6 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"lull.dev/lull/pkg/agentlease"
 )
 
 // FlagSet is what AddFlags needs of a flag set: both the standard
@@ -52,4 +57,31 @@ func (s *Settings) AddFlags(fs FlagSet, omit ...Name) {
 		fs.DurationVar(&s.WindowHorizon, WindowHorizonName.Flag, d.WindowHorizon,
 			"how far ahead to search for a node's next maintenance window"+agree(WindowHorizonName))
 	}
+}
+
+// AgentNamespaceFlag names the flag of the namespace of lull-agent's
+// leases. It is not a Setting (lull-scheduler reads no agent leases), but
+// lull-drainer and kubectl-lull must agree on it, so both register it with
+// AddAgentNamespaceFlag: the same name, default and help.
+const AgentNamespaceFlag = "agent-namespace"
+
+// AddAgentNamespaceFlag registers --agent-namespace, defaulting to
+// pkg/agentlease's namespace, into ns. Check it with
+// ValidateAgentNamespace after parsing.
+func AddAgentNamespaceFlag(fs FlagSet, ns *string) {
+	fs.StringVar(ns, AgentNamespaceFlag, agentlease.DefaultNamespace,
+		"namespace of lull-agent's leases (one per node it runs on); lull-agent (its --namespace), lull-drainer and kubectl-lull must agree")
+}
+
+// ValidateAgentNamespace checks the --agent-namespace flag's value; the
+// error names the flag.
+func ValidateAgentNamespace(ns string) error {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(ns) {
+		errs = append(errs, field.Invalid(field.NewPath("--"+AgentNamespaceFlag), ns, msg))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid settings: %w", errs.ToAggregate())
+	}
+	return nil
 }

@@ -113,3 +113,33 @@ func TestAddFlagsOmit(t *testing.T) {
 	assert.Equal(t, Defaults(), s, "an omitted setting keeps its default")
 	require.Error(t, fs.Parse([]string{"--toleration-key=x"}))
 }
+
+// --agent-namespace is registered once for lull-drainer (standard flags)
+// and kubectl-lull (pflag): the same name, default and help, and the same
+// validation.
+func TestAgentNamespaceFlag(t *testing.T) {
+	var std, pf string
+	stdFS := flag.NewFlagSet("std", flag.ContinueOnError)
+	pfFS := pflag.NewFlagSet("pflag", pflag.ContinueOnError)
+	AddAgentNamespaceFlag(stdFS, &std)
+	AddAgentNamespaceFlag(pfFS, &pf)
+	require.NoError(t, stdFS.Parse(nil))
+	require.NoError(t, pfFS.Parse(nil))
+	assert.Equal(t, "lull-system", std, "lull-agent's --namespace default")
+	assert.Equal(t, std, pf)
+	s, p := stdFS.Lookup(AgentNamespaceFlag), pfFS.Lookup(AgentNamespaceFlag)
+	require.NotNil(t, s)
+	require.NotNil(t, p)
+	assert.Equal(t, s.Usage, p.Usage)
+	assert.Equal(t, s.DefValue, p.DefValue)
+	assert.Contains(t, s.Usage, "must agree")
+	require.NoError(t, pfFS.Parse([]string{"--agent-namespace=agents"}))
+	assert.Equal(t, "agents", pf)
+
+	assert.NoError(t, ValidateAgentNamespace(std))
+	for _, bad := range []string{"", "Lull_System", "a.b"} {
+		err := ValidateAgentNamespace(bad)
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "--agent-namespace", "the error names the flag")
+	}
+}
