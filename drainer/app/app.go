@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -282,7 +281,7 @@ func cachedNodeUID(c client.Reader) func(context.Context, string) (types.UID, er
 func leaseNamespaces(o *Options) map[string]cache.Config {
 	ns := map[string]cache.Config{o.Settings.LeaseNamespace: {}}
 	if o.Maintenance.AgentNamespace != o.Settings.LeaseNamespace {
-		ns[o.Maintenance.AgentNamespace] = cache.Config{LabelSelector: labels.SelectorFromSet(labels.Set{agentlease.ComponentLabel: agentlease.Component})}
+		ns[o.Maintenance.AgentNamespace] = cache.Config{LabelSelector: agentlease.Selector()}
 	}
 	return ns
 }
