@@ -119,7 +119,7 @@ func TestCLIRequestWarnsThenForce(t *testing.T) {
 	// the node never cordoned.
 	out, code = lullctl(t, "request", node, "--class", "ssh-keys", "--reason", "rotate keys")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "None (rule default/ssh-keys), completes at once")
+	require.Contains(t, out, "None (rule default/ssh-keys); completes at once")
 	nm := e.waitNM(node, "Completed", time.Minute, inPhase(lullv1alpha1.PhaseCompleted))
 	require.Equal(t, lullv1alpha1.ActionNone, nm.Status.Decision.Action)
 	require.Nil(t, nm.Status.StartedAt)
