@@ -201,7 +201,9 @@ func TestSystemHostActions(t *testing.T) {
 		// the machine stays off is the machine's: kwok, which plays every
 		// kubelet here, makes a NotReady node Ready again at once; the
 		// drainer saw it go NotReady, which is what made the step succeed.)
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		// The reads use the test's context: the poll's own ends at 5 s,
+		// which is the expected outcome, not a failed read.
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 			var cur lullv1alpha1.NodeMaintenance
 			if err := e.c.Get(ctx, client.ObjectKey{Name: off}, &cur); err != nil || cur.Status.Phase != lullv1alpha1.PhasePoweredOff {
 				return false, fmt.Errorf("request: %v, phase %s", err, cur.Status.Phase)
