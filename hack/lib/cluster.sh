@@ -241,7 +241,12 @@ alive() {
   [[ -r "/proc/$1/stat" ]] || return 1
   local state
   state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
-  [[ "$state" != "Z" && "$state" != "X" ]]
+  [[ "$state" != "Z" && "$state" != "X" ]] && return 0
+  # A zombie main thread whose other threads are still exiting still holds
+  # the process's files (its listening sockets too).
+  local tasks
+  tasks=$(ls "/proc/$1/task" 2>/dev/null | wc -l)
+  [[ "$tasks" -gt 1 ]]
 }
 
 # stop_all [NAME...]: stops the named recorded processes, or every one in

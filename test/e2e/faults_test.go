@@ -117,6 +117,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 
 	down := time.Now()
 	require.NoError(t, api.kill(t.Context()))
+	require.NoError(t, portFree(t.Context(), cluster.Config.Host, 30*time.Second), "kube-apiserver's port after the kill")
 	require.NoError(t, api.start())
 	require.NoError(t, apiReady(t.Context(), 2*time.Minute), "kube-apiserver not ready again; %s", cluster.LogsHint())
 	outage := time.Since(down)
@@ -371,4 +372,26 @@ func auditWrites(t *testing.T, ua string, t1, t2 time.Time) (before, between, af
 		}
 	}
 	return before, between, after
+}
+
+// portFree waits until the host:port of url can be bound again: a killed
+// server's port can outlive the kill by a moment.
+func portFree(ctx context.Context, rawURL string, timeout time.Duration) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ln, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return true, ln.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("%s still in use after %s: %v", u.Host, timeout, last)
+	}
+	return nil
 }

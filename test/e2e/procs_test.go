@@ -59,7 +59,10 @@ func (p *proc) pid() int {
 }
 
 // alive reports whether the recorded process exists and is not a zombie
-// (hack/lib/cluster.sh alive).
+// (hack/lib/cluster.sh alive). A killed process's main thread can be a
+// zombie while its other threads are still exiting (one blocked in a disk
+// write, say) and still hold its files, listening sockets included: it is
+// alive until its last thread is gone, or a restart finds its port in use.
 func (p *proc) alive() bool {
 	pid := p.pid()
 	if pid == 0 {
@@ -72,7 +75,14 @@ func (p *proc) alive() bool {
 	// pid (comm) state ...: comm may contain spaces and parentheses.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+	if i <= 0 || i+2 >= len(s) {
+		return false
+	}
+	if s[i+2] != 'Z' && s[i+2] != 'X' {
+		return true
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err == nil && len(tasks) > 1
 }
 
 // signal sends sig to the process's group (it runs in its own session, so
