@@ -31,31 +31,11 @@ const (
 	ReasonNoAgent    = "WaitingForAgent"
 )
 
-// plan is the request's recorded plan. A decision recorded before plans
-// had steps reads as its action: Cordon, or Cordon and Drain.
-func (s *step) plan() []lullv1alpha1.PlannedStep {
-	d := s.status.Decision
-	switch {
-	case d == nil:
-		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}, {Type: lullv1alpha1.ActionDrain}}
-	case len(d.Steps) > 0:
-		return d.Steps
-	case d.Action == lullv1alpha1.ActionCordon:
-		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}}
-	case d.Action == lullv1alpha1.ActionDrain:
-		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}, {Type: lullv1alpha1.ActionDrain}}
-	}
-	return nil
-}
+// plan is the request's recorded plan (pkg/policy reads a decision
+// recorded before plans had steps as its action).
+func (s *step) plan() []lullv1alpha1.PlannedStep { return policy.Planned(s.status.Decision) }
 
-func (s *step) planHas(t lullv1alpha1.DisruptionAction) bool {
-	for _, st := range s.plan() {
-		if st.Type == t {
-			return true
-		}
-	}
-	return false
-}
+func (s *step) planHas(t lullv1alpha1.DisruptionAction) bool { return policy.Has(s.plan(), t) }
 
 // rebootsOrPowersOff reports whether a Reboot or PowerOff is still to
 // come (planned, or a fallback).

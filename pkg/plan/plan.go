@@ -478,19 +478,10 @@ func (p *Node) decided(d lullv1alpha1.Decision) {
 	p.Classes, p.Steps = d.Classes, d.Steps
 }
 
-// drains reports whether the plan drains the node: a Drain step (a Reboot
-// or PowerOff always has one), or, for a decision recorded before plans
-// had steps, the action Drain.
+// drains reports whether the plan drains the node, as the drainer reads
+// it (pkg/policy: a Drain step; a Reboot or PowerOff always has one).
 func (p *Node) drains() bool {
-	if p.Action == lullv1alpha1.ActionDrain {
-		return true
-	}
-	for _, st := range p.Steps {
-		if st.Type == lullv1alpha1.ActionDrain {
-			return true
-		}
-	}
-	return false
+	return policy.Has(policy.Planned(&lullv1alpha1.Decision{Action: p.Action, Steps: p.Steps}), lullv1alpha1.ActionDrain)
 }
 
 // startOf names the start a verdict predicts.
