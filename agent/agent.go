@@ -103,7 +103,7 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	if nm.Status.Phase != lullv1alpha1.PhaseActing || nm.DeletionTimestamp != nil || nm.Spec.Complete {
 		return reconcile.Result{}, nil
 	}
-	i := next(nm.Status.Actions)
+	i := lullv1alpha1.NextAction(nm.Status.Actions)
 	if i < 0 {
 		return reconcile.Result{}, nil
 	}
@@ -115,16 +115,6 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		return reconcile.Result{RequeueAfter: 10 * time.Second}, err
 	}
 	return a.run(ctx, logger, nm, i)
-}
-
-// next is the index of the first step not done, -1 if none.
-func next(as []lullv1alpha1.ActionStatus) int {
-	for i := range as {
-		if !as[i].State.Done() {
-			return i
-		}
-	}
-	return -1
 }
 
 // fenced says why the agent may not act for nm now ("" if it may): the

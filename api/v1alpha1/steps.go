@@ -86,6 +86,15 @@ type ClassDecision struct {
 	Steps []string `json:"steps,omitempty"`
 }
 
+// RuleRef names the rule that decided the class as "policy/rule" (or
+// "(default)"), as Decision.RuleRef does.
+func (c *ClassDecision) RuleRef() string {
+	if c.Policy == "" {
+		return c.Rule
+	}
+	return c.Policy + "/" + c.Rule
+}
+
 // ActionState is how far a host step has got.
 // +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;TimedOut;Skipped
 type ActionState string
@@ -132,6 +141,17 @@ type ActionStatus struct {
 
 // Label is the step as people write it: "RestartService chronyd".
 func (a *ActionStatus) Label() string { return StepLabel(a.Type, a.Unit) }
+
+// NextAction is the index of the first step not done (the one lull-agent
+// runs or is to run next), -1 when all are.
+func NextAction(as []ActionStatus) int {
+	for i := range as {
+		if !as[i].State.Done() {
+			return i
+		}
+	}
+	return -1
+}
 
 // StepLabel is a step as people write it: its type, and its unit if any.
 func StepLabel(t DisruptionAction, unit string) string {

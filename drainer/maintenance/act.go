@@ -223,10 +223,8 @@ func nodeReady(n *corev1.Node) bool {
 
 // nextAction is the first step not done; nil when all are.
 func nextAction(as []lullv1alpha1.ActionStatus) *lullv1alpha1.ActionStatus {
-	for i := range as {
-		if !as[i].State.Done() {
-			return &as[i]
-		}
+	if i := lullv1alpha1.NextAction(as); i >= 0 {
+		return &as[i]
 	}
 	return nil
 }

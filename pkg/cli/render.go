@@ -64,20 +64,11 @@ func renderPlan(w io.Writer, res *plan.Result, showPods bool, h humanOptions) er
 // Reboot or PowerOff makes pointless.
 func writeWhy(w io.Writer, classes []lullv1alpha1.ClassDecision, steps []lullv1alpha1.PlannedStep) {
 	for _, c := range classes {
-		fmt.Fprintf(w, "  class %s (rule %s): %s\n", c.Class, classRule(c), listOr(c.Steps, "nothing"))
+		fmt.Fprintf(w, "  class %s (rule %s): %s\n", c.Class, c.RuleRef(), listOr(c.Steps, "nothing"))
 	}
 	for _, line := range coveredLines(steps) {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
-}
-
-// classRule names the rule that decided a class, "policy/rule" or
-// "(default)".
-func classRule(c lullv1alpha1.ClassDecision) string {
-	if c.Policy == "" {
-		return c.Rule
-	}
-	return c.Policy + "/" + c.Rule
 }
 
 // coveredLines says which steps each step of the plan makes pointless:
@@ -210,12 +201,9 @@ func stepCell(r NodeStatus, now time.Time) string {
 	if len(as) == 0 {
 		return "-"
 	}
-	i := len(as) - 1 // all done: the last
-	for j := range as {
-		if !as[j].State.Done() {
-			i = j
-			break
-		}
+	i := lullv1alpha1.NextAction(as)
+	if i < 0 {
+		i = len(as) - 1 // all done: the last
 	}
 	a := as[i]
 	state := string(a.State)

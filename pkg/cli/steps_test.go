@@ -141,7 +141,7 @@ func TestPlanMergesClasses(t *testing.T) {
 			var buf bytes.Buffer
 			require.NoError(t, renderPlan(&buf, res, true, humanOptions{}))
 			for _, c := range n.Classes {
-				require.Contains(t, buf.String(), "  class "+c.Class+" (rule "+classRule(c)+"): ")
+				require.Contains(t, buf.String(), "  class "+c.Class+" (rule "+c.RuleRef()+"): ")
 			}
 			for _, line := range tc.covered {
 				require.Contains(t, buf.String(), "\n  "+line+"\n")

@@ -174,12 +174,8 @@ func Describe(classes []string, d lullv1alpha1.Decision) string {
 // classRules lists which rule decided each class: "a: p/r, b: (default)".
 func classRules(cs []lullv1alpha1.ClassDecision) string {
 	parts := make([]string, len(cs))
-	for i, c := range cs {
-		ref := c.Rule
-		if c.Policy != "" {
-			ref = c.Policy + "/" + c.Rule
-		}
-		parts[i] = c.Class + ": " + ref
+	for i := range cs {
+		parts[i] = cs[i].Class + ": " + cs[i].RuleRef()
 	}
 	return strings.Join(parts, ", ")
 }
