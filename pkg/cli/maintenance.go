@@ -152,17 +152,12 @@ cluster's current state.`,
 
 // buildRequest validates the arguments shared by plan and request.
 func buildRequest(nodes []string, selector string, classes []string, deadline string, clk clock.PassiveClock) (plan.Request, error) {
-	req := plan.Request{Nodes: nodes}
+	req := plan.Request{Nodes: nodes, Classes: classes}
 	if len(nodes) == 0 && selector == "" {
 		return req, fmt.Errorf("name one or more nodes, or give a label selector (-l)")
 	}
 	if err := validateClasses(classes); err != nil {
 		return req, err
-	}
-	if len(classes) == 1 {
-		req.Class = classes[0]
-	} else {
-		req.Classes = classes
 	}
 	if selector != "" {
 		sel, err := labels.Parse(selector)

@@ -186,8 +186,10 @@ func TestClassFlag(t *testing.T) {
 				continue
 			}
 			require.NoError(t, err, "%s %v", cmd.Name(), tc.args)
-			require.Equal(t, tc.class, req.Class, "%s %v", cmd.Name(), tc.args)
-			require.Equal(t, tc.classes, req.Classes, "%s %v", cmd.Name(), tc.args)
+			// What the request writes: spec.class for one, spec.classes for several.
+			spec := req.Spec("n1")
+			require.Equal(t, tc.class, spec.Class, "%s %v", cmd.Name(), tc.args)
+			require.Equal(t, tc.classes, spec.Classes, "%s %v", cmd.Name(), tc.args)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -189,7 +190,7 @@ func TestSystemHostActions(t *testing.T) {
 			require.Equal(t, lullv1alpha1.StepReboot, reboot.Type)
 			require.True(t, reboot.Fallback, "the reboot is the fallback")
 			require.Equal(t, lullv1alpha1.ActionSucceeded, reboot.State)
-			require.Equal(t, metav1.ConditionTrue, nmCondition(got, "FellBack"))
+			require.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, "FellBack"))
 			require.NotEqual(t, boot[tc.node], e.bootID(tc.node), "rebooted")
 		})
 	}
@@ -231,35 +232,10 @@ func TestSystemHostActions(t *testing.T) {
 // rebooting single-node app would).
 func deployOn(t *testing.T, name, node string, replicas int32) {
 	t.Helper()
-	ctx := t.Context()
 	dep := OptedInDeployment(name, replicas)
 	dep.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
-	_, err := cluster.Clientset.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
+	_, err := cluster.Clientset.AppsV1().Deployments("default").Create(t.Context(), dep, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { cluster.RemoveApp(t, name) })
-	var last int
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := cluster.Clientset.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		if err != nil {
-			return false, nil
-		}
-		last = 0
-		for _, p := range pods.Items {
-			if p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning {
-				last++
-			}
-		}
-		return last == int(replicas), nil
-	})
-	require.NoError(t, err, "%d of %d pods of %s running on %s", last, replicas, name, node)
-}
-
-// nmCondition is the status of nm's condition of type t ("" if none).
-func nmCondition(nm *lullv1alpha1.NodeMaintenance, t string) metav1.ConditionStatus {
-	for _, c := range nm.Status.Conditions {
-		if c.Type == t {
-			return c.Status
-		}
-	}
-	return ""
+	waitAppRunning(t.Context(), t, name, int(replicas))
 }
