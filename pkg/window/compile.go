@@ -3,7 +3,6 @@ package window
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -176,6 +175,7 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 		s.rec = r
 	}
 
+	var excl []exclusion
 	for i, ex := range in.Exclude {
 		ep := p.Child("exclude").Index(i)
 		var e exclusion
@@ -208,9 +208,9 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 		default:
 			errs = append(errs, field.Required(ep, "set startDate and endDate (local dates) or start and end (instants)"))
 		}
-		s.excl = append(s.excl, e)
+		excl = append(excl, e)
 	}
-	sort.SliceStable(s.excl, func(i, j int) bool { return s.excl[i].start.Before(s.excl[j].start) })
+	s.excl = newExclusionSet(excl)
 
 	if len(errs) > 0 {
 		return nil, errs

@@ -3,7 +3,6 @@ package window
 import (
 	"fmt"
 	"math"
-	"sort"
 	"time"
 )
 
@@ -147,17 +146,12 @@ func (r Result) SecondsRemaining(now time.Time) float64 {
 	return r.Until.Sub(now).Seconds()
 }
 
-type exclusion struct {
-	start, end time.Time
-	reason     string
-}
-
 type schedule struct {
 	loc      *time.Location
 	rec      recurrence
 	startMin int
 	dur      time.Duration
-	excl     []exclusion // sorted by start
+	excl     exclusionSet
 	// joins: consecutive start days are never further apart than an
 	// occurrence lasts, so wherever the zone's offset holds, occurrences
 	// overlap or touch and the walks below skip them (see skipForward).
@@ -504,20 +498,7 @@ func (s *schedule) continuesBefore(day int, run Interval) bool {
 // forEachPiece calls fn with the permitted pieces of a raw run (the run
 // minus exclusions) in ascending order until fn returns false.
 func (s *schedule) forEachPiece(raw Interval, fn func(piece Interval) bool) {
-	i := sort.Search(len(s.excl), func(i int) bool { return s.excl[i].end.After(raw.Start) })
-	start := raw.Start
-	for ; i < len(s.excl) && s.excl[i].start.Before(raw.End); i++ {
-		e := s.excl[i]
-		if e.start.After(start) && !fn(Interval{Start: start, End: e.start}) {
-			return
-		}
-		if e.end.After(start) {
-			start = e.end
-		}
-	}
-	if start.Before(raw.End) {
-		fn(Interval{Start: start, End: raw.End})
-	}
+	s.excl.forEachPiece(raw, fn)
 }
 
 // firstPieceAfter returns the first permitted piece of raw that ends after t.
@@ -623,12 +604,8 @@ func (s *schedule) startOfPieceAt(t, floor time.Time) time.Time {
 	return start
 }
 
-// excludedAt returns the exclusion covering t, if any.
+// excludedAt returns the exclusion covering t, if any: of several, the
+// one that starts first.
 func (s *schedule) excludedAt(t time.Time) (exclusion, bool) {
-	for _, e := range s.excl {
-		if !t.Before(e.start) && t.Before(e.end) {
-			return e, true
-		}
-	}
-	return exclusion{}, false
+	return s.excl.at(t)
 }
