@@ -277,10 +277,21 @@ type NodeMaintenanceStatus struct {
 	// LeaseHolder is the holder of the node's disruption lease when last seen.
 	// +optional
 	LeaseHolder string `json:"leaseHolder,omitempty"`
-	// Windows are the MaintenanceWindows that select the node.
+	// Windows are the MaintenanceWindows governing the request: every
+	// window that has selected its node since the request was made. A
+	// label change adds windows, never removes one, so relabelling a node
+	// never opens a gate or frees a budget slot: the request waits for,
+	// counts against and follows the windowEnd of each (a window deleted
+	// stops governing).
 	// +optional
 	// +listType=atomic
 	Windows []string `json:"windows,omitempty"`
+	// DefaultBudget is true once no window selected the node at some
+	// moment since the request was made: the request then also counts
+	// against the default budget of nodes without a window and needs the
+	// default's permission (kept when a window selects the node later).
+	// +optional
+	DefaultBudget bool `json:"defaultBudget,omitempty"`
 	// NextWindowStart is when all of them next permit changes to start
 	// (with minTimeRemaining left). While that period goes on it keeps the
 	// start recorded for it: for an always-open window, when lull first

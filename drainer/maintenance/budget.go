@@ -21,20 +21,20 @@ import (
 // line alone: their waitingFor counts the budget's holders without naming
 // them (kubectl lull status names them, live).
 
-// nextWaiting takes out of line the next request of each of windows (the
-// default budget when none) that the cache still shows waiting for budget.
-func (r *Reconciler) nextWaiting(ctx context.Context, windows []string) []string {
-	return r.waiters.Next(budget.Budgets(windows), func(node string) bool {
+// nextWaiting takes out of line the next request of each of budgets that
+// the cache still shows waiting for budget.
+func (r *Reconciler) nextWaiting(ctx context.Context, budgets []string) []string {
+	return r.waiters.Next(budgets, func(node string) bool {
 		var nm lullv1alpha1.NodeMaintenance
 		err := r.Client.Get(ctx, types.NamespacedName{Name: node}, &nm)
 		return err == nil && nm.Status.Phase == lullv1alpha1.PhaseWaitingForBudget
 	})
 }
 
-// wakeNextWaiting wakes the next in line of windows through the Wake
+// wakeNextWaiting wakes the next in line of budgets through the Wake
 // channel: the slot this replica just released is free for it.
-func (r *Reconciler) wakeNextWaiting(ctx context.Context, windows []string) {
-	for _, node := range r.nextWaiting(ctx, windows) {
+func (r *Reconciler) wakeNextWaiting(ctx context.Context, budgets []string) {
+	for _, node := range r.nextWaiting(ctx, budgets) {
 		select {
 		case r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node}}}:
 		default: // a full queue: the periodic look catches up
@@ -56,5 +56,5 @@ func (s *step) inLine(waiting bool) {
 			names = append(names, w.Name)
 		}
 	}
-	s.r.waiters.Wait(s.node.Name, budget.Budgets(names), s.nm.CreationTimestamp.Time)
+	s.r.waiters.Wait(s.node.Name, budget.Budgets(names, s.status.DefaultBudget), s.nm.CreationTimestamp.Time)
 }

@@ -62,7 +62,7 @@ func TestReleasedSlotWakesNextInLineOfItsWindow(t *testing.T) {
 		require.True(t, res.Free)
 	}
 	for _, nm := range waiting {
-		r.waiters.Wait(nm.Name, budget.Budgets(nm.Status.Windows), nm.CreationTimestamp.Time)
+		r.waiters.Wait(nm.Name, budget.Recorded(&nm.Status), nm.CreationTimestamp.Time)
 	}
 	woken := func() []string {
 		var out []string

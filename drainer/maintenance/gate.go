@@ -88,7 +88,7 @@ func (s *step) reserveBudget(ctx context.Context) (budget.Result, error) {
 		return budget.Result{}, err
 	}
 	return s.r.Budget.Reserve(ctx, s.r.Client, s.nm, budget.Request{Node: s.node.Name, Windows: ws,
-		DefaultMaxUnavailable: s.r.Options.DefaultMaxUnavailable})
+		Default: s.status.DefaultBudget, DefaultMaxUnavailable: s.r.Options.DefaultMaxUnavailable})
 }
 
 // waitForWindow keeps a request whose windows do not let it start
@@ -172,14 +172,21 @@ func (s *step) start(info *lease.Info) (reconcile.Result, error) {
 }
 
 // noteWindows records the governing windows and when the request may next
-// start in them (minTimeRemaining included).
+// start in them (minTimeRemaining included). The windows only accumulate:
+// the forecast governs a request by the windows its labels select and
+// those its status records, so a relabelled node keeps waiting for, and
+// counting against, every window it was ever in (a window deleted drops
+// out of the forecast, and so from here).
 func (s *step) noteWindows() {
 	prev := s.status.NextWindowStart
-	s.status.Windows, s.status.NextWindowStart = nil, nil
+	s.status.NextWindowStart = nil
 	if s.fc == nil || s.fc.Windows == nil {
 		return
 	}
 	s.status.Windows = s.fc.Windows.Names
+	if s.fc.Windows.Default {
+		s.status.DefaultBudget = true
+	}
 	if s.fc.Windows.HasStart {
 		s.status.NextWindowStart = windowStart(prev, s.fc.Windows.Start.Start, s.now)
 	}

@@ -13,6 +13,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/budget"
 )
 
 // renew keeps the lease while the node is disrupted. A lost lease stops
@@ -132,6 +133,6 @@ func (s *step) releaseBudget() {
 		return
 	}
 	if released {
-		s.r.wakeNextWaiting(s.ctx, s.status.Windows)
+		s.r.wakeNextWaiting(s.ctx, budget.Recorded(s.status))
 	}
 }

@@ -27,13 +27,66 @@ import (
 type Request struct {
 	// Node to disrupt.
 	Node string
-	// Windows governing the node; none: the default budget applies.
+	// Windows governing the node (every window recorded for its request,
+	// see NodeMaintenanceStatus.Windows); none: the default budget applies.
 	Windows []*lullv1alpha1.MaintenanceWindow
+	// Default: the default budget applies as well as Windows' (the
+	// request was once under it).
+	Default bool
 	// DefaultMaxUnavailable bounds nodes no window selects.
 	DefaultMaxUnavailable int
 	// Also counts these nodes as disrupted in addition to what the API
-	// shows (a preview planning several nodes at once).
+	// shows (a preview planning several nodes at once), against the
+	// budgets their labels put them in.
 	Also []string
+}
+
+// budgets names the budgets req counts against.
+func (req Request) budgets() []string {
+	names := make([]string, len(req.Windows))
+	for i, w := range req.Windows {
+		names[i] = w.Name
+	}
+	return Budgets(names, req.Default)
+}
+
+// Active is a node whose request uses budget, and the budgets recorded for
+// it (its request's status, its ledger entry). It counts against each of
+// those and against every budget its labels put it in now: a label change
+// never frees a slot.
+type Active struct {
+	Node    string
+	Budgets []string
+}
+
+// actives gathers nodes by name, merging what each source recorded.
+type actives struct {
+	order []string
+	by    map[string][]string
+}
+
+func (a *actives) add(node string, budgets ...string) {
+	if a.by == nil {
+		a.by = map[string][]string{}
+	}
+	cur, ok := a.by[node]
+	if !ok {
+		a.order = append(a.order, node)
+	}
+	for _, b := range budgets {
+		if !slices.Contains(cur, b) {
+			cur = append(cur, b)
+		}
+	}
+	a.by[node] = cur
+}
+
+func (a *actives) list() []Active {
+	out := make([]Active, 0, len(a.order))
+	for _, n := range a.order {
+		out = append(out, Active{Node: n, Budgets: a.by[n]})
+	}
+	return out
 }
 
 // Result says whether the budget has room, and if not, who uses it.
@@ -60,15 +113,14 @@ func WithHolders(msg string, nodes []string) string {
 }
 
 // Holders lists, sorted, the nodes of requests using a budget shared with
-// a request governed by windows (none: the default budget), as each
-// request last recorded its windows. It answers "who holds the slots I
-// wait for" for people (kubectl lull status); the drainer counts the
-// budget with Check and Ledger.Reserve.
-func Holders(windows []string, requests iter.Seq[*lullv1alpha1.NodeMaintenance]) []string {
-	mine := Budgets(windows)
+// a request counting against budgets (Recorded), as each request last
+// recorded its own. It answers "who holds the slots I wait for" for people
+// (kubectl lull status); the drainer counts the budget with Check and
+// Ledger.Reserve.
+func Holders(mine []string, requests iter.Seq[*lullv1alpha1.NodeMaintenance]) []string {
 	var out []string
 	for nm := range requests {
-		if UsesBudget(nm) && slices.ContainsFunc(Budgets(nm.Status.Windows), func(b string) bool { return slices.Contains(mine, b) }) {
+		if UsesBudget(nm) && slices.ContainsFunc(Recorded(&nm.Status), func(b string) bool { return slices.Contains(mine, b) }) {
 			out = append(out, nm.Spec.NodeName)
 		}
 	}
@@ -92,44 +144,47 @@ func Check(ctx context.Context, live, cached client.Reader, req Request) (Result
 	if err := live.List(ctx, &all); err != nil {
 		return Result{}, fmt.Errorf("listing NodeMaintenances: %w", err)
 	}
-	return evaluate(ctx, cached, req, append(activeRequests(all.Items, req.Node), req.Also...))
+	var act actives
+	addRequests(&act, all.Items, req.Node)
+	for _, n := range req.Also {
+		act.add(n)
+	}
+	return evaluate(ctx, cached, req, act.list())
 }
 
-// activeRequests are the nodes of requests using budget, except node.
-func activeRequests(items []lullv1alpha1.NodeMaintenance, node string) []string {
-	var active []string
+// addRequests adds the requests using budget, except node's, with the
+// budgets their status records.
+func addRequests(act *actives, items []lullv1alpha1.NodeMaintenance, node string) {
 	for i := range items {
 		o := &items[i]
 		if o.Spec.NodeName != node && UsesBudget(o) {
-			active = append(active, o.Spec.NodeName)
+			act.add(o.Spec.NodeName, Recorded(&o.Status)...)
 		}
 	}
-	return active
 }
 
-// evaluate answers whether req's node fits in its windows' budgets (or the
-// default budget) with the nodes in active already disrupted.
-func evaluate(ctx context.Context, cached client.Reader, req Request, active []string) (Result, error) {
-	// The labels of the nodes in use: a node that is gone disrupts
-	// nothing; any other read error fails the check (closed), since the
-	// node might count against the budget.
+// evaluate answers whether req's node fits in its windows' budgets (and
+// the default budget, when it applies) with the nodes in active already
+// disrupted. An active node counts against every budget recorded for it
+// and every budget its labels put it in now.
+func evaluate(ctx context.Context, cached client.Reader, req Request, active []Active) (Result, error) {
+	// The labels of the nodes in use: a node that is gone is in no
+	// window by its labels (it still counts where it is recorded); any
+	// other read error fails the check (closed), since the node might
+	// count against the budget.
 	inUseLabels := make(map[string]labels.Set, len(active))
-	for _, name := range active {
+	for _, a := range active {
 		var n corev1.Node
-		err := cached.Get(ctx, client.ObjectKey{Name: name}, &n)
+		err := cached.Get(ctx, client.ObjectKey{Name: a.Node}, &n)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return Result{}, fmt.Errorf("reading node %s, in use by a request: %w", name, err)
+			return Result{}, fmt.Errorf("reading node %s, in use by a request: %w", a.Node, err)
 		default:
-			inUseLabels[name] = labels.Set(n.Labels)
+			inUseLabels[a.Node] = labels.Set(n.Labels)
 		}
 	}
-	nodeLabels := func(name string) (labels.Set, bool) {
-		l, ok := inUseLabels[name]
-		return l, ok
-	}
-	if len(req.Windows) == 0 {
+	if len(req.Windows) == 0 || req.Default {
 		// Nodes no window selects share the default budget.
 		var all lullv1alpha1.MaintenanceWindowList
 		if err := cached.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil { // read only
@@ -140,16 +195,16 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []s
 			selectors = append(selectors, WindowSelector(&w))
 		}
 		var inUse []string
-		for _, name := range active {
-			if l, ok := nodeLabels(name); ok && !anyMatches(selectors, l) {
-				inUse = append(inUse, name)
+		for _, a := range active {
+			l, ok := inUseLabels[a.Node]
+			if slices.Contains(a.Budgets, DefaultBudget) || (ok && !anyMatches(selectors, l)) {
+				inUse = append(inUse, a.Node)
 			}
 		}
 		if len(inUse) >= req.DefaultMaxUnavailable {
 			return Result{InUse: inUse, Message: fmt.Sprintf("the default budget for nodes without a window allows %d at once; %d in use",
 				req.DefaultMaxUnavailable, len(inUse))}, nil
 		}
-		return Result{Free: true}, nil
 	}
 	for _, w := range req.Windows {
 		sel := WindowSelector(w)
@@ -162,9 +217,9 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []s
 			return Result{Message: fmt.Sprintf("window %s: %v", w.Name, err)}, nil
 		}
 		var inUse []string
-		for _, name := range active {
-			if l, ok := nodeLabels(name); ok && sel.Matches(l) {
-				inUse = append(inUse, name)
+		for _, a := range active {
+			if l, ok := inUseLabels[a.Node]; slices.Contains(a.Budgets, w.Name) || (ok && sel.Matches(l)) {
+				inUse = append(inUse, a.Node)
 			}
 		}
 		if max == 0 {

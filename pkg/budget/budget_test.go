@@ -76,7 +76,7 @@ func TestHolders(t *testing.T) {
 	assert.Equal(t, []string{"z"}, Holders([]string{"a"}, slices.Values(all)))
 	assert.Equal(t, []string{"y", "z"}, Holders([]string{"b"}, slices.Values(all)))
 	assert.Equal(t, []string{"u", "y", "z"}, Holders([]string{"b", "c"}, slices.Values(all)))
-	assert.Equal(t, []string{"w"}, Holders(nil, slices.Values(all)), "the default budget: requests no window governs")
+	assert.Equal(t, []string{"w"}, Holders(Budgets(nil, false), slices.Values(all)), "the default budget: requests no window governs")
 	assert.Equal(t, "m; held by a, b", WithHolders("m", []string{"a", "b"}))
 	assert.Equal(t, "m", WithHolders("m", nil))
 }

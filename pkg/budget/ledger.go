@@ -29,6 +29,12 @@ type Entry struct {
 	// Holder is the replica that took the slot.
 	Holder string      `json:"holder"`
 	Since  metav1.Time `json:"since"`
+	// Budgets the slot was taken in: the windows that governed the
+	// request when it started (DefaultBudget for the default budget).
+	// The node counts against each until the entry goes, whatever its
+	// labels say meanwhile. Entries written before this was recorded
+	// have none and count by the node's labels alone.
+	Budgets []string `json:"budgets,omitempty"`
 }
 
 // Ledger fences the budget in the API server. Starting one more node is a
@@ -90,21 +96,23 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 			return Result{Free: true}, nil
 		}
 		pruned := l.prune(ctx, cached, entries)
-		active, err := cachedActive(ctx, cached, req.Node)
-		if err != nil {
+		var act actives
+		if err := cachedActive(ctx, cached, req.Node, &act); err != nil {
 			return Result{}, err
 		}
-		active = append(active, req.Also...)
+		for _, n := range req.Also {
+			act.add(n)
+		}
 		for _, node := range sortedNodes(entries) {
 			if node != req.Node {
-				active = append(active, node)
+				act.add(node, entries[node].Budgets...)
 			}
 		}
-		res, err := evaluate(ctx, cached, req, dedupe(active))
+		res, err := evaluate(ctx, cached, req, act.list())
 		if err != nil || !res.Free {
 			return res, err
 		}
-		entries[req.Node] = Entry{Request: nm.Name, UID: nm.UID, Holder: l.Holder, Since: l.now()}
+		entries[req.Node] = Entry{Request: nm.Name, UID: nm.UID, Holder: l.Holder, Since: l.now(), Budgets: req.budgets()}
 		err = l.write(ctx, cm, entries)
 		if err == nil {
 			l.took(req.Node, nm.UID)
@@ -118,14 +126,15 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 	}
 }
 
-// cachedActive are the nodes of the requests cached shows using budget,
-// except node. The cached objects are only read, so they are not copied.
-func cachedActive(ctx context.Context, cached client.Reader, node string) ([]string, error) {
+// cachedActive adds the requests cached shows using budget, except
+// node's. The cached objects are only read, so they are not copied.
+func cachedActive(ctx context.Context, cached client.Reader, node string, act *actives) error {
 	var all lullv1alpha1.NodeMaintenanceList
 	if err := cached.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing NodeMaintenances: %w", err)
+		return fmt.Errorf("listing NodeMaintenances: %w", err)
 	}
-	return activeRequests(all.Items, node), nil
+	addRequests(act, all.Items, node)
+	return nil
 }
 
 // fullByLast answers "no room" without reading the ledger from the API
@@ -152,7 +161,7 @@ func (l *Ledger) fullByLast(ctx context.Context, cached client.Reader, nm *lullv
 	if e, ok := last[req.Node]; ok && e.UID == nm.UID {
 		return Result{}, false, nil // ours already: the live read confirms it
 	}
-	var held []string
+	var held actives
 	for _, node := range sortedNodes(last) {
 		e := last[node]
 		if node == req.Node {
@@ -160,10 +169,13 @@ func (l *Ledger) fullByLast(ctx context.Context, cached client.Reader, nm *lullv
 		}
 		var holder lullv1alpha1.NodeMaintenance
 		if e.UID == "" || (cached.Get(ctx, client.ObjectKey{Name: e.Request}, &holder) == nil && holder.UID == e.UID && UsesBudget(&holder)) {
-			held = append(held, node)
+			held.add(node, e.Budgets...)
 		}
 	}
-	res, err := evaluate(ctx, cached, req, dedupe(append(held, req.Also...)))
+	for _, n := range req.Also {
+		held.add(n)
+	}
+	res, err := evaluate(ctx, cached, req, held.list())
 	if err != nil || res.Free {
 		return Result{}, false, err
 	}
@@ -355,17 +367,5 @@ func sortedNodes(entries map[string]Entry) []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
-	return out
-}
-
-func dedupe(nodes []string) []string {
-	seen := make(map[string]bool, len(nodes))
-	out := nodes[:0]
-	for _, n := range nodes {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
 	return out
 }

@@ -67,7 +67,7 @@ func TestLedgerReserveRelease(t *testing.T) {
 	require.True(t, res.Free)
 	entries, err := l.Entries(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, Entry{Request: "a", UID: "uid-a", Holder: "lull-drainer/x", Since: entries["a"].Since}, entries["a"])
+	assert.Equal(t, Entry{Request: "a", UID: "uid-a", Holder: "lull-drainer/x", Since: entries["a"].Since, Budgets: []string{"pool"}}, entries["a"])
 
 	// Another replica's ledger, with its own view: it sees the slot taken.
 	other := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/y"}
@@ -126,8 +126,8 @@ func TestLedgerFrozenWindow(t *testing.T) {
 }
 
 // A node in use that cannot be read fails the check (it might count
-// against the budget); a node that is gone disrupts nothing and does not
-// count.
+// against the budget); a node that is gone keeps the slot recorded for it
+// until its request ends.
 func TestUnreadableNodeInUse(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
@@ -149,7 +149,83 @@ func TestUnreadableNodeInUse(t *testing.T) {
 	require.NoError(t, c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}))
 	res, err := l.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
+	assert.False(t, res.Free, "the ledger records a's slot in window pool")
+
+	nms["a"].Status.Phase = lullv1alpha1.PhaseCompleted // the drainer ends a request whose node is gone
+	require.NoError(t, c.Status().Update(ctx, nms["a"]))
+	res, err = l.Reserve(ctx, c, nms["b"], req("b"))
+	require.NoError(t, err)
 	assert.True(t, res.Free, res.Message)
+}
+
+// A slot belongs to the start, not to the labels: a node relabelled out
+// of the window it started in keeps its slot there, counted from the
+// ledger entry and, were that lost, from its request's recorded windows.
+// A node relabelled into a window counts there too.
+func TestRelabelledNodeKeepsItsSlot(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "p"}}
+	require.NoError(t, c.Update(ctx, w))
+	other := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "other"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "q"}}}}
+	require.NoError(t, c.Create(ctx, other))
+	relabel := func(node, pool string) {
+		t.Helper()
+		var n corev1.Node
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: node}, &n))
+		n.Labels = map[string]string{"pool": pool}
+		require.NoError(t, c.Update(ctx, &n))
+	}
+	relabel("a", "p")
+	relabel("b", "p")
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	reserveA(t, l, c, w, nms["a"])
+	nms["a"].Status.Phase, nms["a"].Status.Windows = lullv1alpha1.PhaseDraining, []string{"pool"}
+	require.NoError(t, c.Status().Update(ctx, nms["a"]))
+
+	relabel("a", "q") // out of pool, into other
+	res, err := l.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "a's slot in pool is held whatever its labels say")
+	assert.Equal(t, "window pool allows 1 node(s) disrupted at once; 1 in use", res.Message)
+
+	require.NoError(t, c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lull-system", Name: DefaultLedgerName}}))
+	fresh := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/y"}
+	res, err = fresh.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "without the ledger, a's request records pool")
+
+	relabel("b", "q")
+	res, err = fresh.Reserve(ctx, c, nms["b"], inWindow(other)("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "a counts in other too, where its labels put it now")
+}
+
+// A request once under the default budget keeps that slot when a window
+// selects its node later.
+func TestDefaultBudgetRecorded(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "p"}}
+	require.NoError(t, c.Update(ctx, w))
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	res, err := l.Reserve(ctx, c, nms["a"], Request{Node: "a", DefaultMaxUnavailable: 1})
+	require.NoError(t, err)
+	require.True(t, res.Free)
+	var a corev1.Node
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: "a"}, &a))
+	a.Labels = map[string]string{"pool": "p"}
+	require.NoError(t, c.Update(ctx, &a))
+
+	res, err = l.Reserve(ctx, c, nms["b"], Request{Node: "b", DefaultMaxUnavailable: 1})
+	require.NoError(t, err)
+	assert.False(t, res.Free, "a started under the default budget")
+	res, err = l.Reserve(ctx, c, nms["b"], Request{Node: "b", Windows: []*lullv1alpha1.MaintenanceWindow{w}, Default: true, DefaultMaxUnavailable: 1})
+	require.NoError(t, err)
+	assert.False(t, res.Free, "b counts against the default budget too")
+	assert.Contains(t, res.Message, "default budget")
 }
 
 // Reserve never lists the requests live (at 1,000 requests each start

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/groups"
 )
 
@@ -13,13 +14,24 @@ import (
 // selects (no window can have this name).
 const DefaultBudget = "(default)"
 
-// Budgets names the budgets a request counts against: its windows', or
-// the default budget when no window selects its node.
-func Budgets(windows []string) []string {
+// Budgets names the budgets a request counts against: its windows', and
+// the default budget when no window selects its node or withDefault (a
+// request that was once under the default budget keeps its slot there).
+func Budgets(windows []string, withDefault bool) []string {
 	if len(windows) == 0 {
 		return []string{DefaultBudget}
 	}
+	if withDefault {
+		return append(slices.Clone(windows), DefaultBudget)
+	}
 	return windows
+}
+
+// Recorded names the budgets a request counts against as its status
+// records them: every window that has governed it, and the default budget
+// if it ever had no window (see NodeMaintenanceStatus.Windows).
+func Recorded(st *lullv1alpha1.NodeMaintenanceStatus) []string {
+	return Budgets(st.Windows, st.DefaultBudget)
 }
 
 // Waiters is the line of requests waiting for budget, per budget, oldest

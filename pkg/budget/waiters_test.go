@@ -18,13 +18,13 @@ func TestWaitersNextInLine(t *testing.T) {
 	w.Wait("a", []string{"w1"}, t0.Add(time.Second))
 	w.Wait("c", []string{"w1", "w2"}, t0)
 	w.Wait("e", []string{"w2"}, t0.Add(3*time.Second))
-	w.Wait("d", Budgets(nil), t0)
+	w.Wait("d", Budgets(nil, false), t0)
 	waiting := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true}
 	still := func(n string) bool { return waiting[n] }
 
 	assert.Equal(t, []string{"c"}, w.Next([]string{"w1"}, still), "c is first in w1")
 	assert.Equal(t, []string{"a"}, w.Next([]string{"w1"}, still), "a second slot of w1 wakes the next request, not c again")
-	assert.Equal(t, []string{"d"}, w.Next(Budgets(nil), still), "nodes without a window share the default budget")
+	assert.Equal(t, []string{"d"}, w.Next(Budgets(nil, false), still), "nodes without a window share the default budget")
 	assert.Equal(t, 2, w.Len(), "b and e wait")
 
 	w.Wait("c", []string{"w1", "w2"}, t0) // c found the budget full again: back at its place

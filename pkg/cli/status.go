@@ -145,7 +145,7 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 		if nm.Status.Phase == lullv1alpha1.PhaseWaitingForBudget {
 			// The stored message counts the holders (naming them would go
 			// stale each time a slot changes hands); name them as they are now.
-			st.WaitingFor = budget.WithHolders(st.WaitingFor, budget.Holders(nm.Status.Windows, maps.Values(cl.Requests)))
+			st.WaitingFor = budget.WithHolders(st.WaitingFor, budget.Holders(budget.Recorded(&nm.Status), maps.Values(cl.Requests)))
 		}
 		if msg := relabelRefused(nm, n, cl.Options.MaintenanceLabel); msg != "" {
 			st.WaitingFor = strings.TrimPrefix(st.WaitingFor+"; "+msg, "; ")

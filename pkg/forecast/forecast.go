@@ -7,6 +7,7 @@ package forecast
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -335,7 +336,8 @@ func (f *Forecast) DeleteWindow(name string) {
 }
 
 // selectedLocked lists the requested nodes any of ws (nil ones skipped)
-// selects: the nodes a change of those windows can affect. None before
+// selects or their request records: the nodes a change of those windows
+// can affect. None before
 // the windows are synced, when windows decide nothing.
 func (f *Forecast) selectedLocked(ws ...*compiledWindow) []string {
 	if !f.windowsSynced {
@@ -344,8 +346,12 @@ func (f *Forecast) selectedLocked(ws ...*compiledWindow) []string {
 	var out []string
 	for name := range f.requested {
 		set := labels.Set(f.labels[name])
+		var recorded []string
+		if nm := f.nms[name]; nm != nil {
+			recorded = nm.Status.Windows
+		}
 		for _, cw := range ws {
-			if cw != nil && cw.selector.Matches(set) {
+			if cw != nil && (cw.selector.Matches(set) || slices.Contains(recorded, cw.name)) {
 				out = append(out, name)
 				break
 			}
@@ -483,7 +489,10 @@ func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 		return nil
 	}
 	if f.windowsSynced {
-		in.Windows = f.windowsForLocked(lbls)
+		in.Windows = f.windowsForLocked(lbls, in.NM)
+	}
+	if in.NM != nil && !in.NM.Status.Phase.Finished() {
+		in.DefaultToo = in.NM.Status.DefaultBudget
 	}
 	n := Compute(now, in)
 	if n.Lease == nil && n.Maintenance == nil {
@@ -495,17 +504,31 @@ func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 	return n
 }
 
-func (f *Forecast) windowsForLocked(lbls map[string]string) []NamedWindow {
+// windowsForLocked returns the windows governing a node: those its labels
+// select, and those its request recorded (a label change adds windows to
+// a request, never removes one: NodeMaintenanceStatus.Windows).
+func (f *Forecast) windowsForLocked(lbls map[string]string, nm *lullv1alpha1.NodeMaintenance) []NamedWindow {
 	var ws []NamedWindow
 	set := labels.Set(lbls)
 	f.index.candidates(lbls, func(cw *compiledWindow) {
 		f.work.windowsTried++
 		if cw.selector.Matches(set) {
-			ws = append(ws, NamedWindow{Name: cw.name, Window: cw.window, MinTimeRemaining: cw.minRemaining})
+			ws = append(ws, cw.named())
 		}
 	})
+	if nm != nil && !nm.Status.Phase.Finished() {
+		for _, name := range nm.Status.Windows {
+			if cw := f.windows[name]; cw != nil && !slices.ContainsFunc(ws, func(w NamedWindow) bool { return w.Name == name }) {
+				ws = append(ws, cw.named())
+			}
+		}
+	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Name < ws[j].Name })
 	return ws
+}
+
+func (cw *compiledWindow) named() NamedWindow {
+	return NamedWindow{Name: cw.name, Window: cw.window, MinTimeRemaining: cw.minRemaining}
 }
 
 // armLocked sets the timer for the earliest time a forecast changes by

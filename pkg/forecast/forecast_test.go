@@ -526,3 +526,65 @@ func TestTooShort(t *testing.T) {
 		})
 	}
 }
+
+// A label change adds windows to a request, never removes one: a node
+// relabelled out of a closed window's pool into an open one's keeps
+// waiting for the closed window, and a change of the recorded window
+// reaches the node though its labels no longer select it.
+func TestRecordedWindowsGovern(t *testing.T) {
+	f, clk, _ := newForecast(t, true)
+	closed := dailyWindow("closed") // 12:00-14:00, selects pool=a; t0 is 10:00
+	open := dailyWindow("open")
+	open.Spec.NodeSelector.MatchLabels = map[string]string{"pool": "b"}
+	open.Spec.Strategy, open.Spec.Schedule = lullv1alpha1.StrategyPermissive, nil
+	f.SetWindow(closed)
+	f.SetWindow(open)
+	f.SetSynced()
+	f.SetNode(node("n1", map[string]string{"pool": "a", "lull.dev/maintenance": "kernel-update"}))
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"},
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForWindow, Windows: []string{"closed"}}}
+	f.SetMaintenance(nm)
+	require.False(t, f.Snapshot().Get("n1").WindowOpen)
+
+	inB := map[string]string{"pool": "b", "lull.dev/maintenance": "kernel-update"}
+	f.SetNode(node("n1", inB))
+	got := f.Compute("n1", inB) // the snapshot keeps an entry whose verdict did not change
+	require.Equal(t, []string{"closed", "open"}, got.Windows.Names)
+	require.False(t, got.WindowOpen, "relabelling into an open pool opens no gate: %s", got.Reason)
+
+	clk.SetTime(t0.Add(2*time.Hour + time.Minute)) // 12:01: closed opens
+	waitFor(t, func() bool { return f.Snapshot().Get("n1").WindowOpen })
+
+	frozen := closed.DeepCopy()
+	frozen.Spec.Strategy, frozen.Spec.Schedule = lullv1alpha1.StrategyRestrictive, nil
+	f.SetWindow(frozen)
+	require.False(t, f.Snapshot().Get("n1").WindowOpen, "a change of a recorded window reaches the node")
+
+	f.DeleteWindow("closed")
+	got = f.Compute("n1", inB)
+	require.Equal(t, []string{"open"}, got.Windows.Names, "a deleted window no longer governs")
+	require.True(t, got.WindowOpen)
+}
+
+// A request made while no window selected its node keeps needing the
+// default's permission when a window selects it later.
+func TestRecordedDefaultGoverns(t *testing.T) {
+	f, _, _ := newForecast(t, false) // the default forbids
+	open := dailyWindow("open")
+	open.Spec.Strategy, open.Spec.Schedule = lullv1alpha1.StrategyPermissive, nil
+	f.SetWindow(open)
+	f.SetSynced()
+	f.SetNode(node("n1", map[string]string{"pool": "z", "lull.dev/maintenance": "kernel-update"}))
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"},
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForWindow, DefaultBudget: true}}
+	f.SetMaintenance(nm)
+	require.True(t, f.Snapshot().Get("n1").Windows.Default)
+	relabelled := map[string]string{"pool": "a", "lull.dev/maintenance": "kernel-update"}
+	f.SetNode(node("n1", relabelled))
+	got := f.Compute("n1", relabelled) // the snapshot keeps an entry whose verdict did not change
+	require.Equal(t, []string{"open"}, got.Windows.Names)
+	require.True(t, got.Windows.Default)
+	require.False(t, got.WindowOpen, "the default forbids and still governs: %s", got.Reason)
+}

@@ -43,8 +43,13 @@ type Maintenance struct {
 
 // Windows is the combined state of the MaintenanceWindows selecting a node.
 type Windows struct {
-	// Names of the windows selecting the node; empty means the default.
-	Names     []string
+	// Names of the windows governing the node: those selecting it, and
+	// those its request recorded (a label change never removes a window
+	// from a request); empty means the default.
+	Names []string
+	// Default: the default budget (nodes no window selects) governs the
+	// request, alone (no Names) or beside Names (DefaultToo).
+	Default   bool
 	Permitted bool
 	// Reason and Message explain the state (window.Result).
 	Reason  window.Reason
@@ -138,6 +143,10 @@ type Input struct {
 	NM         *lullv1alpha1.NodeMaintenance
 	Windows    []NamedWindow
 	NoWindowOK bool
+	// DefaultToo: the request was made (or went on) while no window
+	// selected the node, so the default's permission is needed as well
+	// as that of the windows selecting it now (NodeMaintenanceStatus.DefaultBudget).
+	DefaultToo bool
 	// WindowsUnknown: the MaintenanceWindows have not been read yet. A
 	// requested node then counts as open for maintenance, the cautious
 	// answer for placing pods (the drainer never acts before its caches
@@ -222,7 +231,7 @@ func (n *Node) windowsNow(now time.Time, in Input) {
 		}
 		return
 	}
-	w := evaluate(in.Windows, in.NoWindowOK, now)
+	w := evaluate(in.Windows, in.NoWindowOK, in.DefaultToo, now)
 	n.Windows = w
 	n.bound(w.Until)
 	if w.Permitted && !w.TooLittleLeft && w.MinTimeRemaining > 0 && w.Left < window.Forever.Sub(now) {
@@ -306,9 +315,9 @@ func maintenanceOf(nm *lullv1alpha1.NodeMaintenance, labelClass string, hasLabel
 	return nil
 }
 
-func evaluate(ws []NamedWindow, noWindowOK bool, now time.Time) *Windows {
+func evaluate(ws []NamedWindow, noWindowOK, defaultToo bool, now time.Time) *Windows {
 	if len(ws) == 0 {
-		w := &Windows{Permitted: noWindowOK, Until: window.Forever, Reason: window.ReasonNoWindows}
+		w := &Windows{Permitted: noWindowOK, Until: window.Forever, Reason: window.ReasonNoWindows, Default: true}
 		if noWindowOK {
 			w.Message = "no MaintenanceWindow selects the node; the default permits"
 			w.Next, w.HasNext = window.Interval{Start: now, End: window.Forever}, true
@@ -320,12 +329,18 @@ func evaluate(ws []NamedWindow, noWindowOK bool, now time.Time) *Windows {
 	}
 	compiled := make([]*window.Window, len(ws))
 	names := make([]string, len(ws))
-	w := &Windows{Names: names}
+	w := &Windows{Names: names, Default: defaultToo}
 	for i, nw := range ws {
 		compiled[i], names[i] = nw.Window, nw.Name
 		if nw.MinTimeRemaining > w.MinTimeRemaining {
 			w.MinTimeRemaining, w.MinTimeRemainingWindow = nw.MinTimeRemaining, nw.Name
 		}
+	}
+	if defaultToo && !noWindowOK {
+		// The default forbids, and it governs this request too.
+		w.Reason, w.Until = window.ReasonNoWindows, window.Forever
+		w.Message = "the request was made while no MaintenanceWindow selected the node, and the default forbids; it still governs the request"
+		return w
 	}
 	r := window.EvaluateAll(compiled, now)
 	w.Permitted, w.Reason, w.Message, w.Until, w.Next, w.HasNext = r.Permitted, r.Reason, r.Message(), r.Until, r.Next, r.HasNext

@@ -258,7 +258,7 @@ func inputsOf(f *Forecast, names []string) []Input {
 	out := make([]Input, len(names))
 	for i, name := range names {
 		out[i] = Input{Name: name, Labels: f.labels[name], LabelKey: f.opts.MaintenanceLabel, NM: f.nms[name],
-			Policies: f.rules, Windows: f.windowsForLocked(f.labels[name])}
+			Policies: f.rules, Windows: f.windowsForLocked(f.labels[name], f.nms[name])}
 		if o := f.leases[name]; o != nil {
 			out[i].Lease = &Lease{Holder: *o.lease.Spec.HolderIdentity, Operation: "reboot",
 				Expires: o.seen.Add(lease.ExpiryDuration(o.lease))}
@@ -295,7 +295,7 @@ func BenchmarkScaleNodeEvent(b *testing.B) {
 			b.Run("baseline=compute", func(b *testing.B) {
 				windows := make([][]NamedWindow, len(idx))
 				for k, i := range idx {
-					windows[k] = f.windowsForLocked(fx.nodes[i].Labels)
+					windows[k] = f.windowsForLocked(fx.nodes[i].Labels, nil)
 				}
 				b.ReportAllocs()
 				b.ResetTimer()

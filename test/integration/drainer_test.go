@@ -459,7 +459,7 @@ func TestDrainerBudgetOneAtATime(t *testing.T) {
 			if !done[nm.Name] && nm.Name != drained && nm.Status.Phase == lullv1alpha1.PhaseWaitingForBudget {
 				// The status counts the holder; who it is is read live.
 				require.Equal(t, "window pool-b allows 1 node(s) disrupted at once; 1 in use", nm.Status.WaitingFor)
-				require.Equal(t, []string{drained}, budget.Holders(nm.Status.Windows, slices.Values(requests)))
+				require.Equal(t, []string{drained}, budget.Holders(budget.Recorded(&nm.Status), slices.Values(requests)))
 			}
 		}
 		e.label(drained, nil)
