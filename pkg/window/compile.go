@@ -154,24 +154,24 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 		errs = append(errs, field.Invalid(p.Child("anchor"), in.Anchor, `must be a date that exists, "YYYY-MM-DD"`))
 	}
 
-	rec := in.Recurrence
+	var rrule *rruleParts
 	switch {
-	case rec != nil && in.RRule != "":
+	case in.Recurrence != nil && in.RRule != "":
 		errs = append(errs, field.Invalid(p.Child("rrule"), in.RRule, "set exactly one of recurrence and rrule"))
-	case rec == nil && in.RRule == "":
+	case in.Recurrence == nil && in.RRule == "":
 		errs = append(errs, field.Required(p.Child("recurrence"), "set recurrence or rrule"))
 	case in.RRule != "":
-		parsed, err := ParseRRule(in.RRule)
+		parsed, err := parseRRule(in.RRule)
 		if err != nil {
 			errs = append(errs, field.Invalid(p.Child("rrule"), in.RRule, err.Error()))
-		} else {
-			rec = parsed
+			break
 		}
-	}
-	if rec != nil {
-		r, recErrs := compileRecurrence(rec, p.Child("recurrence"))
+		rrule = parsed
+		s.rec = parsed.recurrence(anchorDay)
+	default:
+		r, recErrs := compileRecurrence(in.Recurrence, p.Child("recurrence"))
 		errs = append(errs, recErrs...)
-		r.anchorDay = anchorDay
+		r.setAnchor(anchorDay)
 		s.rec = r
 	}
 
@@ -215,6 +215,9 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	if rrule != nil {
+		s.bound(rrule, anchorDay)
+	}
 	fewest, most := s.rec.gaps()
 	const day = 24 * time.Hour
 	s.joins = most > 0 && time.Duration(most)*day <= s.dur
@@ -222,9 +225,67 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 	return s, nil
 }
 
+// lastDay is the last start day lull considers: occurrences after it
+// would start after Forever.
+var lastDay = dayOf(9999, time.December, 30)
+
+// bound applies an RRULE's COUNT or UNTIL. A rule that ends also starts:
+// its occurrences are those on and after the anchor date (the anchor is
+// its DTSTART), and COUNT counts from there. The cost of counting grows
+// with COUNT (at most maxCount) and with how sparse the rule is, not with
+// how far back the anchor lies; it is paid once, here.
+func (s *schedule) bound(p *rruleParts, anchorDay int) {
+	if p.count == 0 && p.until == nil {
+		return
+	}
+	r := &s.rec
+	r.first, r.last = anchorDay, lastDay
+	if u := p.until; u != nil {
+		switch {
+		case u.sec < 0:
+			r.last = u.day
+		case !u.utc:
+			r.last = u.day
+			if s.startMin*60 > u.sec {
+				r.last--
+			}
+		default:
+			// The last day whose occurrence starts by the instant, as lull
+			// resolves starts (a start in a gap moves to the gap's end).
+			r.last = localDay(u.at, s.loc) + 1
+			for s.occurrence(r.last).Start.After(u.at) {
+				r.last--
+			}
+		}
+		s.ends = fmt.Sprintf("the recurrence ends (UNTIL=%s)", p.untilText)
+		return
+	}
+	n, last := 0, 0
+	r.forEachDay(r.first, r.last, func(d int) bool {
+		n, last = n+1, d
+		return n < p.count
+	})
+	switch {
+	case n == 0:
+		r.last = r.first - 1
+		s.ends = fmt.Sprintf("the recurrence ends (COUNT=%d): it has no occurrence on or after the anchor %s", p.count, fmtDay(anchorDay))
+	case n == p.count:
+		r.last = last
+		s.ends = fmt.Sprintf("the recurrence ends (COUNT=%d): its last occurrence is on %s", p.count, fmtDay(last))
+	}
+}
+
+func fmtDay(day int) string {
+	y, m, d := civil(day)
+	return fmt.Sprintf("%04d-%02d-%02d", y, m, d)
+}
+
 func compileRecurrence(in *lullv1alpha1.Recurrence, p *field.Path) (recurrence, field.ErrorList) {
 	var errs field.ErrorList
-	r := recurrence{freq: string(in.Frequency), interval: int(in.Interval)}
+	// A typed recurrence lists start days: a day of the month or an
+	// ordinal weekday suffices (dayOr), unlike an RRULE's BYMONTHDAY and
+	// BYDAY, which both limit.
+	r := recurrence{interval: int(in.Interval), wkst: time.Monday, dayOr: true, first: -unbounded, last: unbounded}
 	if r.interval == 0 {
 		r.interval = 1
 	}
@@ -241,23 +302,30 @@ func compileRecurrence(in *lullv1alpha1.Recurrence, p *field.Path) (recurrence, 
 		r.weekdays |= 1 << uint(wd)
 	}
 	for i, d := range in.DaysOfMonth {
-		if d == 0 || d < -31 || d > 31 {
+		switch {
+		case d == 0 || d < -31 || d > 31:
 			errs = append(errs, field.Invalid(p.Child("daysOfMonth").Index(i), d, "must be 1..31 or -31..-1 (-1 is the last day)"))
-			continue
+		case d > 0:
+			r.mdayPos |= 1 << uint(d)
+		default:
+			r.mdayNeg |= 1 << uint(-d)
 		}
-		r.daysOfMonth = append(r.daysOfMonth, int(d))
 	}
 	for i, o := range in.Weekdays {
 		wd, ok := weekdays[o.Day]
 		if !ok {
 			errs = append(errs, field.NotSupported(p.Child("weekdays").Index(i).Child("day"), o.Day, weekdayNames()))
 		}
-		if o.Ordinal == 0 || o.Ordinal < -5 || o.Ordinal > 5 {
+		switch {
+		case o.Ordinal == 0 || o.Ordinal < -5 || o.Ordinal > 5:
 			errs = append(errs, field.Invalid(p.Child("weekdays").Index(i).Child("ordinal"), o.Ordinal, "must be 1..5 or -5..-1 (-1 is the last)"))
-			continue
-		}
-		if ok {
-			r.ordinals = append(r.ordinals, ordinalWeekday{n: int(o.Ordinal), day: wd})
+		case !ok:
+		case o.Ordinal > 0:
+			r.hasNth = true
+			r.nth[wd].pos |= 1 << uint(o.Ordinal)
+		default:
+			r.hasNth = true
+			r.nth[wd].neg |= 1 << uint(-o.Ordinal)
 		}
 	}
 	for i, m := range in.Months {
@@ -269,17 +337,23 @@ func compileRecurrence(in *lullv1alpha1.Recurrence, p *field.Path) (recurrence, 
 	}
 	switch in.Frequency {
 	case lullv1alpha1.Daily:
-		if r.weekdays != 0 || len(r.daysOfMonth) > 0 || len(r.ordinals) > 0 || r.months != 0 {
+		r.freq = freqDaily
+		if r.weekdays != 0 || r.hasMday() || r.hasNth || r.months != 0 {
 			errs = append(errs, field.Invalid(p, "", "a Daily recurrence takes only interval"))
 		}
 	case lullv1alpha1.Weekly:
+		r.freq = freqWeekly
 		if r.weekdays == 0 && len(in.DaysOfWeek) == 0 {
 			errs = append(errs, field.Required(p.Child("daysOfWeek"), "a Weekly recurrence needs daysOfWeek"))
 		}
-		if len(r.daysOfMonth) > 0 || len(r.ordinals) > 0 || r.months != 0 {
+		if r.hasMday() || r.hasNth || r.months != 0 {
 			errs = append(errs, field.Invalid(p, "", "a Weekly recurrence takes only interval and daysOfWeek"))
 		}
 	case lullv1alpha1.Monthly, lullv1alpha1.Yearly:
+		r.freq = freqMonthly
+		if in.Frequency == lullv1alpha1.Yearly {
+			r.freq = freqYearly
+		}
 		if len(in.DaysOfMonth) == 0 && len(in.Weekdays) == 0 {
 			errs = append(errs, field.Required(p.Child("daysOfMonth"), "a Monthly or Yearly recurrence needs daysOfMonth or weekdays"))
 		}
@@ -294,7 +368,6 @@ func compileRecurrence(in *lullv1alpha1.Recurrence, p *field.Path) (recurrence, 
 		}
 	default:
 		errs = append(errs, field.NotSupported(p.Child("frequency"), in.Frequency, []string{"Daily", "Weekly", "Monthly", "Yearly"}))
-		r.freq = "Daily"
 	}
 	return r, errs
 }

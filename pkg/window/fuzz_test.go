@@ -12,23 +12,28 @@ import (
 // evaluates, or is rejected with an error; never a panic.
 func FuzzRRule(f *testing.F) {
 	for _, s := range []string{"FREQ=WEEKLY;BYDAY=SA,SU", "FREQ=MONTHLY;BYDAY=-1MO", "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29",
-		"FREQ=DAILY;INTERVAL=3", "RRULE:FREQ=MONTHLY;BYMONTHDAY=1,-1", "FREQ=WEEKLY;BYDAY=+5MO", "FREQ=;", "BYDAY=MO", ""} {
+		"FREQ=DAILY;INTERVAL=3", "RRULE:FREQ=MONTHLY;BYMONTHDAY=1,-1", "FREQ=WEEKLY;BYDAY=+5MO", "FREQ=;", "BYDAY=MO", "",
+		"FREQ=MONTHLY;BYDAY=FR;BYMONTHDAY=13", "FREQ=YEARLY;INTERVAL=4;BYMONTH=11;BYDAY=TU;BYMONTHDAY=2,3,4,5,6,7,8",
+		"FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-2;COUNT=7", "FREQ=YEARLY;BYWEEKNO=-1,1;WKST=SU;UNTIL=20300101T000000Z",
+		"FREQ=YEARLY;BYYEARDAY=-1,100;BYDAY=20MO", "FREQ=WEEKLY;INTERVAL=2;WKST=SU", "FREQ=HOURLY"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		rec, err := ParseRRule(s)
-		if err != nil {
+		if _, err := parseRRule(s); err != nil {
 			if err.Error() == "" {
 				t.Fatalf("empty error for %q", s)
 			}
 			return
 		}
 		w, err := Compile(&lullv1alpha1.MaintenanceWindowSpec{Schedule: &lullv1alpha1.Schedule{StartTime: "01:00",
-			Duration: durationOf(time.Hour), Recurrence: rec}}, Options{Horizon: 400 * 24 * time.Hour})
+			Duration: durationOf(time.Hour), RRule: s, Anchor: "2025-12-31"}}, Options{Horizon: 400 * 24 * time.Hour})
 		if err != nil {
-			return
+			t.Fatalf("%q parses but does not compile: %v", s, err)
 		}
-		_ = w.Evaluate(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		if r := w.Evaluate(now); r.HasNext && (r.Next.Start.IsZero() || !r.Next.End.After(r.Next.Start)) {
+			t.Fatalf("bad next window %+v for %q", r.Next, s)
+		}
 	})
 }
 

@@ -1,86 +1,347 @@
 package window
 
 import (
+	"math"
 	"time"
 )
 
-// ordinalWeekday is the Nth weekday of a month; n < 0 counts from the end.
-type ordinalWeekday struct {
-	n   int
-	day time.Weekday
+// freq is the period of a recurrence.
+type freq int
+
+const (
+	freqDaily freq = iota
+	freqWeekly
+	freqMonthly
+	freqYearly
+)
+
+// nthSet is a set of ordinals of one weekday: bit n of pos for the nth
+// from the start of the month (or year), bit n of neg for the nth from
+// its end; n is 1..53.
+type nthSet struct{ pos, neg uint64 }
+
+// bits384 is a set of small whole numbers (days of the year and indexes
+// into a year's days, 0..383).
+type bits384 [6]uint64
+
+func (b *bits384) set(i int)      { b[i>>6] |= 1 << uint(i&63) }
+func (b *bits384) has(i int) bool { return b[i>>6]&(1<<uint(i&63)) != 0 }
+
+// recurrence says on which local dates a window starts. It is RFC 5545's
+// model for daily-or-coarser rules: the periods (days, weeks, months or
+// years) in step with the anchor by the interval; in each, the days that
+// pass every BY part given (each limits; a day of a coarser period that
+// passes them is what the RFC's "expand" produces); of those, the
+// positions BYSETPOS names; all of that bounded by COUNT or UNTIL.
+//
+// A typed Recurrence compiles into the same model, except that its
+// daysOfMonth and ordinal weekdays are a union of start days (dayOr)
+// where an RRULE's BYMONTHDAY and BYDAY both limit.
+type recurrence struct {
+	freq         freq
+	interval     int
+	anchorDay    int
+	anchorPeriod int // the period holding the anchor (see periodOf)
+	wkst         time.Weekday
+
+	months    uint16    // BYMONTH: bit m set for time.Month(m); 0: any month
+	weekdays  uint8     // BYDAY without ordinals: bit i for time.Weekday(i); 0: any
+	nth       [7]nthSet // BYDAY with ordinals, by weekday
+	hasNth    bool
+	nthInYear bool   // ordinals count within the year (YEARLY without BYMONTH), else the month
+	mdayPos   uint32 // BYMONTHDAY: bit d for d
+	mdayNeg   uint32 // BYMONTHDAY: bit d for -d
+	ydayPos   bits384
+	ydayNeg   bits384
+	hasYday   bool
+	weekNos   []int // BYWEEKNO (YEARLY only)
+	setPos    []int // BYSETPOS
+	dayOr     bool  // typed recurrences: a day of the month or an ordinal weekday suffices
+
+	// first and last bound the start days (the anchor and COUNT or
+	// UNTIL); -unbounded and unbounded when the rule does not end. first >
+	// last when no day is left.
+	first, last int
 }
 
-// recurrence says on which local dates a window starts.
-type recurrence struct {
-	freq        string // Daily, Weekly, Monthly, Yearly
-	interval    int
-	anchorDay   int
-	weekdays    uint8 // Weekly: bit i set for time.Weekday(i)
-	daysOfMonth []int // Monthly/Yearly: 1..31 or -31..-1
-	ordinals    []ordinalWeekday
-	months      uint16 // Yearly: bit m set for time.Month(m)
+const unbounded = math.MaxInt32
+
+func (r *recurrence) hasMday() bool { return r.mdayPos|r.mdayNeg != 0 }
+
+// filtered reports whether BY parts other than plain weekdays select
+// days, so the gaps between start days are not known from the weekdays.
+func (r *recurrence) filtered() bool {
+	return r.months != 0 || r.hasMday() || r.hasNth || r.hasYday || len(r.weekNos) > 0 || len(r.setPos) > 0
 }
+
+// needsDate reports whether the filters need a day's calendar date (not
+// only its weekday).
+func (r *recurrence) needsDate() bool {
+	return r.months != 0 || r.hasMday() || r.hasNth || r.hasYday || len(r.weekNos) > 0
+}
+
+// dayCursor is a day with its calendar fields, stepped one day at a time
+// without converting from a day number again.
+type dayCursor struct {
+	day            int
+	y              int
+	m              time.Month
+	dom, doy       int
+	monthLen, ylen int
+	wd             time.Weekday
+}
+
+func cursorAt(day int) dayCursor {
+	y, m, d := civil(day)
+	return dayCursor{day: day, y: y, m: m, dom: d, doy: day - dayOf(y, time.January, 1) + 1,
+		monthLen: monthLen(y, m), ylen: yearLen(y), wd: weekdayOf(day)}
+}
+
+func (c *dayCursor) next() {
+	c.day++
+	c.dom++
+	c.doy++
+	c.wd = (c.wd + 1) % 7
+	if c.dom > c.monthLen {
+		c.dom = 1
+		if c.m++; c.m > time.December {
+			c.m, c.y, c.doy = time.January, c.y+1, 1
+			c.ylen = yearLen(c.y)
+		}
+		c.monthLen = monthLen(c.y, c.m)
+	}
+}
+
+func isLeap(y int) bool { return y%4 == 0 && (y%100 != 0 || y%400 == 0) }
+
+func yearLen(y int) int {
+	if isLeap(y) {
+		return 366
+	}
+	return 365
+}
+
+var monthDays = [13]int{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+
+func monthLen(y int, m time.Month) int {
+	if m == time.February && isLeap(y) {
+		return 29
+	}
+	return monthDays[m]
+}
+
+// matches reports whether the day passes the BY parts; wno is the week
+// number mask of the day's year (BYWEEKNO), nil without BYWEEKNO.
+func (r *recurrence) matches(c *dayCursor, wno *bits384) bool {
+	if r.weekdays != 0 && r.weekdays&(1<<uint(c.wd)) == 0 {
+		return false
+	}
+	if r.months != 0 && r.months&(1<<uint(c.m)) == 0 {
+		return false
+	}
+	if wno != nil && !wno.has(c.doy-1) {
+		return false
+	}
+	if r.hasYday && !r.ydayPos.has(c.doy) && !r.ydayNeg.has(c.ylen-c.doy+1) {
+		return false
+	}
+	mday := r.hasMday() && (r.mdayPos&(1<<uint(c.dom)) != 0 || r.mdayNeg&(1<<uint(c.monthLen-c.dom+1)) != 0)
+	nth := r.hasNth && r.nthMatches(c)
+	if r.dayOr {
+		return !(r.hasMday() || r.hasNth) || mday || nth
+	}
+	return (!r.hasMday() || mday) && (!r.hasNth || nth)
+}
+
+func (r *recurrence) nthMatches(c *dayCursor) bool {
+	s := r.nth[c.wd]
+	pos, len := c.dom, c.monthLen
+	if r.nthInYear {
+		pos, len = c.doy, c.ylen
+	}
+	return s.pos&(1<<uint((pos-1)/7+1)) != 0 || s.neg&(1<<uint((len-pos)/7+1)) != 0
+}
+
+// periodOf returns the period holding day: the day itself (Daily), the
+// day starting its week (Weekly, weeks starting on wkst), a month index
+// y*12+m-1 (Monthly) or the year (Yearly).
+func (r *recurrence) periodOf(day int) int {
+	switch r.freq {
+	case freqDaily:
+		return day
+	case freqWeekly:
+		return day - floorMod(int(weekdayOf(day)-r.wkst), 7)
+	case freqMonthly:
+		y, m, _ := civil(day)
+		return y*12 + int(m) - 1
+	}
+	y, _, _ := civil(day)
+	return y
+}
+
+// unit is how far apart periodOf's values for consecutive periods are.
+func (r *recurrence) unit() int {
+	if r.freq == freqWeekly {
+		return 7
+	}
+	return 1
+}
+
+// alignUp returns the first period in step with the anchor at or after
+// period p; alignDown the last at or before it. Arithmetic, so the cost
+// does not depend on how far the anchor lies.
+func (r *recurrence) alignUp(p int) int {
+	u := r.unit()
+	return p + u*floorMod((r.anchorPeriod-p)/u, r.interval)
+}
+
+func (r *recurrence) alignDown(p int) int {
+	u := r.unit()
+	return p - u*floorMod((p-r.anchorPeriod)/u, r.interval)
+}
+
+// periodDays returns, in buf, the start days of period p in ascending
+// order, BYSETPOS applied. It does not look at the bounds.
+func (r *recurrence) periodDays(buf []int, p int) []int {
+	switch r.freq {
+	case freqDaily:
+		if r.needsDate() {
+			c := cursorAt(p)
+			if !r.matches(&c, nil) {
+				return buf
+			}
+		} else if r.weekdays != 0 && r.weekdays&(1<<uint(weekdayOf(p))) == 0 {
+			return buf
+		}
+		buf = append(buf, p)
+	case freqWeekly:
+		if !r.needsDate() {
+			for d := p; d < p+7; d++ {
+				if r.weekdays == 0 || r.weekdays&(1<<uint(weekdayOf(d))) != 0 {
+					buf = append(buf, d)
+				}
+			}
+			break
+		}
+		c := cursorAt(p)
+		for i := 0; i < 7; i++ {
+			if r.matches(&c, nil) {
+				buf = append(buf, c.day)
+			}
+			c.next()
+		}
+	case freqMonthly:
+		y, m := floorDiv(p, 12), time.Month(floorMod(p, 12)+1)
+		if r.months != 0 && r.months&(1<<uint(m)) == 0 {
+			return buf
+		}
+		c := cursorAt(dayOf(y, m, 1))
+		for n := c.monthLen; n > 0; n-- {
+			if r.matches(&c, nil) {
+				buf = append(buf, c.day)
+			}
+			c.next()
+		}
+	case freqYearly:
+		var wno *bits384
+		if len(r.weekNos) > 0 {
+			mask := weekNoMask(p, r.wkst, r.weekNos)
+			wno = &mask
+		}
+		for m := time.January; m <= time.December; m++ {
+			if r.months != 0 && r.months&(1<<uint(m)) == 0 {
+				continue
+			}
+			c := cursorAt(dayOf(p, m, 1))
+			for n := c.monthLen; n > 0; n-- {
+				if r.matches(&c, wno) {
+					buf = append(buf, c.day)
+				}
+				c.next()
+			}
+		}
+	}
+	if len(r.setPos) == 0 {
+		return buf
+	}
+	return selectPositions(buf, r.setPos)
+}
+
+// selectPositions keeps the days at the positions given (1 the first, -1
+// the last), in ascending order; positions beyond the set select nothing.
+func selectPositions(days []int, positions []int) []int {
+	var keep bits384
+	for _, pos := range positions {
+		i := pos - 1
+		if pos < 0 {
+			i = len(days) + pos
+		}
+		if i >= 0 && i < len(days) {
+			keep.set(i)
+		}
+	}
+	out := days[:0]
+	for i, d := range days {
+		if keep.has(i) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// periodStart returns the first day of period p.
+func (r *recurrence) periodStart(p int) int {
+	switch r.freq {
+	case freqMonthly:
+		return dayOf(floorDiv(p, 12), time.Month(floorMod(p, 12)+1), 1)
+	case freqYearly:
+		return dayOf(p, time.January, 1)
+	}
+	return p
+}
+
+// periodEnd returns the last day of period p.
+func (r *recurrence) periodEnd(p int) int {
+	switch r.freq {
+	case freqWeekly:
+		return p + 6
+	case freqMonthly:
+		y, m := floorDiv(p, 12), time.Month(floorMod(p, 12)+1)
+		return dayOf(y, m, monthLen(y, m))
+	case freqYearly:
+		return dayOf(p, time.December, 31)
+	}
+	return p
+}
+
+// maxPeriodDays is the most start days one period has (a leap year).
+const maxPeriodDays = 366
 
 // forEachDay calls fn with each start day in [from, to] in ascending order
 // until fn returns false. The first period considered is found by
 // arithmetic from the anchor, so the cost does not depend on how far the
 // anchor lies in the past.
 func (r *recurrence) forEachDay(from, to int, fn func(day int) bool) {
+	from, to = max(from, r.first), min(to, r.last)
 	if from > to {
 		return
 	}
-	switch r.freq {
-	case "Daily":
-		for d := from + floorMod(r.anchorDay-from, r.interval); d <= to; d += r.interval {
-			if !fn(d) {
+	var buf [maxPeriodDays]int
+	step := r.unit() * r.interval
+	for p := r.alignUp(r.periodOf(from)); r.periodStart(p) <= to; p += step {
+		if r.freq == freqDaily && r.months != 0 {
+			// Whole months that BYMONTH leaves out are skipped at once.
+			if y, m, _ := civil(p); r.months&(1<<uint(m)) == 0 {
+				p = r.alignUp(dayOf(y, m+1, 1)) - step
+				continue
+			}
+		}
+		for _, d := range r.periodDays(buf[:0], p) {
+			if d < from {
+				continue
+			}
+			if d > to || !fn(d) {
 				return
-			}
-		}
-	case "Weekly":
-		anchorWeek := mondayOf(r.anchorDay)
-		w := mondayOf(from)
-		w += 7 * floorMod(-((w-anchorWeek)/7), r.interval)
-		for ; w <= to; w += 7 * r.interval {
-			for i := 0; i < 7; i++ {
-				d := w + i
-				if r.weekdays&(1<<uint(weekdayOf(d))) == 0 || d < from {
-					continue
-				}
-				if d > to || !fn(d) {
-					return
-				}
-			}
-		}
-	case "Monthly", "Yearly":
-		var buf [64]int
-		y, m, _ := civil(from)
-		ay, am, _ := civil(r.anchorDay)
-		if r.freq == "Monthly" {
-			idx := y*12 + int(m-1)
-			anchorIdx := ay*12 + int(am-1)
-			idx += floorMod(anchorIdx-idx, r.interval)
-			for ; ; idx += r.interval {
-				my, mm := floorDiv(idx, 12), time.Month(floorMod(idx, 12)+1)
-				if dayOf(my, mm, 1) > to {
-					return
-				}
-				if !r.emit(r.monthDays(buf[:0], my, mm), from, to, fn) {
-					return
-				}
-			}
-		}
-		y += floorMod(ay-y, r.interval)
-		for ; ; y += r.interval {
-			if dayOf(y, time.January, 1) > to {
-				return
-			}
-			for mm := time.January; mm <= time.December; mm++ {
-				if r.months&(1<<uint(mm)) == 0 {
-					continue
-				}
-				if !r.emit(r.monthDays(buf[:0], y, mm), from, to, fn) {
-					return
-				}
 			}
 		}
 	}
@@ -88,154 +349,49 @@ func (r *recurrence) forEachDay(from, to int, fn func(day int) bool) {
 
 // forEachDayDesc is forEachDay in descending order, from to down to from.
 func (r *recurrence) forEachDayDesc(from, to int, fn func(day int) bool) {
+	from, to = max(from, r.first), min(to, r.last)
 	if from > to {
 		return
 	}
-	switch r.freq {
-	case "Daily":
-		for d := to - floorMod(to-r.anchorDay, r.interval); d >= from; d -= r.interval {
-			if !fn(d) {
+	var buf [maxPeriodDays]int
+	step := r.unit() * r.interval
+	for p := r.alignDown(r.periodOf(to)); r.periodEnd(p) >= from; p -= step {
+		if r.freq == freqDaily && r.months != 0 {
+			if y, m, _ := civil(p); r.months&(1<<uint(m)) == 0 {
+				p = r.alignDown(dayOf(y, m, 0)) + step
+				continue
+			}
+		}
+		days := r.periodDays(buf[:0], p)
+		for i := len(days) - 1; i >= 0; i-- {
+			d := days[i]
+			if d > to {
+				continue
+			}
+			if d < from || !fn(d) {
 				return
 			}
 		}
-	case "Weekly":
-		anchorWeek := mondayOf(r.anchorDay)
-		w := mondayOf(to)
-		w -= 7 * floorMod((w-anchorWeek)/7, r.interval)
-		for ; w+6 >= from; w -= 7 * r.interval {
-			for i := 6; i >= 0; i-- {
-				d := w + i
-				if r.weekdays&(1<<uint(weekdayOf(d))) == 0 || d > to {
-					continue
-				}
-				if d < from || !fn(d) {
-					return
-				}
-			}
-		}
-	case "Monthly", "Yearly":
-		var buf [64]int
-		y, m, _ := civil(to)
-		ay, am, _ := civil(r.anchorDay)
-		if r.freq == "Monthly" {
-			idx := y*12 + int(m-1)
-			anchorIdx := ay*12 + int(am-1)
-			idx -= floorMod(idx-anchorIdx, r.interval)
-			for ; ; idx -= r.interval {
-				my, mm := floorDiv(idx, 12), time.Month(floorMod(idx, 12)+1)
-				if dayOf(my, mm, daysIn(my, mm)) < from {
-					return
-				}
-				if !r.emitDesc(r.monthDays(buf[:0], my, mm), from, to, fn) {
-					return
-				}
-			}
-		}
-		y -= floorMod(y-ay, r.interval)
-		for ; ; y -= r.interval {
-			if dayOf(y, time.December, 31) < from {
-				return
-			}
-			for mm := time.December; mm >= time.January; mm-- {
-				if r.months&(1<<uint(mm)) == 0 {
-					continue
-				}
-				if !r.emitDesc(r.monthDays(buf[:0], y, mm), from, to, fn) {
-					return
-				}
-			}
-		}
 	}
-}
-
-func (r *recurrence) emit(days []int, from, to int, fn func(int) bool) bool {
-	for _, d := range days {
-		if d < from {
-			continue
-		}
-		if d > to || !fn(d) {
-			return false
-		}
-	}
-	return true
-}
-
-func (r *recurrence) emitDesc(days []int, from, to int, fn func(int) bool) bool {
-	for i := len(days) - 1; i >= 0; i-- {
-		d := days[i]
-		if d > to {
-			continue
-		}
-		if d < from || !fn(d) {
-			return false
-		}
-	}
-	return true
-}
-
-// monthDays appends the sorted, distinct start days in month y-m. A month
-// lacking a date (the 31st, a fifth Monday) contributes nothing for it.
-func (r *recurrence) monthDays(buf []int, y int, m time.Month) []int {
-	first := dayOf(y, m, 1)
-	n := daysIn(y, m)
-	for _, dom := range r.daysOfMonth {
-		d := dom
-		if d < 0 {
-			d = n + d + 1
-		}
-		if d >= 1 && d <= n {
-			buf = insertSorted(buf, first+d-1)
-		}
-	}
-	if len(r.ordinals) > 0 {
-		wdFirst := weekdayOf(first)
-		last := first + n - 1
-		wdLast := weekdayOf(last)
-		for _, o := range r.ordinals {
-			var d int
-			if o.n > 0 {
-				d = first + floorMod(int(o.day-wdFirst), 7) + 7*(o.n-1)
-			} else {
-				d = last - floorMod(int(wdLast-o.day), 7) - 7*(-o.n-1)
-			}
-			if d >= first && d <= last {
-				buf = insertSorted(buf, d)
-			}
-		}
-	}
-	return buf
-}
-
-func insertSorted(buf []int, v int) []int {
-	i := len(buf)
-	for i > 0 && buf[i-1] > v {
-		i--
-	}
-	if i > 0 && buf[i-1] == v {
-		return buf
-	}
-	buf = append(buf, 0)
-	copy(buf[i+1:], buf[i:])
-	buf[i] = v
-	return buf
 }
 
 // gaps returns the fewest and the most days between consecutive start
-// days; most is 0 when it is not known (Monthly and Yearly, whose gaps
-// depend on the calendar).
+// days; most is 0 when it is not known (BY parts other than weekdays,
+// Monthly and Yearly, whose gaps depend on the calendar). Filters only
+// remove start days, so fewest holds for them too.
 func (r *recurrence) gaps() (fewest, most int) {
 	switch r.freq {
-	case "Daily":
+	case freqDaily:
+		if r.filtered() || r.weekdays != 0 {
+			return r.interval, 0
+		}
 		return r.interval, r.interval
-	case "Weekly":
-		var days []int // Monday is 0
+	case freqWeekly:
+		var days []int // days after the week's start
 		for i := 0; i < 7; i++ {
-			if r.weekdays&(1<<uint((i+1)%7)) != 0 {
+			if r.weekdays == 0 || r.weekdays&(1<<uint((int(r.wkst)+i)%7)) != 0 {
 				days = append(days, i)
 			}
-		}
-		if len(days) == 0 {
-			return 1, 0
 		}
 		fewest = 7*r.interval - (days[len(days)-1] - days[0])
 		most = fewest
@@ -243,7 +399,102 @@ func (r *recurrence) gaps() (fewest, most int) {
 			g := days[i] - days[i-1]
 			fewest, most = min(fewest, g), max(most, g)
 		}
+		if r.filtered() {
+			most = 0
+		}
 		return fewest, most
 	}
 	return 1, 0
+}
+
+// weekNoMask returns which days of year y (0-based) BYWEEKNO selects,
+// computed as python-dateutil 2.9 does (rrule._iterinfo.rebuild), so that
+// lull reads a rule as the most used implementation does. Weeks start on
+// wkst; week 1 is the first with at least four days in the year, and a
+// negative number counts from the year's last week. The days after the
+// last week belong to week 1 of the next year and are selected by 1 (not
+// by a negative number). The days before week 1 belong to the last week
+// of the year before and are selected by -1 or by that week's number as
+// dateutil computes it: when the year before has no more than three days
+// before its first week start, dateutil takes the number from this year's
+// length and says 53 instead of 52 for a year with two or three days
+// before its first week start (three in a leap year).
+func weekNoMask(y int, wkst time.Weekday, weekNos []int) bits384 {
+	var mask bits384
+	jan1 := dayOf(y, time.January, 1)
+	// dateutil numbers weekdays from Monday (0).
+	pyWd := func(day int) int { return floorMod(int(weekdayOf(day))-1, 7) }
+	pyWkst := floorMod(int(wkst)-1, 7)
+	yearlen := yearLen(y)
+	yearWd := pyWd(jan1)
+	no1wkst := floorMod(7-yearWd+pyWkst, 7)
+	firstwkst := no1wkst
+	var wyearlen int
+	if no1wkst >= 4 {
+		no1wkst = 0
+		wyearlen = yearlen + floorMod(yearWd-pyWkst, 7)
+	} else {
+		wyearlen = yearlen - no1wkst
+	}
+	numweeks := wyearlen/7 + (wyearlen%7)/4
+	markWeek := func(i int) {
+		for j := 0; j < 7; j++ {
+			mask.set(i)
+			i++
+			if pyWd(jan1+i) == pyWkst {
+				break
+			}
+		}
+	}
+	has := func(n int) bool {
+		for _, w := range weekNos {
+			if w == n {
+				return true
+			}
+		}
+		return false
+	}
+	for _, n := range weekNos {
+		if n < 0 {
+			n += numweeks + 1
+		}
+		if n <= 0 || n > numweeks {
+			continue
+		}
+		i := no1wkst
+		if n > 1 {
+			i = no1wkst + (n-1)*7
+			if no1wkst != firstwkst {
+				i -= 7 - firstwkst
+			}
+		}
+		markWeek(i)
+	}
+	if has(1) {
+		i := no1wkst + numweeks*7
+		if no1wkst != firstwkst {
+			i -= 7 - firstwkst
+		}
+		if i < yearlen {
+			markWeek(i)
+		}
+	}
+	if no1wkst != 0 {
+		lnumweeks := -1
+		if !has(-1) {
+			lyearWd := pyWd(dayOf(y-1, time.January, 1))
+			lno1wkst := floorMod(7-lyearWd+pyWkst, 7)
+			if lno1wkst >= 4 {
+				lnumweeks = 52 + floorMod(yearLen(y-1)+floorMod(lyearWd-pyWkst, 7), 7)/4
+			} else {
+				lnumweeks = 52 + floorMod(yearlen-no1wkst, 7)/4
+			}
+		}
+		if has(lnumweeks) {
+			for i := 0; i < no1wkst; i++ {
+				mask.set(i)
+			}
+		}
+	}
+	return mask
 }

@@ -4,30 +4,73 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"time"
 )
 
-var rruleDays = map[string]lullv1alpha1.Weekday{
-	"MO": lullv1alpha1.Monday, "TU": lullv1alpha1.Tuesday, "WE": lullv1alpha1.Wednesday,
-	"TH": lullv1alpha1.Thursday, "FR": lullv1alpha1.Friday, "SA": lullv1alpha1.Saturday, "SU": lullv1alpha1.Sunday,
+// rruleParts is an RFC 5545 RRULE as written, checked against the RFC's
+// rules for its FREQ, before the anchor fills in what it leaves out.
+type rruleParts struct {
+	freq      freq
+	interval  int
+	count     int // 0: no COUNT
+	until     *rruleUntil
+	untilText string
+	wkst      time.Weekday
+	months    []int
+	weekNos   []int
+	yearDays  []int
+	monthDays []int
+	byDay     []ordinalWeekday // n == 0: every such weekday of the period
+	setPos    []int
 }
 
-// ParseRRule parses the subset of an RFC 5545 RRULE that maps onto a typed
-// Recurrence: FREQ (DAILY, WEEKLY, MONTHLY, YEARLY), INTERVAL, BYDAY (with
-// ordinals such as -1MO for MONTHLY and YEARLY), BYMONTHDAY, BYMONTH, and
-// WKST=MO. The start time, time zone and anchor come from the schedule, so
-// DTSTART, COUNT and UNTIL are not accepted; nor are the BY* parts that
-// would select times or positions within a period.
-func ParseRRule(s string) (*lullv1alpha1.Recurrence, error) {
+// ordinalWeekday is the nth weekday of a month or year; n < 0 counts from
+// its end, 0 means every such weekday.
+type ordinalWeekday struct {
+	n   int
+	day time.Weekday
+}
+
+// rruleUntil is an UNTIL value: a local date, a local date and time, or a
+// UTC instant.
+type rruleUntil struct {
+	day int       // the local date (date and local forms)
+	sec int       // seconds into that day (local and UTC forms); -1 for a date
+	utc bool      // the UTC form: at is the instant
+	at  time.Time // the UTC form's instant
+}
+
+// maxCount bounds COUNT: compiling a rule with COUNT walks its occurrences
+// from the anchor once, so the cost of that walk has a bound.
+const maxCount = 10000
+
+var rruleDays = map[string]time.Weekday{
+	"MO": time.Monday, "TU": time.Tuesday, "WE": time.Wednesday, "TH": time.Thursday,
+	"FR": time.Friday, "SA": time.Saturday, "SU": time.Sunday,
+}
+
+var rruleFreqs = map[string]freq{"DAILY": freqDaily, "WEEKLY": freqWeekly, "MONTHLY": freqMonthly, "YEARLY": freqYearly}
+
+// supportedParts lists the rule parts lull reads, for messages.
+const supportedParts = "FREQ, INTERVAL, COUNT, UNTIL, BYMONTH, BYWEEKNO, BYYEARDAY, BYMONTHDAY, BYDAY, BYSETPOS, WKST"
+
+// parseRRule parses an RFC 5545 RRULE with a daily or coarser FREQ. The
+// start time, time zone and first day come from the schedule (startTime,
+// timeZone, anchor), so DTSTART and the parts that select times of day
+// (BYHOUR, BYMINUTE, BYSECOND) and sub-daily frequencies are refused, as
+// are the combinations the RFC forbids.
+func parseRRule(s string) (*rruleParts, error) {
 	s = strings.TrimSpace(s)
-	s = strings.TrimPrefix(s, "RRULE:")
+	if len(s) >= 6 && strings.EqualFold(s[:6], "RRULE:") {
+		s = s[6:]
+	}
 	if s == "" {
 		return nil, fmt.Errorf("empty RRULE; expected e.g. FREQ=WEEKLY;BYDAY=SA")
 	}
-	rec := &lullv1alpha1.Recurrence{}
+	r := &rruleParts{interval: 1, wkst: time.Monday}
 	seen := map[string]bool{}
-	var byday []string
+	var byday string
+	hasFreq := false
 	for _, part := range strings.Split(s, ";") {
 		k, v, ok := strings.Cut(part, "=")
 		k = strings.ToUpper(strings.TrimSpace(k))
@@ -39,160 +82,267 @@ func ParseRRule(s string) (*lullv1alpha1.Recurrence, error) {
 			return nil, fmt.Errorf("RRULE part %s appears twice", k)
 		}
 		seen[k] = true
-		if k == "BYDAY" {
-			// BYDAY's meaning depends on FREQ, which may come later.
-			byday = strings.Split(v, ",")
-			continue
+		var err error
+		switch k {
+		case "FREQ":
+			hasFreq = true
+			err = r.parseFreq(v)
+		case "INTERVAL":
+			r.interval, err = parseNumber(v, "INTERVAL", 1, 1000)
+		case "COUNT":
+			r.count, err = parseNumber(v, "COUNT", 1, maxCount)
+		case "UNTIL":
+			r.until, err = parseUntil(v)
+			r.untilText = v
+		case "WKST":
+			wd, ok := rruleDays[v]
+			if !ok {
+				err = fmt.Errorf("WKST=%s must be one of MO TU WE TH FR SA SU", v)
+			}
+			r.wkst = wd
+		case "BYMONTH":
+			r.months, err = parseRRuleList(v, "BYMONTH", 1, 12, false)
+		case "BYWEEKNO":
+			r.weekNos, err = parseRRuleList(v, "BYWEEKNO", 1, 53, true)
+		case "BYYEARDAY":
+			r.yearDays, err = parseRRuleList(v, "BYYEARDAY", 1, 366, true)
+		case "BYMONTHDAY":
+			r.monthDays, err = parseRRuleList(v, "BYMONTHDAY", 1, 31, true)
+		case "BYSETPOS":
+			r.setPos, err = parseRRuleList(v, "BYSETPOS", 1, 366, true)
+		case "BYDAY":
+			byday = v // read once FREQ is known
+		case "BYHOUR", "BYMINUTE", "BYSECOND":
+			err = fmt.Errorf("%s is not supported: a window starts once a day, at schedule.startTime", k)
+		case "DTSTART":
+			err = fmt.Errorf("DTSTART is not an RRULE part here: the first day is schedule.anchor and the time schedule.startTime in schedule.timeZone")
+		default:
+			err = fmt.Errorf("RRULE part %s is not supported (supported: %s)", k, supportedParts)
 		}
-		if err := parseRRulePart(rec, k, v); err != nil {
+		if err != nil {
 			return nil, err
 		}
 	}
-	if rec.Frequency == "" {
+	if !hasFreq {
 		return nil, fmt.Errorf("RRULE needs FREQ")
 	}
-	for _, d := range byday {
-		if err := addByDay(rec, d); err != nil {
-			return nil, err
+	if byday != "" {
+		for _, d := range strings.Split(byday, ",") {
+			o, err := parseByDay(d)
+			if err != nil {
+				return nil, err
+			}
+			r.byDay = append(r.byDay, o)
 		}
 	}
-	if err := checkRRuleParts(rec); err != nil {
+	if err := r.check(byday); err != nil {
 		return nil, err
 	}
-	return rec, nil
+	return r, nil
 }
 
-var rruleFreqs = map[string]lullv1alpha1.Frequency{
-	"DAILY": lullv1alpha1.Daily, "WEEKLY": lullv1alpha1.Weekly, "MONTHLY": lullv1alpha1.Monthly, "YEARLY": lullv1alpha1.Yearly,
+func (r *rruleParts) parseFreq(v string) error {
+	switch v {
+	case "HOURLY", "MINUTELY", "SECONDLY":
+		return fmt.Errorf("FREQ=%s is not supported: a window starts at most once a day, at schedule.startTime; use FREQ=DAILY", v)
+	}
+	f, ok := rruleFreqs[v]
+	if !ok {
+		return fmt.Errorf("FREQ=%s is not a frequency; use DAILY, WEEKLY, MONTHLY or YEARLY", v)
+	}
+	r.freq = f
+	return nil
 }
 
-// parseRRulePart sets the field of rec that the RRULE part k=v names
-// (any part but BYDAY).
-func parseRRulePart(rec *lullv1alpha1.Recurrence, k, v string) error {
-	switch k {
-	case "FREQ":
-		f, ok := rruleFreqs[v]
-		if !ok {
-			return fmt.Errorf("FREQ=%s is not supported; use DAILY, WEEKLY, MONTHLY or YEARLY", v)
+// check refuses what RFC 5545 says MUST NOT be written for the rule's
+// FREQ, and what readers of the RFC disagree on.
+func (r *rruleParts) check(byday string) error {
+	if r.count > 0 && r.until != nil {
+		return fmt.Errorf("COUNT and UNTIL must not both be given (RFC 5545); use one")
+	}
+	if len(r.weekNos) > 0 && r.freq != freqYearly {
+		return fmt.Errorf("BYWEEKNO is only valid with FREQ=YEARLY (RFC 5545)")
+	}
+	if len(r.yearDays) > 0 && r.freq != freqYearly {
+		return fmt.Errorf("BYYEARDAY is only valid with FREQ=YEARLY (RFC 5545)")
+	}
+	if len(r.monthDays) > 0 && r.freq == freqWeekly {
+		return fmt.Errorf("BYMONTHDAY is not valid with FREQ=WEEKLY (RFC 5545); use FREQ=MONTHLY, or FREQ=DAILY to keep days of some weeks")
+	}
+	plain, ordinals := 0, 0
+	for _, o := range r.byDay {
+		if o.n == 0 {
+			plain++
+		} else {
+			ordinals++
 		}
-		rec.Frequency = f
-	case "INTERVAL":
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return fmt.Errorf("INTERVAL=%s must be a whole number from 1 to 1000", v)
+	}
+	if ordinals > 0 {
+		switch {
+		case r.freq != freqMonthly && r.freq != freqYearly:
+			return fmt.Errorf("BYDAY=%s: ordinals are only valid with FREQ=MONTHLY or YEARLY", byday)
+		case len(r.weekNos) > 0:
+			return fmt.Errorf("BYDAY=%s: ordinals are not valid with BYWEEKNO (RFC 5545)", byday)
+		case plain > 0:
+			return fmt.Errorf("BYDAY=%s mixes weekdays with and without ordinals, which RRULE implementations read differently; use two windows", byday)
 		}
-		rec.Interval = int32(n)
-	case "BYMONTHDAY":
-		days, err := parseRRuleList(v, "BYMONTHDAY", "1..31 or -31..-1", func(n int) bool { return n != 0 && n >= -31 && n <= 31 })
-		rec.DaysOfMonth = append(rec.DaysOfMonth, days...)
-		return err
-	case "BYMONTH":
-		months, err := parseRRuleList(v, "BYMONTH", "1..12", func(n int) bool { return n >= 1 && n <= 12 })
-		rec.Months = append(rec.Months, months...)
-		return err
-	case "WKST":
-		if v != "MO" {
-			return fmt.Errorf("WKST=%s is not supported; weeks start on Monday (WKST=MO)", v)
+		inMonth := r.freq == freqMonthly || len(r.months) > 0
+		for _, o := range r.byDay {
+			if inMonth && (o.n > 5 || o.n < -5) {
+				return fmt.Errorf("BYDAY=%s: counted within a month (FREQ=MONTHLY, or BYMONTH given) an ordinal must be 1..5 or -5..-1", byday)
+			}
 		}
-	case "DTSTART", "COUNT", "UNTIL":
-		return fmt.Errorf("%s is not supported; the start time, time zone and anchor come from the schedule's startTime, timeZone and anchor", k)
-	default:
-		return fmt.Errorf("RRULE part %s is not supported (supported: FREQ, INTERVAL, BYDAY, BYMONTHDAY, BYMONTH, WKST=MO)", k)
+	}
+	if len(r.setPos) > 0 && len(r.months)+len(r.weekNos)+len(r.yearDays)+len(r.monthDays)+len(r.byDay) == 0 {
+		return fmt.Errorf("BYSETPOS needs another BY part to choose from (RFC 5545), e.g. BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1")
 	}
 	return nil
 }
 
-// parseRRuleList parses a comma-separated list of whole numbers, each of
-// which must pass valid (described by want in the error).
-func parseRRuleList(v, name, want string, valid func(int) bool) ([]int32, error) {
-	var out []int32
+func parseNumber(v, name string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi || strings.HasPrefix(v, "+") {
+		return 0, fmt.Errorf("%s=%s must be a whole number from %d to %d", name, v, lo, hi)
+	}
+	return n, nil
+}
+
+// parseRRuleList parses a comma-separated list of whole numbers from lo
+// to hi, or also from -hi to -lo when signed.
+func parseRRuleList(v, name string, lo, hi int, signed bool) ([]int, error) {
+	want := fmt.Sprintf("%d..%d", lo, hi)
+	if signed {
+		want += fmt.Sprintf(" or -%d..-%d", hi, lo)
+	}
+	var out []int
 	for _, x := range strings.Split(v, ",") {
 		n, err := strconv.Atoi(x)
-		if err != nil || !valid(n) {
-			return out, fmt.Errorf("%s value %q must be %s", name, x, want)
+		if err == nil && n < 0 && !signed {
+			err = strconv.ErrRange
 		}
-		out = append(out, int32(n))
+		if a := max(n, -n); err != nil || a < lo || a > hi {
+			return nil, fmt.Errorf("%s value %q must be %s", name, x, want)
+		}
+		out = append(out, n)
 	}
 	return out, nil
 }
 
-// addByDay adds one BYDAY value to rec as FREQ reads it: plain weekdays
-// for WEEKLY, ordinal weekdays (a plain one meaning every such weekday of
-// the month) for MONTHLY and YEARLY.
-func addByDay(rec *lullv1alpha1.Recurrence, d string) error {
-	ord, day, err := parseByDay(d)
-	if err != nil {
-		return err
-	}
-	switch rec.Frequency {
-	case lullv1alpha1.Daily:
-		return fmt.Errorf("BYDAY is not supported with FREQ=DAILY; use FREQ=WEEKLY;BYDAY=%s", d)
-	case lullv1alpha1.Weekly:
-		if ord != 0 {
-			return fmt.Errorf("BYDAY=%s: ordinals are only valid with FREQ=MONTHLY or YEARLY", d)
-		}
-		rec.DaysOfWeek = append(rec.DaysOfWeek, day)
-	default:
-		if ord != 0 {
-			rec.Weekdays = append(rec.Weekdays, lullv1alpha1.OrdinalWeekday{Ordinal: int32(ord), Day: day})
-			return nil
-		}
-		// Every such weekday of the month: the first to the fifth.
-		for n := int32(1); n <= 5; n++ {
-			rec.Weekdays = append(rec.Weekdays, lullv1alpha1.OrdinalWeekday{Ordinal: n, Day: day})
-		}
-	}
-	return nil
-}
-
-// checkRRuleParts checks that the parts given fit FREQ.
-func checkRRuleParts(rec *lullv1alpha1.Recurrence) error {
-	days, months := len(rec.DaysOfMonth) > 0 || len(rec.Weekdays) > 0, len(rec.Months) > 0
-	switch rec.Frequency {
-	case lullv1alpha1.Daily:
-		if len(rec.DaysOfMonth) > 0 || months {
-			return fmt.Errorf("FREQ=DAILY takes only INTERVAL")
-		}
-	case lullv1alpha1.Weekly:
-		if len(rec.DaysOfWeek) == 0 {
-			return fmt.Errorf("FREQ=WEEKLY needs BYDAY, e.g. BYDAY=SA,SU")
-		}
-		if len(rec.DaysOfMonth) > 0 || months {
-			return fmt.Errorf("FREQ=WEEKLY takes only INTERVAL and BYDAY")
-		}
-	case lullv1alpha1.Monthly:
-		if !days {
-			return fmt.Errorf("FREQ=MONTHLY needs BYMONTHDAY or BYDAY, e.g. BYDAY=-1MO")
-		}
-		if months {
-			return fmt.Errorf("BYMONTH is only supported with FREQ=YEARLY")
-		}
-	case lullv1alpha1.Yearly:
-		if !months {
-			return fmt.Errorf("FREQ=YEARLY needs BYMONTH")
-		}
-		if !days {
-			return fmt.Errorf("FREQ=YEARLY needs BYMONTHDAY or BYDAY")
-		}
-	}
-	return nil
-}
-
-func parseByDay(s string) (int, lullv1alpha1.Weekday, error) {
+func parseByDay(s string) (ordinalWeekday, error) {
 	if len(s) < 2 {
-		return 0, "", fmt.Errorf("BYDAY value %q: expected a day such as MO or -1MO", s)
+		return ordinalWeekday{}, fmt.Errorf("BYDAY value %q: expected a day such as MO or -1MO", s)
 	}
 	day, ok := rruleDays[s[len(s)-2:]]
 	if !ok {
-		return 0, "", fmt.Errorf("BYDAY value %q: day must be one of MO TU WE TH FR SA SU", s)
+		return ordinalWeekday{}, fmt.Errorf("BYDAY value %q: day must be one of MO TU WE TH FR SA SU", s)
 	}
 	prefix := s[:len(s)-2]
 	if prefix == "" {
-		return 0, day, nil
+		return ordinalWeekday{day: day}, nil
 	}
 	n, err := strconv.Atoi(prefix)
-	if err != nil || n == 0 || n < -5 || n > 5 {
-		return 0, "", fmt.Errorf("BYDAY value %q: ordinal must be 1..5 or -5..-1", s)
+	if err != nil || n == 0 || n < -53 || n > 53 {
+		return ordinalWeekday{}, fmt.Errorf("BYDAY value %q: ordinal must be 1..53 or -53..-1", s)
 	}
-	return n, day, nil
+	return ordinalWeekday{n: n, day: day}, nil
+}
+
+// parseUntil reads UNTIL as a date (20261231), a local date and time
+// (20261231T235900) or a UTC instant (20261231T235900Z).
+func parseUntil(v string) (*rruleUntil, error) {
+	bad := fmt.Errorf("UNTIL=%s must be a date such as 20261231, a local time such as 20261231T235900 or a UTC time such as 20261231T235900Z", v)
+	u := &rruleUntil{sec: -1}
+	switch len(v) {
+	case 8:
+		t, err := time.Parse("20060102", v)
+		if err != nil {
+			return nil, bad
+		}
+		u.day = dayOf(t.Year(), t.Month(), t.Day())
+	case 15, 16:
+		layout := "20060102T150405"
+		if len(v) == 16 {
+			if v[15] != 'Z' {
+				return nil, bad
+			}
+			layout += "Z"
+			u.utc = true
+		}
+		t, err := time.Parse(layout, v)
+		if err != nil {
+			return nil, bad
+		}
+		u.day = dayOf(t.Year(), t.Month(), t.Day())
+		u.sec = t.Hour()*3600 + t.Minute()*60 + t.Second()
+		u.at = t.UTC()
+	default:
+		return nil, bad
+	}
+	return u, nil
+}
+
+// recurrence builds the engine's model of the rule. What the rule leaves
+// out comes from the anchor, as RFC 5545 takes it from DTSTART (and as
+// python-dateutil does): without BYWEEKNO, BYYEARDAY, BYMONTHDAY and
+// BYDAY, a YEARLY rule starts on the anchor's day of the month in the
+// anchor's month (or in the months of BYMONTH), a MONTHLY rule on the
+// anchor's day of the month, a WEEKLY rule on the anchor's weekday. COUNT
+// and UNTIL are applied by the caller, which knows the zone.
+func (p *rruleParts) recurrence(anchorDay int) recurrence {
+	r := recurrence{freq: p.freq, interval: p.interval, wkst: p.wkst, setPos: p.setPos, weekNos: p.weekNos,
+		first: -unbounded, last: unbounded}
+	months, monthDays, byDay := p.months, p.monthDays, p.byDay
+	if len(p.weekNos)+len(p.yearDays)+len(p.monthDays)+len(p.byDay) == 0 {
+		_, am, ad := civil(anchorDay)
+		switch p.freq {
+		case freqYearly:
+			if len(months) == 0 {
+				months = []int{int(am)}
+			}
+			monthDays = []int{ad}
+		case freqMonthly:
+			monthDays = []int{ad}
+		case freqWeekly:
+			byDay = []ordinalWeekday{{day: weekdayOf(anchorDay)}}
+		}
+	}
+	for _, m := range months {
+		r.months |= 1 << uint(m)
+	}
+	for _, d := range monthDays {
+		if d > 0 {
+			r.mdayPos |= 1 << uint(d)
+		} else {
+			r.mdayNeg |= 1 << uint(-d)
+		}
+	}
+	for _, d := range p.yearDays {
+		r.hasYday = true
+		if d > 0 {
+			r.ydayPos.set(d)
+		} else {
+			r.ydayNeg.set(-d)
+		}
+	}
+	r.nthInYear = p.freq == freqYearly && len(months) == 0
+	for _, o := range byDay {
+		switch {
+		case o.n == 0:
+			r.weekdays |= 1 << uint(o.day)
+		case o.n > 0:
+			r.hasNth = true
+			r.nth[o.day].pos |= 1 << uint(o.n)
+		default:
+			r.hasNth = true
+			r.nth[o.day].neg |= 1 << uint(-o.n)
+		}
+	}
+	r.setAnchor(anchorDay)
+	return r
+}
+
+// setAnchor sets the day intervals count from.
+func (r *recurrence) setAnchor(day int) {
+	r.anchorDay = day
+	r.anchorPeriod = r.periodOf(day)
 }

@@ -39,7 +39,8 @@ const (
 	ReasonRestrictive Reason = "Restrictive"
 	// ReasonInvalid: the spec is invalid; an invalid window is restrictive.
 	ReasonInvalid Reason = "Invalid"
-	// ReasonNoWindow: no permitted period lies within the search horizon.
+	// ReasonNoWindow: no permitted period lies within the search horizon
+	// (Detail says so when the recurrence ended, with COUNT or UNTIL).
 	ReasonNoWindow Reason = "NoWindow"
 	// ReasonNoWindows: a set of windows is empty (the caller's default applies).
 	ReasonNoWindows Reason = "NoWindows"
@@ -91,6 +92,9 @@ func (r Result) Message() string {
 	case ReasonInvalid:
 		return "invalid spec (treated as restrictive): " + r.Detail
 	case ReasonNoWindow:
+		if r.Detail != "" {
+			return "no permitted window within the search horizon: " + r.Detail
+		}
 		return "no permitted window within the search horizon"
 	case ReasonRestrictive:
 		return "strategy Restrictive: changes never start"
@@ -159,6 +163,9 @@ type schedule struct {
 	// single: consecutive occurrences never overlap or touch, whatever
 	// offsets the zone uses, so every raw run is one occurrence.
 	single bool
+	// ends says, for a rule with COUNT or UNTIL, how it ends: the detail
+	// of the state after its last occurrence ("no window").
+	ends string
 }
 
 // Window is a compiled MaintenanceWindow spec. It is immutable and safe for
@@ -222,7 +229,7 @@ func (w *Window) baseState(now time.Time, permitted bool, next Interval, ok bool
 	since, _ := w.sched.lastEndBefore(now, now.Add(-w.horizon))
 	since = w.afterOverride(since, false, now)
 	if !ok {
-		return ReasonNoWindow, "", since
+		return ReasonNoWindow, w.sched.ends, since
 	}
 	if e, in := w.sched.excludedAt(now); in {
 		return ReasonExcluded, e.reason, since
