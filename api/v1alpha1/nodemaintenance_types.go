@@ -312,6 +312,15 @@ type NodeMaintenanceStatus struct {
 	// CordonedByLull is true while lull's cordon is in place.
 	// +optional
 	CordonedByLull bool `json:"cordonedByLull,omitempty"`
+	// NodeAnnotations are the annotations lull put on the node while it
+	// holds it, telling other disruptors to keep off (cluster-autoscaler's
+	// scale-down-disabled, Karpenter's do-not-disrupt). lull removes
+	// these, and only these, when the request ends; an annotation that was
+	// already on the node is someone else's and is left alone.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	NodeAnnotations []string `json:"nodeAnnotations,omitempty"`
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// +optional

@@ -20,6 +20,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/pkg/policy"
 )
 
 // maxPendingNames bounds the pod names kept in status.
@@ -50,7 +51,9 @@ func (s *step) drain() (reconcile.Result, error) {
 	if res, ok := s.stillBlocked(); ok {
 		return res, nil
 	}
-	d, err := drain.New(s.ctx, s.r.Kube, s.r.Options.drainOptions(), s.nm)
+	opts := s.r.Options.drainOptions()
+	opts.WholeNode = policy.TakesNodeDown(s.plan()) || s.rebootsOrPowersOff()
+	d, err := drain.New(s.ctx, s.r.Kube, opts, s.nm)
 	if err != nil {
 		return s.abort(lullv1alpha1.PhaseFailed, err.Error())
 	}

@@ -158,6 +158,7 @@ func (s *step) start(info *lease.Info) (reconcile.Result, error) {
 	if s.status.StartedAt == nil {
 		s.status.StartedAt = &metav1.Time{Time: s.now}
 	}
+	s.markNode()
 	s.status.WaitingFor = ""
 	if !s.needsCordon() {
 		// Service restarts alone: the node keeps its pods and takes new ones.

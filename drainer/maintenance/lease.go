@@ -121,7 +121,7 @@ func (s *step) leaseMayBeHeld() bool {
 // While lull's cordon is still on the node the slot is kept: the node is
 // still disrupted (budget.UsesBudget), and the ledger's entries are the
 // whole count. A request that lost its lease mid-drain waits for it
-// cordoned, and gives the slot back only once uncordonIfOurs has run (a
+// cordoned, and gives the slot back only once giveBack has run (a
 // completion or an abort).
 func (s *step) releaseBudget() {
 	if s.status.CordonedByLull {

@@ -26,6 +26,9 @@ func (s *step) cordon() (reconcile.Result, error) {
 	if res, lost, err := s.renew(); lost || err != nil {
 		return res, err
 	}
+	if err := s.keepHold(); err != nil { // the hold annotations start recorded
+		return reconcile.Result{}, err
+	}
 	if !s.node.Spec.Unschedulable {
 		patch := []byte(`{"spec":{"unschedulable":true}}`)
 		if err := s.r.Client.Patch(s.ctx, s.node, client.RawPatch(types.MergePatchType, patch)); err != nil {
@@ -63,7 +66,7 @@ func (s *step) hold(phase lullv1alpha1.MaintenancePhase) (reconcile.Result, erro
 // reboot that never comes back, a drain that escalates to Abort); the
 // record says why, and labelling the node again asks again.
 func (s *step) abort(next lullv1alpha1.MaintenancePhase, why string) (reconcile.Result, error) {
-	if err := s.r.uncordonIfOurs(s.ctx, s.node, s.status); err != nil {
+	if err := s.r.giveBack(s.ctx, s.node, s.status); err != nil {
 		return reconcile.Result{}, err
 	}
 	if next == lullv1alpha1.PhaseFailed && s.node != nil {
@@ -81,21 +84,6 @@ func (s *step) abort(next lullv1alpha1.MaintenancePhase, why string) (reconcile.
 	return s.save(next, reconcile.Result{RequeueAfter: time.Second})
 }
 
-// uncordonIfOurs removes the cordon only when lull put it there.
-func (r *Reconciler) uncordonIfOurs(ctx context.Context, node *corev1.Node, st *lullv1alpha1.NodeMaintenanceStatus) error {
-	if node == nil || !st.CordonedByLull || ptr.Deref(st.WasUnschedulable, false) {
-		return nil
-	}
-	if node.Spec.Unschedulable {
-		patch := []byte(`{"spec":{"unschedulable":false}}`)
-		if err := r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("uncordoning node %s: %w", node.Name, err)
-		}
-	}
-	st.CordonedByLull = false
-	return nil
-}
-
 // complete ends a request the operator marked done: uncordon (if ours),
 // release the lease, remove the label, and record completion.
 func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
@@ -105,7 +93,7 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 			return reconcile.Result{}, err
 		}
 	}
-	if err := r.uncordonIfOurs(ctx, node, s.status); err != nil {
+	if err := r.giveBack(ctx, node, s.status); err != nil {
 		return reconcile.Result{}, err
 	}
 	if err := r.Leases.ReleaseForTool(ctx, node.Name, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
@@ -142,7 +130,7 @@ func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of deleted node %s: %w", nm.Spec.NodeName, err)
 	}
 	r.memo.forget(nm.Spec.NodeName)
-	s.status.CordonedByLull = false // the node is gone, and its cordon with it
+	s.status.CordonedByLull, s.status.NodeAnnotations = false, nil // the node is gone, and its cordon with it
 	s.releaseBudget()
 	if neverSeen {
 		return s.finishAs(lullv1alpha1.PhaseNodeNotFound, corev1.EventTypeWarning, ReasonNodeNotFound,

@@ -28,6 +28,9 @@ type Metrics struct {
 	Evictions          *prometheus.CounterVec
 	LeaseRenewFailures prometheus.Counter
 	Decisions          *prometheus.CounterVec
+	// ForeignUncordons counts cordons someone else removed from a node
+	// lull holds (and lull restored).
+	ForeignUncordons prometheus.Counter
 }
 
 // NewMetrics returns the metrics; register them with Register.
@@ -51,12 +54,16 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Name: "lull_policy_decisions_total",
 			Help: "DisruptionPolicy decisions recorded on requests (a request decided again after a policy change counts again), by action and rule.",
 		}, []string{"action", "rule"}),
+		ForeignUncordons: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lull_maintenance_foreign_uncordons_total",
+			Help: "Cordons someone else removed from a node lull holds for a plan that needs them; lull cordoned each node again.",
+		}),
 	}
 }
 
 // Register adds the metrics to a registry.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.DrainDuration, m.Evictions, m.LeaseRenewFailures, m.Decisions, m} {
+	for _, c := range []prometheus.Collector{m.DrainDuration, m.Evictions, m.LeaseRenewFailures, m.Decisions, m.ForeignUncordons, m} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -152,6 +152,13 @@ func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenan
 // (lifecycle.go, drain.go).
 func (s *step) run() (reconcile.Result, error) {
 	switch s.nm.Status.Phase {
+	case lullv1alpha1.PhaseDraining, lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned, lullv1alpha1.PhaseActing, lullv1alpha1.PhasePoweredOff:
+		// A node lull holds keeps what lull put on it (hold.go).
+		if err := s.keepHold(); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	switch s.nm.Status.Phase {
 	case lullv1alpha1.PhaseCordoning:
 		return s.cordon()
 	case lullv1alpha1.PhaseDraining:

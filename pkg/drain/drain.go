@@ -38,6 +38,11 @@ type Options struct {
 	// RetryDelay is the library's eviction retry delay; 0 would be a hot
 	// loop, so it defaults to 2s.
 	RetryDelay time.Duration
+	// WholeNode: the plan reboots or powers off the node, so every
+	// evictable pod is evicted and spec.drain.podSelector is ignored
+	// (the pods it leaves out would stop with the node, their
+	// PodDisruptionBudgets never asked).
+	WholeNode bool
 }
 
 // Drain selects a request's pods with kubectl's drain library, configured
@@ -73,7 +78,7 @@ func New(ctx context.Context, kube kubernetes.Interface, o Options, nm *lullv1al
 		if d.GracePeriodSeconds != nil {
 			h.GracePeriodSeconds = int(*d.GracePeriodSeconds)
 		}
-		if d.PodSelector != nil {
+		if d.PodSelector != nil && !o.WholeNode {
 			sel, err := metav1.LabelSelectorAsSelector(d.PodSelector)
 			if err != nil {
 				return nil, fmt.Errorf("spec.drain.podSelector: %w", err)

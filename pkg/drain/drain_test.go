@@ -148,3 +148,24 @@ func TestPreview(t *testing.T) {
 	_, err = New(context.Background(), kube, Options{}, nm)
 	require.ErrorContains(t, err, "spec.drain.podSelector")
 }
+
+// A plan that takes the node down drains every evictable pod: a
+// podSelector matching nothing would otherwise call the node drained with
+// every pod still on it, and the reboot would stop them past their
+// PodDisruptionBudgets.
+func TestWholeNodeIgnoresPodSelector(t *testing.T) {
+	kube := fake.NewSimpleClientset(pod("web-1", "web", 30), pod("db-0", "db", 30))
+	nm := request()
+	nm.Spec.Drain = &lullv1alpha1.DrainOptions{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nothing"}}}
+	d, err := New(context.Background(), kube, Options{}, nm)
+	require.NoError(t, err)
+	p, err := d.Preview(context.Background(), pdbReader(t))
+	require.NoError(t, err)
+	require.Empty(t, p.Evict, "a drain alone follows the podSelector")
+
+	d, err = New(context.Background(), kube, Options{WholeNode: true}, nm)
+	require.NoError(t, err)
+	p, err = d.Preview(context.Background(), pdbReader(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"shop/db-0", "shop/web-1"}, p.Evict)
+}

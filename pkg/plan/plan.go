@@ -550,9 +550,13 @@ func (cl *Cluster) heldByOther(p *Node, fc *forecast.Node) *lease.HeldError {
 
 // previewDrain fills in what the drain's first round would do now.
 func (cl *Cluster) previewDrain(ctx context.Context, c client.Reader, kube kubernetes.Interface, p *Node, nm *lullv1alpha1.NodeMaintenance) error {
-	d, err := drain.New(ctx, kube, drain.Options{DeleteEmptyDirData: cl.Options.DeleteEmptyDirData}, nm)
+	whole := policy.TakesNodeDown(p.Steps)
+	d, err := drain.New(ctx, kube, drain.Options{DeleteEmptyDirData: cl.Options.DeleteEmptyDirData, WholeNode: whole}, nm)
 	if err != nil {
 		return err
+	}
+	if whole && nm.Spec.Drain != nil && nm.Spec.Drain.PodSelector != nil {
+		p.warn("spec.drain.podSelector is ignored: the plan reboots or powers off the node, so every evictable pod is drained first")
 	}
 	dp, err := d.Preview(ctx, c)
 	if err != nil {

@@ -210,3 +210,11 @@ func Has(steps []lullv1alpha1.PlannedStep, t lullv1alpha1.DisruptionAction) bool
 	}
 	return false
 }
+
+// TakesNodeDown reports whether steps reboot or power off the node: every
+// pod on it stops, so the drain before must evict every evictable pod,
+// whatever the request's podSelector says (a narrower drain would stop
+// the other pods without their PodDisruptionBudgets being asked).
+func TakesNodeDown(steps []lullv1alpha1.PlannedStep) bool {
+	return Has(steps, lullv1alpha1.StepReboot) || Has(steps, lullv1alpha1.StepPowerOff)
+}

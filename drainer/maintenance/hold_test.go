@@ -1,0 +1,119 @@
+package maintenance
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	lullscheme "lull.dev/lull/pkg/scheme"
+)
+
+// holdFixture is a step of a request in phase, on node n1 as given.
+func holdFixture(t *testing.T, node *corev1.Node, st lullv1alpha1.NodeMaintenanceStatus) (*step, client.Client) {
+	t.Helper()
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"},
+		Status: st}
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(node, nm).WithStatusSubresource(nm).Build()
+	r := &Reconciler{Client: c, Metrics: NewMetrics(c)}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: "n1"}, node))
+	return &step{r: r, ctx: context.Background(), logger: klog.Background(), now: t0(), nm: nm, node: node, status: nm.Status.DeepCopy()}, c
+}
+
+func getNode(t *testing.T, c client.Client) *corev1.Node {
+	t.Helper()
+	var n corev1.Node
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: "n1"}, &n))
+	return &n
+}
+
+// A node lull holds keeps its cordon and lull's annotations: someone
+// else's uncordon is noticed (condition, metric) and undone, and the
+// cordon is lull's from then on, also when the node had been cordoned by
+// someone else before lull started.
+func TestKeepHoldRestoresCordonAndAnnotations(t *testing.T) {
+	for name, was := range map[string]bool{"lull's cordon": false, "a cordon from before lull": true} {
+		t.Run(name, func(t *testing.T) {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationDoNotDisrupt: "true"}}}
+			s, c := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained,
+				CordonedByLull: !was, WasUnschedulable: ptr.To(was), NodeAnnotations: []string{AnnotationScaleDownDisabled, AnnotationDoNotDisrupt},
+				Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}})
+			before := testutil.ToFloat64(s.r.Metrics.ForeignUncordons)
+			require.NoError(t, s.keepHold())
+			got := getNode(t, c)
+			require.True(t, got.Spec.Unschedulable)
+			require.Equal(t, map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true"}, got.Annotations)
+			require.Equal(t, 1.0, testutil.ToFloat64(s.r.Metrics.ForeignUncordons)-before)
+			require.True(t, s.status.CordonedByLull)
+			require.False(t, *s.status.WasUnschedulable, "lull removes the cordon it put back")
+			cond := meta.FindStatusCondition(s.status.Conditions, ConditionUncordonedByOthers)
+			require.NotNil(t, cond)
+			require.Equal(t, ReasonCordonRestored, cond.Reason)
+
+			// Nothing taken away: nothing to do.
+			s.node = got
+			s.nm.Status = *s.status
+			require.NoError(t, s.keepHold())
+			require.Equal(t, 1.0, testutil.ToFloat64(s.r.Metrics.ForeignUncordons)-before)
+		})
+	}
+}
+
+// Before the cordon is recorded (Cordoning) and for a plan without one
+// (service restarts alone) an unschedulable node is nobody's business.
+func TestKeepHoldOnlyWhatThePlanNeeds(t *testing.T) {
+	restart := &lullv1alpha1.Decision{Action: lullv1alpha1.StepRestartService, Steps: []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd.service"}}}
+	for name, st := range map[string]lullv1alpha1.NodeMaintenanceStatus{
+		"cordoning":      {Phase: lullv1alpha1.PhaseCordoning, WasUnschedulable: ptr.To(false), Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}},
+		"restarts only":  {Phase: lullv1alpha1.PhaseActing, WasUnschedulable: ptr.To(false), Decision: restart},
+		"never cordoned": {Phase: lullv1alpha1.PhaseDrained},
+		"lost its lease": {Phase: lullv1alpha1.PhaseWaitingForLease, CordonedByLull: true, WasUnschedulable: ptr.To(false)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, c := holdFixture(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, st)
+			require.NoError(t, s.keepHold())
+			require.False(t, getNode(t, c).Spec.Unschedulable)
+			require.Zero(t, testutil.ToFloat64(s.r.Metrics.ForeignUncordons))
+		})
+	}
+}
+
+// Giving a node back removes lull's cordon and only the annotations lull
+// recorded as its own; someone else's cordon and annotations stay.
+func TestGiveBackRemovesOnlyWhatLullSet(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true"}},
+		Spec: corev1.NodeSpec{Unschedulable: true}}
+	s, c := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, WasUnschedulable: ptr.To(false),
+		NodeAnnotations: []string{AnnotationScaleDownDisabled}})
+	require.NoError(t, s.r.giveBack(s.ctx, s.node, s.status))
+	got := getNode(t, c)
+	require.False(t, got.Spec.Unschedulable)
+	require.Equal(t, map[string]string{AnnotationDoNotDisrupt: "true"}, got.Annotations, "Karpenter's annotation was there before lull")
+	require.False(t, s.status.CordonedByLull)
+	require.Nil(t, s.status.NodeAnnotations)
+
+	n2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	s, c = holdFixture(t, n2, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, WasUnschedulable: ptr.To(true)})
+	require.NoError(t, s.r.giveBack(s.ctx, s.node, s.status))
+	require.True(t, getNode(t, c).Spec.Unschedulable, "a cordon from before lull stays")
+}
+
+// markNode records only the annotations the node does not carry yet, once.
+func TestMarkNode(t *testing.T) {
+	s := &step{node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationDoNotDisrupt: "false"}}},
+		status: &lullv1alpha1.NodeMaintenanceStatus{}}
+	s.markNode()
+	require.Equal(t, []string{AnnotationScaleDownDisabled}, s.status.NodeAnnotations)
+	s.node.Annotations = nil
+	s.markNode()
+	require.Equal(t, []string{AnnotationScaleDownDisabled}, s.status.NodeAnnotations, "recorded once, at the start")
+}
