@@ -26,6 +26,32 @@ func DefaultTimeout(t lullv1alpha1.DisruptionAction) time.Duration {
 	return DefaultRestartTimeout
 }
 
+// NodeCriticalUnits are the systemd units whose restart disrupts every pod
+// on the node: the kubelet and the container runtimes. The admission guard
+// refuses a RestartService of these (its list is configurable, see
+// docs/security.md); a plan that has one anyway drains the node first, as
+// for a reboot.
+var NodeCriticalUnits = []string{"kubelet.service", "containerd.service", "crio.service", "docker.service", "cri-docker.service"}
+
+// NodeCritical reports whether restarting unit disrupts the whole node: a
+// node-critical unit, or a systemd target (reboot.target, poweroff.target,
+// multi-user.target... start or stop many units at once). A unit without
+// a suffix is a service, as systemctl reads it.
+func NodeCritical(unit string) bool {
+	if strings.HasSuffix(unit, ".target") {
+		return true
+	}
+	if !strings.Contains(unit, ".") {
+		unit += ".service"
+	}
+	for _, u := range NodeCriticalUnits {
+		if unit == u {
+			return true
+		}
+	}
+	return false
+}
+
 // rank orders steps by how disruptive they are, and so the plan's order
 // (service restarts come after the drain; rank is only for Most).
 var rank = map[lullv1alpha1.DisruptionAction]int{
@@ -104,6 +130,14 @@ func plan(classes []string, rules []*Rule) lullv1alpha1.Decision {
 				need(lullv1alpha1.ActionDrain, "", nil, class)
 			case lullv1alpha1.ActionDrain:
 				need(lullv1alpha1.ActionCordon, "", nil, class)
+			case lullv1alpha1.StepRestartService:
+				if NodeCritical(st.Unit) {
+					// Restarting what runs the node's pods (or a target,
+					// such as reboot.target) disrupts every pod on it:
+					// drained first, as a reboot would be.
+					need(lullv1alpha1.ActionCordon, "", nil, class)
+					need(lullv1alpha1.ActionDrain, "", nil, class)
+				}
 			}
 			need(st.Type, st.Unit, st.Timeout, class)
 			if rank[st.Type] > rank[d.Action] {

@@ -34,6 +34,8 @@ func TestPlan(t *testing.T) {
 		steps("chrony", "chrony-config", restart("chronyd", 0)),
 		steps("chrony-slow", "chrony-slow", restart("chronyd", 20*time.Minute)),
 		steps("sshd", "sshd-config", restart("sshd", time.Minute)),
+		steps("runtime", "runtime-config", restart("containerd", 0)),
+		steps("target", "sneaky", restart("reboot.target", 0)),
 		steps("kernel", "kernel-update", drainStep, rebootStep),
 		steps("reboot-only", "firmware", rebootStep),
 		steps("hw", "hardware", drainStep, offStep),
@@ -56,6 +58,8 @@ func TestPlan(t *testing.T) {
 			[]string{"RestartService chronyd (chrony-config)"}},
 		{"acceptance", []string{"ssh-keys", "chrony-config", "kernel-update"}, "Cordon, Drain, Reboot", lullv1alpha1.StepReboot, "p/kernel",
 			[]string{"RestartService chronyd (chrony-config)"}},
+		{"a node-critical unit is drained first", []string{"runtime-config"}, "Cordon, Drain, RestartService containerd", lullv1alpha1.StepRestartService, "p/runtime", nil},
+		{"a target is drained first", []string{"sneaky"}, "Cordon, Drain, RestartService reboot.target", lullv1alpha1.StepRestartService, "p/target", nil},
 		{"reboot alone is drained first", []string{"firmware"}, "Cordon, Drain, Reboot", lullv1alpha1.StepReboot, "p/reboot-only", nil},
 		{"power off covers reboot and restarts", []string{"kernel-update", "hardware", "sshd-config"}, "Cordon, Drain, PowerOff", lullv1alpha1.StepPowerOff, "p/hw",
 			[]string{"RestartService sshd (sshd-config)", "Reboot (kernel-update)"}},
@@ -121,5 +125,12 @@ func TestPlanned(t *testing.T) {
 			require.Equal(t, tc.want, got)
 			require.Equal(t, tc.drain, Has(got, lullv1alpha1.ActionDrain))
 		})
+	}
+}
+
+func TestNodeCritical(t *testing.T) {
+	for unit, want := range map[string]bool{"kubelet": true, "kubelet.service": true, "containerd.service": true, "reboot.target": true,
+		"multi-user.target": true, "chronyd": false, "chronyd.service": false, "kubelet.socket": false, "lull-tour.service": false} {
+		require.Equal(t, want, NodeCritical(unit), unit)
 	}
 }
