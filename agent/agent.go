@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -66,8 +65,9 @@ type Agent struct {
 	// node come back, and every wake-up before that (a lease renewal, the
 	// node going NotReady) must not issue it again. A new process, on the
 	// rebooted node or after a crash before the reboot, starts empty.
-	mu     sync.Mutex
-	issued map[string]bool
+	mu            sync.Mutex
+	issued        map[string]bool
+	leaseObserver *lease.Observer
 }
 
 func issueKey(nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.ActionStatus) string {
@@ -133,25 +133,20 @@ func (a *Agent) fenced(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (s
 	if err != nil {
 		return "", fmt.Errorf("reading the lease of node %s: %w", a.Node, err)
 	}
-	holder := ptr.Deref(l.Spec.HolderIdentity, "")
-	switch {
-	case l.UID != f.LeaseUID:
-		return fmt.Sprintf("the lease was released and taken again (UID %s, token names %s)", l.UID, f.LeaseUID), nil
-	case ptr.Deref(l.Spec.LeaseTransitions, 0) != f.LeaseTransitions:
-		return fmt.Sprintf("the lease changed holder since the token was issued (transitions %d, token %d)", ptr.Deref(l.Spec.LeaseTransitions, 0), f.LeaseTransitions), nil
-	case !lease.SameFamily(holder, a.DrainerIdentity):
-		return fmt.Sprintf("the lease is held by %q, not by lull (%s)", holder, a.DrainerIdentity), nil
-	case expired(&l, a.Clock.Now()):
-		return "the lease has expired", nil
-	}
-	return "", nil
+	return a.observer().Fenced(&l, lease.Token{UID: f.LeaseUID, Transitions: f.LeaseTransitions}, a.DrainerIdentity), nil
 }
 
-func expired(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return true
+// observer judges the node lease's expiry by observation, the protocol's
+// one rule (lease.Observer): the drainer's renewals are seen as new
+// versions, and a version left unchanged for its duration on this
+// agent's clock has expired, whatever the timestamps in it say.
+func (a *Agent) observer() *lease.Observer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.leaseObserver == nil {
+		a.leaseObserver = lease.NewObserver(a.Clock)
 	}
-	return !now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+	return a.leaseObserver
 }
 
 // run records step i Running (a write the API server orders against the

@@ -295,13 +295,18 @@ func TestReconcileIgnores(t *testing.T) {
 
 // No step runs unless the node's lease, read live, is the one the
 // request's fencing token names, held by lull's drainer and not expired by
-// the agent's clock; a lease that matches runs exactly the next step.
+// observation (lease.Observer: unchanged for its duration on the agent's
+// clock since the agent first saw that version; the timestamps in it do
+// not count); a lease that matches runs exactly the next step.
 func TestFencing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		noToken bool                  // the request carries no fencing token
 		lease   *coordinationv1.Lease // nil: there is none
-		wantWhy string                // "": the agent acts
+		// unchanged: the agent saw the lease this long before the check,
+		// and nobody renewed it since.
+		unchanged time.Duration
+		wantWhy   string // "": the agent acts
 	}{
 		{name: "the request carries no fencing token", noToken: true, lease: drainerLease(), wantWhy: "the request carries no fencing token"},
 		{name: "the node has no lease", wantWhy: "the node's lease does not exist"},
@@ -312,18 +317,18 @@ func TestFencing(t *testing.T) {
 		{name: "the token names transitions the lease never recorded", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = nil }),
 			wantWhy: "the lease changed holder since the token was issued (transitions 0, token 2)"},
 		{name: "another tool holds the lease", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("kured/node-a") }),
-			wantWhy: `the lease is held by "kured/node-a", not by lull (lull-drainer)`},
+			wantWhy: `the lease is held by "kured/node-a", not by lull-drainer`},
 		{name: "a holder whose name only begins like lull's drainer", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("lull-drainer-evil/x") }),
-			wantWhy: `the lease is held by "lull-drainer-evil/x", not by lull (lull-drainer)`},
+			wantWhy: `the lease is held by "lull-drainer-evil/x", not by lull-drainer`},
 		{name: "nobody holds the lease", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }),
-			wantWhy: `the lease is held by "", not by lull (lull-drainer)`},
-		{name: "the lease expired by the agent's clock", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.RenewTime = &metav1.MicroTime{Time: t0.Add(-60 * time.Second)} }),
-			wantWhy: "the lease has expired"},
-		{name: "the lease was never renewed", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.RenewTime = nil }),
-			wantWhy: "the lease has expired"},
-		{name: "the lease has no duration", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = nil }),
-			wantWhy: "the lease has expired"},
-		{name: "the drainer's lease, a second before it expires", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.RenewTime = &metav1.MicroTime{Time: t0.Add(-59 * time.Second)} })},
+			wantWhy: `the lease is held by "", not by lull-drainer`},
+		{name: "the lease went unrenewed for its duration on the agent's clock", lease: drainerLease(), unchanged: 60 * time.Second,
+			wantWhy: "the lease has expired: unchanged for 1m0s since this process first saw its version"},
+		{name: "a lease without a duration lasts the protocol's default", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = nil }),
+			unchanged: lease.DefaultDuration, wantWhy: "the lease has expired: unchanged for " + lease.DefaultDuration.String() + " since this process first saw its version"},
+		{name: "the drainer's lease, a second before it expires", lease: drainerLease(), unchanged: 59 * time.Second},
+		{name: "a renewTime long past by the holder's clock is no expiry", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.RenewTime = &metav1.MicroTime{Time: t0.Add(-time.Hour)} })},
+		{name: "a lease never renewed, first seen now", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.RenewTime = nil })},
 		{name: "the drainer's lease, held by another of its replicas", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("lull-drainer/other-replica") })},
 		{name: "the drainer's lease, held under the bare family name", lease: drainerLease(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("lull-drainer") })},
 	} {
@@ -338,6 +343,11 @@ func TestFencing(t *testing.T) {
 			}
 			e := newEnv(t, objs...)
 			rv := e.stored(testNode).ResourceVersion
+			if tc.unchanged > 0 {
+				_, err := e.a.fenced(e.ctx, e.stored(testNode)) // the agent sees the lease's version
+				require.NoError(t, err)
+				e.clock.Step(tc.unchanged)
+			}
 
 			why, err := e.a.fenced(e.ctx, e.stored(testNode))
 			require.NoError(t, err)

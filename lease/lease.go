@@ -163,8 +163,10 @@ type Client struct {
 	takeOver  bool
 	nodeUID   func(ctx context.Context, node string) (types.UID, error)
 
-	mu       sync.Mutex
-	observed map[string]observation
+	// obs judges expiry by observation.
+	obs *Observer
+
+	mu sync.Mutex
 	// held caches the last lease this client wrote, so a renewal or
 	// release is a single request in the common case.
 	held map[string]*coordinationv1.Lease
@@ -173,13 +175,14 @@ type Client struct {
 // New returns a Client.
 func New(cs kubernetes.Interface, opts Options) *Client {
 	c := &Client{cs: cs, namespace: opts.Namespace, clock: opts.Clock, takeOver: opts.TakeOverReplicas, nodeUID: opts.NodeUID,
-		observed: map[string]observation{}, held: map[string]*coordinationv1.Lease{}}
+		held: map[string]*coordinationv1.Lease{}}
 	if c.namespace == "" {
 		c.namespace = DefaultNamespace
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
+	c.obs = NewObserver(c.clock)
 	return c
 }
 
@@ -451,18 +454,7 @@ func NodeOf(leaseName string) (string, bool) {
 // measured on this client's own clock. Clock offset between machines
 // therefore cannot make a live lease look expired: only elapsed local time
 // counts, never the holder's timestamps.
-func (c *Client) observe(l *coordinationv1.Lease) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := l.Name
-	now := c.clock.Now()
-	o, ok := c.observed[key]
-	if fp := Fingerprint(l); !ok || o.resourceVersion != fp {
-		c.observed[key] = observation{resourceVersion: fp, at: now}
-		return false
-	}
-	return now.Sub(o.at) >= ExpiryDuration(l)
-}
+func (c *Client) observe(l *coordinationv1.Lease) bool { return c.obs.Expired(l) }
 
 // ExpiryDuration is how long a lease version must go unchanged before it
 // counts as expired. A lease written without a duration (by a third-party
@@ -483,7 +475,7 @@ func (c *Client) remember(node string, l *coordinationv1.Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held[node] = l.DeepCopy()
-	c.observed[l.Name] = observation{resourceVersion: Fingerprint(l), at: c.clock.Now()}
+	c.obs.Wrote(l)
 }
 
 // Fingerprint identifies a lease version: its resourceVersion and, like
@@ -515,10 +507,7 @@ func (c *Client) cached(node string) *coordinationv1.Lease {
 
 func (c *Client) info(node string, l *coordinationv1.Lease) *Info {
 	i := FromLease(node, l)
-	c.mu.Lock()
-	o, ok := c.observed[l.Name]
-	c.mu.Unlock()
-	i.Expired = ok && o.resourceVersion == Fingerprint(l) && c.clock.Since(o.at) >= ExpiryDuration(l)
+	i.Expired = c.obs.Expired(l)
 	return i
 }
 

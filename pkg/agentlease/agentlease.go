@@ -29,6 +29,12 @@ const (
 	Duration = 40 * time.Second
 	// RenewEvery is how often the agent renews it.
 	RenewEvery = 10 * time.Second
+	// MaxDuration caps the duration a lease may claim: a heartbeat that
+	// says it lasts for years (written by hand, or by anyone who may write
+	// Leases there) shows an agent for this long after its last renewal
+	// at most. Who may write agent leases at all is the admission guard's
+	// business (only lull-agent, for its own node: docs/security.md).
+	MaxDuration = 3 * Duration
 	// ComponentLabel = Component labels agent leases.
 	ComponentLabel = "app.kubernetes.io/component"
 	Component      = "lull-agent"
@@ -44,14 +50,18 @@ func Selector() labels.Selector {
 }
 
 // Alive reports whether the agent lease shows a running agent at now: it
-// was renewed less than its duration ago.
+// was renewed less than its duration ago, the duration capped at
+// MaxDuration. (A heartbeat is judged by its renewTime rather than by
+// observation, lease.Observer, since kubectl lull plan judges it once,
+// from a snapshot; the cap bounds what a skewed clock or a forged
+// duration can keep alive.)
 func Alive(l *coordinationv1.Lease, now time.Time) bool {
 	if l == nil || l.Spec.RenewTime == nil {
 		return false
 	}
 	d := Duration
 	if l.Spec.LeaseDurationSeconds != nil {
-		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		d = min(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second, MaxDuration)
 	}
 	return now.Before(l.Spec.RenewTime.Add(d))
 }

@@ -27,6 +27,9 @@ func TestAlive(t *testing.T) {
 	require.False(t, Alive(&coordinationv1.Lease{}, t0), "never renewed")
 	l.Spec.LeaseDurationSeconds = nil
 	require.True(t, Alive(l, t0.Add(Duration-time.Second)), "default duration")
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](68 * 365 * 24 * 3600)
+	require.True(t, Alive(l, t0.Add(MaxDuration-time.Second)))
+	require.False(t, Alive(l, t0.Add(MaxDuration)), "a 68-year heartbeat shows an agent for MaxDuration at most")
 	require.Equal(t, "lull-agent-n1", Name("n1"))
 }
 

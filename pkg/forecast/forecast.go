@@ -79,10 +79,11 @@ type compiledWindow struct {
 	minRemaining time.Duration
 }
 
+// observedLease is a node's lease and when its version expires, as the
+// forecast's lease.Observer judges it.
 type observedLease struct {
-	fingerprint string
-	seen        time.Time
-	lease       *coordinationv1.Lease
+	lease   *coordinationv1.Lease
+	expires time.Time
 }
 
 // Forecast is the shared, event-driven store. Feed it with the handlers
@@ -91,11 +92,13 @@ type Forecast struct {
 	opts  Options
 	clock clock.WithTickerAndDelayedExecution
 
-	mu      sync.Mutex
-	labels  map[string]map[string]string // node -> labels (from informer objects, not copied)
-	leases  map[string]*observedLease    // node -> lease
-	nms     map[string]*lullv1alpha1.NodeMaintenance
-	windows map[string]*compiledWindow
+	mu     sync.Mutex
+	labels map[string]map[string]string // node -> labels (from informer objects, not copied)
+	leases map[string]*observedLease    // node -> lease
+	// observer judges lease expiry (the protocol's one rule).
+	observer *lease.Observer
+	nms      map[string]*lullv1alpha1.NodeMaintenance
+	windows  map[string]*compiledWindow
 	// index finds the windows that may select a node from its labels.
 	index windowIndex
 	// policies decide which requested classes disrupt nothing (action None).
@@ -137,7 +140,7 @@ func New(opts Options) *Forecast {
 	}
 	f := &Forecast{
 		opts: opts, clock: opts.Clock,
-		labels: map[string]map[string]string{}, leases: map[string]*observedLease{},
+		labels: map[string]map[string]string{}, leases: map[string]*observedLease{}, observer: lease.NewObserver(opts.Clock),
 		nms: map[string]*lullv1alpha1.NodeMaintenance{}, windows: map[string]*compiledWindow{}, index: newWindowIndex(),
 		nodes: &nodeMap{}, requested: map[string]struct{}{}, due: newDueHeap(),
 		policies: map[string]lullv1alpha1.DisruptionPolicy{}, rules: policy.Merge(nil),
@@ -204,10 +207,7 @@ func (f *Forecast) SetLease(l *coordinationv1.Lease) {
 		return
 	}
 	f.mu.Lock()
-	fp := lease.Fingerprint(l)
-	if o := f.leases[node]; o == nil || o.fingerprint != fp {
-		f.leases[node] = &observedLease{fingerprint: fp, seen: f.clock.Now(), lease: l}
-	}
+	f.leases[node] = &observedLease{lease: l, expires: f.observer.Observe(l)}
 	f.update([]string{node})
 }
 
@@ -219,6 +219,7 @@ func (f *Forecast) DeleteLease(namespace, name string) {
 	}
 	f.mu.Lock()
 	delete(f.leases, node)
+	f.observer.Forget(namespace, name)
 	f.update([]string{node})
 }
 
@@ -481,7 +482,7 @@ func (f *Forecast) computeLocked(name string, now time.Time) *Node {
 		if holder := ptr.Deref(o.lease.Spec.HolderIdentity, ""); holder != "" {
 			info := lease.FromLease(name, o.lease)
 			in.Lease = &Lease{Holder: holder, Operation: info.Operation, Reason: info.Reason, Since: info.Acquired,
-				Expires: o.seen.Add(lease.ExpiryDuration(o.lease))}
+				Expires: o.expires}
 		}
 	}
 	_, hasLabel := lbls[f.opts.MaintenanceLabel]

@@ -13,7 +13,6 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/settings"
 )
 
@@ -261,7 +260,7 @@ func inputsOf(f *Forecast, names []string) []Input {
 			Policies: f.rules, Windows: f.windowsForLocked(f.labels[name], f.nms[name])}
 		if o := f.leases[name]; o != nil {
 			out[i].Lease = &Lease{Holder: *o.lease.Spec.HolderIdentity, Operation: "reboot",
-				Expires: o.seen.Add(lease.ExpiryDuration(o.lease))}
+				Expires: o.expires}
 		}
 	}
 	return out
