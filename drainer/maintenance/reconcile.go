@@ -153,10 +153,12 @@ func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenan
 func (s *step) run() (reconcile.Result, error) {
 	switch s.nm.Status.Phase {
 	case lullv1alpha1.PhaseDraining, lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned, lullv1alpha1.PhaseActing, lullv1alpha1.PhasePoweredOff:
-		// A node lull holds keeps what lull put on it (hold.go).
+		// A node lull holds keeps what lull put on it (hold.go), and its
+		// request every window that has governed it.
 		if err := s.keepHold(); err != nil {
 			return reconcile.Result{}, err
 		}
+		s.noteWindows()
 	}
 	switch s.nm.Status.Phase {
 	case lullv1alpha1.PhaseCordoning:

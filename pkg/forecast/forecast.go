@@ -465,6 +465,12 @@ func differs(a, b *Node) bool {
 	if a.Maintenance != nil && !equality.Semantic.DeepEqual(a.Maintenance.Decision, b.Maintenance.Decision) {
 		return true
 	}
+	// The windows governing a request changed (a node relabelled into
+	// another pool): the drainer records them, and they keep the request
+	// from then on (NodeMaintenanceStatus.Windows).
+	if (a.Windows == nil) != (b.Windows == nil) || (a.Windows != nil && (a.Windows.Default != b.Windows.Default || !slices.Equal(a.Windows.Names, b.Windows.Names))) {
+		return true
+	}
 	// A node disrupted now, or whose window is open, is expected to be
 	// disrupted "now" at every computation; only a future time is news.
 	return !a.Certain && !a.WindowOpen && !a.Disruption.Equal(b.Disruption)

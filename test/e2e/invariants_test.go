@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,7 +37,9 @@ const windowCloseSlack = 2 * time.Second
 //   - no pod leaves a node outside the windows that permit it (by default a
 //     node is always permitted; restrict narrows it to permit intervals),
 //   - never more NodeMaintenances of a window's nodes disrupting at once than
-//     its maxUnavailable,
+//     its maxUnavailable, a node counting against the windows the scenario
+//     put it in and every window its request recorded (a slot belongs to
+//     the start, whatever the node's labels say later),
 //   - no PodDisruptionBudget's healthy pods below its desired count,
 //   - no host step (lull-agent) starts unless the node's lease, at that
 //     moment, is held by lull and is the one the request's fencing token
@@ -56,6 +59,7 @@ type invariants struct {
 	restricted map[string][]interval // node -> when pods may leave it
 	budgets    []*budgetGroup
 	phases     map[string]lullv1alpha1.MaintenancePhase
+	windows    map[string][]string // node -> windows its request recorded
 	removals   []removal
 	seenPods   map[string]bool
 	pdbLow     []string
@@ -94,7 +98,7 @@ func (e *sysEnv) watchInvariants(nodes ...string) *invariants {
 func newInvariants(t testing.TB, nodes ...string) *invariants {
 	t.Helper()
 	iv := &invariants{t: t, nodes: nodes, mine: map[string]bool{}, restricted: map[string][]interval{},
-		phases: map[string]lullv1alpha1.MaintenancePhase{}, seenPods: map[string]bool{}, pdbUp: map[string]bool{},
+		phases: map[string]lullv1alpha1.MaintenancePhase{}, windows: map[string][]string{}, seenPods: map[string]bool{}, pdbUp: map[string]bool{},
 		fencing: NewStepFencing(nodes...)}
 	for _, n := range nodes {
 		iv.mine[n] = true
@@ -229,14 +233,16 @@ func (iv *invariants) nm(o any, deleted bool) {
 	defer iv.mu.Unlock()
 	if deleted {
 		delete(iv.phases, nm.Spec.NodeName)
+		delete(iv.windows, nm.Spec.NodeName)
 	} else {
 		iv.phases[nm.Spec.NodeName] = nm.Status.Phase
+		iv.windows[nm.Spec.NodeName] = nm.Status.Windows
 		iv.fencing.Request(nm)
 	}
 	for _, g := range iv.budgets {
 		n := 0
 		for node, p := range iv.phases {
-			if g.nodes[node] && p.Disrupting() {
+			if (g.nodes[node] || slices.Contains(iv.windows[node], g.name)) && p.Disrupting() {
 				n++
 			}
 		}
