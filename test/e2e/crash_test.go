@@ -300,6 +300,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	}
 	label()
 	k := startKiller(ctx, rng, target)
+	m := &meddler{rng: rand.New(rand.NewSource(seed + 1)), pool: "e2e-crash", moved: map[string]time.Time{}, uncordoned: map[string]time.Time{}}
 
 	// The operator: complete whatever is drained, start a new round while
 	// kills remain, step the window scenarios; until the killer is done and
@@ -332,7 +333,10 @@ func TestSystemCrashAnywhere(t *testing.T) {
 				done = false
 			}
 		}
-		if !k.finished() && allCompleted(e, nodes) {
+		if !m.step(e, nodes) {
+			done = false
+		}
+		if !k.finished() && allCompleted(e, nodes) && m.calm(e) {
 			label()
 			done = false
 		}
@@ -358,11 +362,91 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	sort.Slice(resume, func(i, j int) bool { return resume[i] < resume[j] })
 	require.NotEmpty(t, resume)
 	t.Logf("kills %d, takeovers %d, rounds %d, completions %v, restarts %v, resume times %v", k.kills, k.takeovers, round, completed, sup.restartCounts(), resume)
+	t.Logf("meddling: %d relabels out of the window mid-drain, %d foreign uncordons, cordoned again after %v", m.relabels, m.uncordons, m.recordoned)
 	for _, w := range windows {
 		t.Logf("%s: %d evicted before the close at %s, %d while closed (budget allowed from %s, %d leader kills), reopened %s",
 			w.app, w.evictedAtClose, w.closeAt.Format("15:04:05"), w.evictedInClosed, w.allowedSince.Format("15:04:05"), w.killsWhileClosed, w.reopened.Format("15:04:05"))
 	}
 	summary("crash-anywhere", map[string]any{"seed": seed, "kills": k.kills, "takeovers": k.takeovers, "rounds": round,
 		"leader_again_median": resume[len(resume)/2], "leader_again_max": resume[len(resume)-1],
-		"window_closes": "Pause,Abort", "violations": violations, "duration": time.Since(begin)})
+		"window_closes": "Pause,Abort", "relabels": m.relabels, "foreign_uncordons": m.uncordons,
+		"violations": violations, "duration": time.Since(begin)})
+}
+
+// meddler does, at random moments, what others do to nodes lull works on
+// (issue 27): it relabels a disrupting node out of its window's pool for a
+// few seconds (its slot must stay taken: the budget watcher counts it), and
+// uncordons a node lull holds (lull must cordon it again while it holds it).
+// It runs in the operator's loop, so it never races the operator's labels.
+type meddler struct {
+	rng        *rand.Rand
+	pool       string
+	moved      map[string]time.Time // node -> when it goes back to pool
+	uncordoned map[string]time.Time // node -> when it was uncordoned
+	relabels   int
+	uncordons  int
+	recordoned []time.Duration
+}
+
+// step meddles, puts moved nodes back when their time is up, and follows
+// up uncordons; it reports whether nothing is pending.
+func (m *meddler) step(e *sysEnv, nodes []string) bool {
+	t := e.t
+	ctx := t.Context()
+	for n, back := range m.moved {
+		if time.Now().After(back) {
+			e.patchNode(n, fmt.Sprintf(`{"metadata":{"labels":{"pool":%q}}}`, m.pool))
+			delete(m.moved, n)
+		}
+	}
+	for n, at := range m.uncordoned {
+		var nm lullv1alpha1.NodeMaintenance
+		var node corev1.Node
+		if e.c.Get(ctx, client.ObjectKey{Name: n}, &nm) != nil || e.c.Get(ctx, client.ObjectKey{Name: n}, &node) != nil {
+			continue
+		}
+		switch {
+		case node.Spec.Unschedulable:
+			m.recordoned = append(m.recordoned, time.Since(at).Round(100*time.Millisecond))
+			delete(m.uncordoned, n)
+		case !nm.Status.Phase.Disrupting():
+			delete(m.uncordoned, n) // the request ended or aborted meanwhile
+		default:
+			require.Less(t, time.Since(at), 2*time.Minute, "%s uncordoned by someone else at %s while lull holds it (phase %s): not cordoned again; %s",
+				n, at.Format("15:04:05"), nm.Status.Phase, cluster.LogsHint())
+		}
+	}
+	if m.rng.Intn(15) == 0 { // about every five seconds at the operator's pace
+		var held []string
+		for _, n := range nodes {
+			var nm lullv1alpha1.NodeMaintenance
+			if e.c.Get(ctx, client.ObjectKey{Name: n}, &nm) == nil && nm.Status.CordonedByLull &&
+				(nm.Status.Phase == lullv1alpha1.PhaseDraining || nm.Status.Phase == lullv1alpha1.PhaseDrained) {
+				held = append(held, n)
+			}
+		}
+		if len(held) > 0 {
+			n := held[m.rng.Intn(len(held))]
+			if _, ok := m.moved[n]; !ok && m.rng.Intn(2) == 0 {
+				e.patchNode(n, `{"metadata":{"labels":{"pool":"e2e-crash-moved"}}}`)
+				m.moved[n] = time.Now().Add(time.Duration(1+m.rng.Intn(4)) * time.Second)
+				m.relabels++
+			} else if _, ok := m.uncordoned[n]; !ok {
+				e.patchNode(n, `{"spec":{"unschedulable":false}}`)
+				m.uncordoned[n] = time.Now()
+				m.uncordons++
+			}
+		}
+	}
+	return len(m.moved) == 0 && len(m.uncordoned) == 0
+}
+
+// calm puts every moved node back, so a new round starts with the pool as
+// the scenario made it; it reports whether nothing is pending.
+func (m *meddler) calm(e *sysEnv) bool {
+	for n := range m.moved {
+		e.patchNode(n, fmt.Sprintf(`{"metadata":{"labels":{"pool":%q}}}`, m.pool))
+		delete(m.moved, n)
+	}
+	return len(m.uncordoned) == 0
 }

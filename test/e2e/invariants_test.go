@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -46,7 +47,8 @@ const windowCloseSlack = 2 * time.Second
 //     names,
 //
 // and, when check is called after every request finished, that no node is
-// left cordoned without an unfinished request and no node lease is held.
+// left cordoned without an unfinished request, no cordon lull found on a
+// node when it started is gone, and no node lease is held.
 //
 // It reads through informers, which list again after a dropped watch, so an
 // API server restart or an etcd outage does not end the watching silently.
@@ -345,8 +347,8 @@ func (iv *invariants) leftBehind(ctx context.Context) []string {
 	}
 	for _, name := range iv.nodes {
 		var nm lullv1alpha1.NodeMaintenance
-		err := c.Get(ctx, client.ObjectKey{Name: name}, &nm)
-		active := err == nil && !nm.Status.Phase.Finished()
+		nmErr := c.Get(ctx, client.ObjectKey{Name: name}, &nm)
+		active := nmErr == nil && !nm.Status.Phase.Finished()
 		if active {
 			out = append(out, fmt.Sprintf("request for %s did not finish: phase %s (%s)", name, nm.Status.Phase, nm.Status.WaitingFor))
 			continue
@@ -356,7 +358,13 @@ func (iv *invariants) leftBehind(ctx context.Context) []string {
 			out = append(out, err.Error())
 			continue
 		}
-		if n.Spec.Unschedulable {
+		// A cordon someone else made before lull started stays; lull's
+		// goes with its request.
+		adminCordon := nmErr == nil && ptr.Deref(nm.Status.WasUnschedulable, false)
+		switch {
+		case adminCordon && !n.Spec.Unschedulable:
+			out = append(out, fmt.Sprintf("node %s: lull removed a cordon it did not make", name))
+		case !adminCordon && n.Spec.Unschedulable:
 			out = append(out, fmt.Sprintf("node %s left cordoned without an unfinished request", name))
 		}
 		var l coordinationv1.Lease
