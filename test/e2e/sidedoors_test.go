@@ -214,3 +214,41 @@ func foreignUncordons(t *testing.T) float64 {
 	}
 	return sum
 }
+
+// A plan that reboots the node drains every pod, whatever the request's
+// podSelector says: a selector that matches nothing once let the drain end
+// at once and the reboot kill every pod past its budget (issue 27,
+// finding 5). The podSelector itself needs lull:emergency, which the
+// cluster's admin has.
+func TestSystemRebootDrainsWholeNode(t *testing.T) {
+	e := newSysEnv(t)
+	ctx := t.Context()
+	node := e.pickNodes("e2e-sd-reboot", 1)[0]
+	p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-sd-reboot"}, Spec: lullv1alpha1.DisruptionPolicySpec{
+		Priority: 100,
+		Rules: []lullv1alpha1.DisruptionRule{{Name: "reboot", Class: "e2e-sd-reboot",
+			Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepReboot}}}},
+	}}
+	require.NoError(t, e.c.Create(ctx, p))
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), p) })
+	t.Cleanup(func() { e.deleteNM(node) }) // later scenarios request this node again
+	deployOn(t, "e2e-sd-reboot", node, 2)
+	iv := e.watchInvariants(node)
+	startSimAgent(t, node)
+	var boot string
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		boot = e.bootID(node)
+		return boot != "", nil
+	}), "the simulated agent of %s gave it no boot ID", node)
+
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: lullv1alpha1.NodeMaintenanceSpec{
+		NodeName: node, Class: "e2e-sd-reboot", Reason: "e2e: a selector that matches nothing",
+		Drain: &lullv1alpha1.DrainOptions{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "matches-nothing"}}}}}
+	require.NoError(t, e.c.Create(ctx, nm))
+	got := e.waitNM(node, "Completed", 3*time.Minute, inPhase(lullv1alpha1.PhaseCompleted))
+	require.Len(t, got.Status.Actions, 1, "%+v", got.Status.Actions)
+	require.Equal(t, lullv1alpha1.ActionSucceeded, got.Status.Actions[0].State)
+	require.NotEqual(t, boot, e.bootID(node), "rebooted")
+	require.Equal(t, 2, iv.evictions(node), "both pods were evicted before the reboot, though the podSelector matches neither")
+	iv.check()
+}
