@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -283,4 +284,54 @@ func TestActionsFailedRebootEndsTheRequest(t *testing.T) {
 		return err != nil || cur.UID != nm.UID || cur.Status.Phase != lullv1alpha1.PhaseFailed
 	}, 2*time.Second, 100*time.Millisecond, "the failed request stays as it ended; nothing tries again")
 	require.Empty(t, violations())
+}
+
+// The agent judges the node lease's expiry by observation, as the lease
+// protocol and the drainer do, never by the holder's renewTime (issue 27,
+// finding 9). A drainer whose clock runs an hour ahead writes a renewTime
+// an hour in the future and then stops renewing: once the lease has gone
+// unchanged for its duration on the agent's clock, the agent no longer
+// acts under it, though its renewTime still says "alive" for an hour. A
+// drainer whose clock runs an hour behind renews a live lease: the agent
+// acts at once, though its renewTime says "expired an hour ago".
+func TestActionsAgentJudgesLeaseExpiryByObservation(t *testing.T) {
+	e := newDrainEnv(t)
+	e.node("n1", nil)
+	e.readyNode("n1", "boot-1")
+	ahead := lease.New(e.cs, lease.Options{Clock: clocktesting.NewFakeClock(e.clock.Now().Add(time.Hour))})
+	info, err := ahead.Acquire(e.ctx, "n1", "lull-drainer/a", "maintenance", "test", time.Minute)
+	require.NoError(t, err)
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "chrony-config"}}
+	require.NoError(t, e.c.Create(e.ctx, nm))
+	step := func(unit string) lullv1alpha1.ActionStatus {
+		return lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: unit, State: lullv1alpha1.ActionPending,
+			Timeout: lullv1alpha1.Duration{Duration: time.Hour}}
+	}
+	nm.Status = lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseActing,
+		Fencing: &lullv1alpha1.Fencing{LeaseUID: info.UID, LeaseTransitions: info.Transitions},
+		Actions: []lullv1alpha1.ActionStatus{step("chronyd")}}
+	require.NoError(t, e.c.Status().Update(e.ctx, nm))
+	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: "n1"}}
+	a := e.newAgent("n1", &agent.Commands{HostRoot: "/", Restart: `echo "restarted $LULL_UNIT"`})
+	state := func(i int) lullv1alpha1.ActionState {
+		t.Helper()
+		_, err := a.Reconcile(e.ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, e.c.Get(e.ctx, client.ObjectKey{Name: "n1"}, nm))
+		return nm.Status.Actions[i].State
+	}
+	require.Equal(t, lullv1alpha1.ActionSucceeded, state(0), "a fresh lease: the agent acts")
+
+	// The drainer stops renewing; two minutes pass on the agent's clock.
+	e.clock.Step(2 * time.Minute)
+	nm.Status.Actions = append(nm.Status.Actions, step("sshd"))
+	require.NoError(t, e.c.Status().Update(e.ctx, nm))
+	require.Equal(t, lullv1alpha1.ActionPending, state(1),
+		"the lease went unchanged for longer than its duration: expired, whatever its renewTime (an hour ahead) says")
+
+	// A drainer an hour behind renews it: a new version, alive.
+	behind := lease.New(e.cs, lease.Options{Clock: clocktesting.NewFakeClock(e.clock.Now().Add(-time.Hour))})
+	_, err = behind.Renew(e.ctx, "n1", "lull-drainer/a")
+	require.NoError(t, err)
+	require.Equal(t, lullv1alpha1.ActionSucceeded, state(1), "a renewed lease is alive, though its renewTime is an hour old")
 }
