@@ -126,3 +126,46 @@ func withExclusionDays(s *lullv1alpha1.MaintenanceWindowSpec, from, to string) *
 	s.Schedule.Exclude = append(s.Schedule.Exclude, lullv1alpha1.Exclusion{StartDate: from, EndDate: to, Reason: "freeze"})
 	return s
 }
+
+// TestSinceNearTheHorizon: a state's start that lies inside the search
+// horizon looking back is found even when the occurrence it comes from
+// began before it, so an override that expired inside that occurrence does
+// not pass for the start (found by TestReferenceEvaluator, seed 20261125).
+func TestSinceNearTheHorizon(t *testing.T) {
+	// On the 1st of the month for 20 days: [03-01, 03-21).
+	monthly := func() *lullv1alpha1.MaintenanceWindowSpec {
+		return sched("UTC", "00:00", 20*24*time.Hour, &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Monthly, DaysOfMonth: []int32{1}})
+	}
+	excluded := monthly()
+	excluded.Schedule.Exclude = []lullv1alpha1.Exclusion{{Start: &metav1.Time{Time: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)},
+		End: &metav1.Time{Time: time.Date(2026, 3, 12, 0, 0, 0, 0, time.UTC)}, Reason: "freeze"}}
+	for _, tc := range []struct {
+		name string
+		spec *lullv1alpha1.MaintenanceWindowSpec
+		now  string
+		want reported
+	}{
+		{"an opening override expired inside the period: restricted since the period's end",
+			withOverride(monthly(), lullv1alpha1.OverridePermissive, time.Date(2026, 3, 18, 0, 0, 0, 0, time.UTC)), "2026-03-25T12:00:00Z",
+			reported{false, "2026-03-21T00:00:00Z", "2026-04-01T00:00:00Z", "2026-04-01T00:00:00Z", "2026-04-21T00:00:00Z", 6*86400 + 12*3600, 0}},
+		{"a freeze expired inside an exclusion: open since the exclusion's end",
+			withOverride(excluded, lullv1alpha1.OverrideRestrictive, time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)), "2026-03-19T12:00:00Z",
+			reported{true, "2026-03-12T00:00:00Z", "2026-03-21T00:00:00Z", "2026-03-12T00:00:00Z", "2026-03-21T00:00:00Z", 0, 36 * 3600}},
+		{"a period that began before the horizon: start not known",
+			monthly(), "2026-03-19T12:00:00Z",
+			reported{true, "", "2026-03-21T00:00:00Z", "2026-03-19T12:00:00Z", "2026-03-21T00:00:00Z", 0, 36 * 3600}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The horizon (10 days) is shorter than the period (20 days).
+			w, err := Compile(tc.spec, Options{Horizon: 10 * 24 * time.Hour})
+			if err != nil {
+				t.Fatalf("Compile: %v", err)
+			}
+			now := mustTime(t, tc.now)
+			r := w.Evaluate(now)
+			if diff := cmp.Diff(tc.want, report(r, now)); diff != "" {
+				t.Errorf("Evaluate(%s) (-want,+got):\n%s\nmessage: %s", tc.now, diff, r.Message())
+			}
+		})
+	}
+}

@@ -572,11 +572,14 @@ func (s *schedule) runsBackward(t, floor time.Time, fn func(run Interval, cut bo
 }
 
 // lastEndBefore returns the end of the last permitted piece ending at or
-// before t, searching back to floor.
+// before t and not before floor. The search starts an occurrence's length
+// before floor: an end after floor may come from an occurrence that began
+// before it, and "none found" must mean none ended after floor (an
+// override that expired after floor relies on it, see afterOverride).
 func (s *schedule) lastEndBefore(t, floor time.Time) (time.Time, bool) {
 	var end time.Time
 	found := false
-	s.runsBackward(t, floor, func(run Interval, _ bool) bool {
+	s.runsBackward(t, floor.Add(-s.dur), func(run Interval, _ bool) bool {
 		// Pieces ascend, so the last one ending by t is the latest.
 		s.forEachPiece(run, func(p Interval) bool {
 			if p.End.After(t) {
@@ -587,16 +590,22 @@ func (s *schedule) lastEndBefore(t, floor time.Time) (time.Time, bool) {
 		})
 		return !found
 	})
+	if found && end.Before(floor) {
+		return time.Time{}, false
+	}
 	return end, found
 }
 
 // startOfPieceAt returns the start of the permitted piece containing t, or
 // the zero time when the piece began before floor (the start of a schedule
-// that never closes is not known).
+// that never closes is not known). As in lastEndBefore, the search starts
+// an occurrence's length before floor, so a piece that begins after floor
+// (at an exclusion's end) inside an occurrence that began before it is
+// found, and zero means the piece was open at floor.
 func (s *schedule) startOfPieceAt(t, floor time.Time) time.Time {
 	var start time.Time
 	found := false
-	s.runsBackward(t.Add(time.Nanosecond), floor, func(run Interval, cut bool) bool {
+	s.runsBackward(t.Add(time.Nanosecond), floor.Add(-s.dur), func(run Interval, cut bool) bool {
 		s.forEachPiece(run, func(p Interval) bool {
 			if p.Contains(t) {
 				found = true
@@ -608,6 +617,9 @@ func (s *schedule) startOfPieceAt(t, floor time.Time) time.Time {
 		})
 		return !found
 	})
+	if start.Before(floor) {
+		return time.Time{} // began before the horizon: not known
+	}
 	return start
 }
 
