@@ -148,9 +148,13 @@ type Schedule struct {
 	// +optional
 	Recurrence *Recurrence `json:"recurrence,omitempty"`
 
-	// RRule is an alternative spelling of Recurrence as an RFC 5545 RRULE
-	// (e.g. "FREQ=WEEKLY;BYDAY=SA,SU"). Supported parts: FREQ, INTERVAL,
-	// BYDAY (with ordinals for MONTHLY/YEARLY), BYMONTHDAY, BYMONTH.
+	// RRule says on which local dates a window starts as an RFC 5545 RRULE
+	// (e.g. "FREQ=WEEKLY;BYDAY=SA,SU"), read as the RFC reads it, with the
+	// anchor as its DTSTART: FREQ DAILY, WEEKLY, MONTHLY or YEARLY,
+	// INTERVAL, COUNT or UNTIL (the window ends), BYMONTH, BYWEEKNO,
+	// BYYEARDAY, BYMONTHDAY, BYDAY, BYSETPOS, WKST. A rule lull refuses
+	// (sub-daily, BYHOUR, ...) makes the window invalid, so restrictive;
+	// its Ready condition says why (docs/windows.md, "What an RRULE may say").
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	RRule string `json:"rrule,omitempty"`
@@ -168,7 +172,9 @@ type Schedule struct {
 
 	// Anchor is the local date ("YYYY-MM-DD") intervals count from: with
 	// interval 2, Weekly windows fall in the anchor's week and every second
-	// week after and before it. Default 2000-01-03 (a Monday).
+	// week after and before it. Default 2000-01-03 (a Monday). It is an
+	// RRULE's DTSTART: the parts the rule leaves out come from it, and a
+	// rule with COUNT or UNTIL starts on it.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')",message="must be a date YYYY-MM-DD such as 2026-12-19"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$') || (int(self.substring(5,7)) >= 1 && int(self.substring(5,7)) <= 12 && int(self.substring(8,10)) >= 1 && int(self.substring(8,10)) <= [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][int(self.substring(5,7)) - 1] + (int(self.substring(5,7)) == 2 && int(self.substring(0,4)) % 4 == 0 && (int(self.substring(0,4)) % 100 != 0 || int(self.substring(0,4)) % 400 == 0) ? 1 : 0))",message="must be a date that exists (month 01-12, a day the month has: 2026-02-28, not 2026-02-30)"
 	// +kubebuilder:validation:MaxLength=10
@@ -364,6 +370,7 @@ type MaintenanceWindowStatus struct {
 // +kubebuilder:printcolumn:name="Next-End",type=string,JSONPath=`.status.next.end`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Permitted")].message`,priority=1
 type MaintenanceWindow struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -280,7 +280,11 @@ func renderWindows(w io.Writer, views []WindowView, h humanOptions) error {
 		}
 		fmt.Fprintf(w, "%s (%s, %s): %s; %d node(s), at most %d disrupted at once\n", v.Name, v.Strategy, v.TimeZone, state, v.Nodes, v.MaxUnavailable)
 		fmt.Fprintf(w, "  %s\n", v.Message)
-		if len(v.Periods) == 0 {
+		switch {
+		case len(v.Periods) == 0 && v.Ended:
+			fmt.Fprintln(w, "  no permitted period: the recurrence has ended")
+			continue
+		case len(v.Periods) == 0:
 			fmt.Fprintln(w, "  no permitted period within the search horizon")
 			continue
 		}

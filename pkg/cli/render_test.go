@@ -195,3 +195,41 @@ func TestClassRuleMatchesTheCRDs(t *testing.T) {
 		require.Equal(t, ok, err == nil, "class %q: %v", class, err)
 	}
 }
+
+// The RRULE forms of issue 28 as kubectl lull windows shows them, on
+// Saturday 2026-10-24 10:00 UTC: BYSETPOS (the last weekday of the month),
+// BYDAY limiting BYMONTHDAY (Friday the 13th), a rule whose UNTIL ends it
+// within the periods asked for, one whose COUNT has run out, and one lull
+// refuses (sub-daily), which is invalid and so closed.
+func TestWindowsRRuleForms(t *testing.T) {
+	mw := func(name, tz, start string, d time.Duration, anchor, rrule string) lullv1alpha1.MaintenanceWindow {
+		return lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+			Strategy: lullv1alpha1.StrategySchedule,
+			Schedule: &lullv1alpha1.Schedule{TimeZone: tz, StartTime: start, Duration: lullv1alpha1.Duration{Duration: d}, Anchor: anchor, RRule: rrule}}}
+	}
+	ws := []lullv1alpha1.MaintenanceWindow{
+		mw("month-end", "Europe/Berlin", "22:00", 4*time.Hour, "", "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"),
+		mw("friday-13th", "UTC", "09:00", time.Hour, "", "FREQ=MONTHLY;BYDAY=FR;BYMONTHDAY=13"),
+		mw("until-tuesday", "UTC", "02:00", 4*time.Hour, "2026-10-01", "FREQ=DAILY;UNTIL=20261027"),
+		mw("migration", "UTC", "02:00", 4*time.Hour, "2026-10-01", "FREQ=WEEKLY;BYDAY=SA;COUNT=3"),
+		mw("hourly", "UTC", "00:00", 30*time.Minute, "", "FREQ=HOURLY;INTERVAL=6"),
+	}
+	at := time.Date(2026, 10, 24, 10, 0, 0, 0, time.UTC)
+	views := windowViews(ws, nil, at, 4)
+	var buf bytes.Buffer
+	require.NoError(t, renderWindows(&buf, views, humanOptions{}))
+	golden(t, "windows-rrule", buf.Bytes())
+
+	byName := map[string]WindowView{}
+	for _, v := range views {
+		byName[v.Name] = v
+	}
+	require.Len(t, byName["until-tuesday"].Periods, 3, "UNTIL=20261027: 25, 26 and 27 October, then no more")
+	require.False(t, byName["until-tuesday"].Ended, "it has not ended yet")
+	require.True(t, byName["migration"].Ended, "COUNT=3 from Thursday 1 October: the 3rd, 10th and 17th")
+	require.Empty(t, byName["migration"].Periods)
+	require.False(t, byName["hourly"].Ended, "an invalid window has not ended; it is closed until fixed")
+	obj, err := windowsObject(views, false)
+	require.NoError(t, err)
+	require.Equal(t, "migration", printAs(t, []string{"-o", "jsonpath={.items[?(@.ended)].name}"}, obj, nil))
+}

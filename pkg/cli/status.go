@@ -327,6 +327,7 @@ type WindowView struct {
 	TimeZone       string   `json:"timeZone"`
 	Permitted      bool     `json:"permitted"`
 	Message        string   `json:"message"`
+	Ended          bool     `json:"ended,omitempty"` // its RRULE (COUNT or UNTIL) has ended: no period follows
 	Nodes          int      `json:"nodes"`
 	MaxUnavailable int      `json:"maxUnavailable"`
 	Periods        []Period `json:"periods"`
@@ -358,7 +359,7 @@ func windowViews(ws []lullv1alpha1.MaintenanceWindow, nodes []corev1.Node, now t
 		}
 		compiled := window.CompileOrInvalid(&mw.Spec, window.Options{})
 		r := compiled.Evaluate(now)
-		v.Permitted, v.Message = r.Permitted, r.Message()
+		v.Permitted, v.Message, v.Ended = r.Permitted, r.Message(), r.Ended
 		sel := budget.WindowSelector(mw)
 		for j := range nodes {
 			if sel.Matches(labels.Set(nodes[j].Labels)) {

@@ -257,7 +257,7 @@ func (s *schedule) bound(p *rruleParts, anchorDay int) {
 				r.last--
 			}
 		}
-		s.ends = fmt.Sprintf("the recurrence ends (UNTIL=%s)", p.untilText)
+		s.endRule = "UNTIL=" + p.untilText
 		return
 	}
 	n, last := 0, 0
@@ -268,11 +268,13 @@ func (s *schedule) bound(p *rruleParts, anchorDay int) {
 	switch {
 	case n == 0:
 		r.last = r.first - 1
-		s.ends = fmt.Sprintf("the recurrence ends (COUNT=%d): it has no occurrence on or after the anchor %s", p.count, fmtDay(anchorDay))
+		s.endRule = fmt.Sprintf("COUNT=%d", p.count)
 	case n == p.count:
 		r.last = last
-		s.ends = fmt.Sprintf("the recurrence ends (COUNT=%d): its last occurrence is on %s", p.count, fmtDay(last))
+		s.endRule, s.lastKnown = fmt.Sprintf("COUNT=%d", p.count), true
 	}
+	// Otherwise the rule has fewer than COUNT occurrences before lastDay:
+	// as far as lull looks, it does not end.
 }
 
 func fmtDay(day int) string {

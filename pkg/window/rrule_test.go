@@ -110,8 +110,14 @@ func checkRRuleExample(t *testing.T, ex rruleExample) {
 	if r.Permitted || r.HasNext || r.Reason != ReasonNoWindow || r.SecondsUntilPermitted(at) != -2 {
 		t.Errorf("%s: after the last occurrence: %+v, want no window (-2)", ex.RRule, r)
 	}
-	if !strings.Contains(r.Message(), "the recurrence ends") {
-		t.Errorf("%s: message %q does not say the recurrence ended", ex.RRule, r.Message())
+	if !strings.Contains(r.Message(), "the recurrence end") {
+		t.Errorf("%s: message %q does not say how the recurrence ends", ex.RRule, r.Message())
+	}
+	// Once its last day (COUNT's last occurrence, UNTIL's day) has passed,
+	// it has ended for good; every UNTIL in the examples is before 2200.
+	if r := w.Evaluate(time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)); !r.Ended || r.Reason != ReasonNoWindow ||
+		!strings.HasPrefix(r.Message(), "no window opens again: the recurrence ended (") {
+		t.Errorf("%s: in 2200: ended %v, message %q; want it ended", ex.RRule, r.Ended, r.Message())
 	}
 }
 

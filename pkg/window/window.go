@@ -40,7 +40,8 @@ const (
 	// ReasonInvalid: the spec is invalid; an invalid window is restrictive.
 	ReasonInvalid Reason = "Invalid"
 	// ReasonNoWindow: no permitted period lies within the search horizon
-	// (Detail says so when the recurrence ended, with COUNT or UNTIL).
+	// (Detail says how a rule with COUNT or UNTIL ends; Result.Ended when
+	// it has).
 	ReasonNoWindow Reason = "NoWindow"
 	// ReasonNoWindows: a set of windows is empty (the caller's default applies).
 	ReasonNoWindows Reason = "NoWindows"
@@ -73,6 +74,9 @@ type Result struct {
 	HasNext bool
 	// OverrideUntil is when an override in force expires (Reason Override).
 	OverrideUntil time.Time
+	// Ended: the schedule's RRULE (COUNT or UNTIL) has ended, so no window
+	// opens again (Reason NoWindow; Detail says how it ended).
+	Ended bool
 }
 
 // Message is a one-line explanation for status and events.
@@ -92,6 +96,9 @@ func (r Result) Message() string {
 	case ReasonInvalid:
 		return "invalid spec (treated as restrictive): " + r.Detail
 	case ReasonNoWindow:
+		if r.Ended {
+			return "no window opens again: " + r.Detail
+		}
 		if r.Detail != "" {
 			return "no permitted window within the search horizon: " + r.Detail
 		}
@@ -163,9 +170,41 @@ type schedule struct {
 	// single: consecutive occurrences never overlap or touch, whatever
 	// offsets the zone uses, so every raw run is one occurrence.
 	single bool
-	// ends says, for a rule with COUNT or UNTIL, how it ends: the detail
-	// of the state after its last occurrence ("no window").
-	ends string
+	// endRule is the COUNT or UNTIL of a rule that ends ("COUNT=3"), for
+	// messages; rec.last is then the last day a window may start, and
+	// lastKnown says it is the day of the last occurrence (COUNT).
+	endRule   string
+	lastKnown bool
+}
+
+// ended reports whether a rule with COUNT or UNTIL has no start left
+// after now: its last day's start time has passed (or it has no
+// occurrence at all), so no window opens again.
+func (s *schedule) ended(now time.Time) bool {
+	r := &s.rec
+	return s.endRule != "" && (r.last < r.first || !s.occurrence(r.last).Start.After(now))
+}
+
+// endDetail says how a rule with COUNT or UNTIL ends, for the message of
+// the state after its last occurrence ("no window").
+func (s *schedule) endDetail(now time.Time) string {
+	if s.endRule == "" {
+		return ""
+	}
+	r := &s.rec
+	ended := s.ended(now)
+	verb, is := "ends", "is"
+	if ended {
+		verb, is = "ended", "was"
+	}
+	d := fmt.Sprintf("the recurrence %s (%s)", verb, s.endRule)
+	switch {
+	case r.last < r.first:
+		d += ": it has no occurrence on or after the anchor " + fmtDay(r.first)
+	case s.lastKnown:
+		d += fmt.Sprintf(": its last occurrence %s on %s", is, fmtDay(r.last))
+	}
+	return d
 }
 
 // Window is a compiled MaintenanceWindow spec. It is immutable and safe for
@@ -200,6 +239,7 @@ func (w *Window) Evaluate(now time.Time) Result {
 	} else {
 		res.Permitted = ok && !next.Start.After(now)
 		res.Reason, res.Detail, res.Since = w.baseState(now, res.Permitted, next, ok)
+		res.Ended = res.Reason == ReasonNoWindow && w.sched.ended(now)
 	}
 	switch {
 	case res.Permitted:
@@ -229,7 +269,7 @@ func (w *Window) baseState(now time.Time, permitted bool, next Interval, ok bool
 	since, _ := w.sched.lastEndBefore(now, now.Add(-w.horizon))
 	since = w.afterOverride(since, false, now)
 	if !ok {
-		return ReasonNoWindow, w.sched.ends, since
+		return ReasonNoWindow, w.sched.endDetail(now), since
 	}
 	if e, in := w.sched.excludedAt(now); in {
 		return ReasonExcluded, e.reason, since
