@@ -14,7 +14,7 @@ export CGO_ENABLED ?= 0
 NESTED_MODULES := $(shell cat hack/nested-modules.txt)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps \
+.PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps fuzz \
         bench bench-scheduler bench-drain bench-plan bench-wave soak run demo cluster-up cluster-down clean
 .PHONY: release
 .PHONY: images
@@ -48,6 +48,20 @@ test-integration: binaries
 
 test-e2e: binaries build
 	hack/test.sh e2e
+
+## fuzz: the window engine's property tests at length (docs/windows.md, "How it is tested"):
+## TestReferenceEvaluator over LULL_REFERENCE_SPECS random specs (20000) from a new seed, printed
+## (LULL_REFERENCE_SEED=S replays one), then Go's fuzzer on FuzzReference, FuzzRRule and FuzzCompile
+## for FUZZTIME each (60s); about 5 minutes with the builds. FUZZFLAGS adds go test flags (-parallel=1)
+FUZZTIME ?= 60s
+fuzz:
+	@seed=$${LULL_REFERENCE_SEED:-$$(date +%s)}; specs=$${LULL_REFERENCE_SPECS:-20000}; \
+	  echo "LULL_REFERENCE_SEED=$$seed LULL_REFERENCE_SPECS=$$specs go test ./pkg/window/ -run '^TestReferenceEvaluator\$$'"; \
+	  LULL_REFERENCE_SEED=$$seed LULL_REFERENCE_SPECS=$$specs go test ./pkg/window/ -count=1 -v -timeout 60m $(FUZZFLAGS) -run '^TestReferenceEvaluator$$'
+	@for f in FuzzReference FuzzRRule FuzzCompile; do \
+	  echo "go test ./pkg/window/ -run '^\$$' -fuzz '^$$f\$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)"; \
+	  go test ./pkg/window/ -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) || exit 1; \
+	done
 
 ## verify: formatting, vet, import direction, go.mod pins, generated code
 verify:

@@ -32,13 +32,15 @@ type rruleExample struct {
 }
 
 // TestRRuleExamples reads every example of RFC 5545 section 3.8.5.3 (and
-// the one of 3.3.10), typed from the RFC's text, and every single-rule
-// test of python-dateutil's tests/test_rrule.py, ported by
-// testdata/rrule/port_dateutil.py, and checks lull's windows start where
+// the one of 3.3.10), typed from the RFC's text, every single-rule test of
+// python-dateutil's tests/test_rrule.py, ported by
+// testdata/rrule/port_dateutil.py, and 400 random rules of every form lull
+// accepts with the dates python-dateutil gives for them
+// (testdata/rrule/gen_random.py), and checks lull's windows start where
 // the example says, and no more of them for a rule that ends; a rule lull
 // refuses fails to compile with an error naming the part.
 func TestRRuleExamples(t *testing.T) {
-	for _, file := range []string{"rfc5545.json", "dateutil.json"} {
+	for _, file := range []string{"rfc5545.json", "dateutil.json", "dateutil-random.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "rrule", file))
 		if err != nil {
 			t.Fatal(err)
