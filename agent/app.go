@@ -38,6 +38,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DrainerIdentity, "drainer-identity", "lull-drainer", "holder identity (family) of lull's drainer on node leases")
 	fs.StringVar(&o.Commands.HostRoot, "host-root", "/host", `where the host's root file system is mounted; commands run chrooted into it ("/": no chroot)`)
 	fs.StringVar(&o.Commands.Restart, "restart-command", `systemctl restart "$LULL_UNIT"`, "shell command restarting the unit $LULL_UNIT (empty: RestartService steps fail)")
+	fs.StringVar(&o.Commands.UnitState, "unit-state-command", `systemctl show --property=InvocationID,ActiveState "$LULL_UNIT"`,
+		"shell command printing the unit $LULL_UNIT's InvocationID and ActiveState as KEY=value lines; run before and after a restart, which is done only when the InvocationID changed and the unit is active (empty: RestartService steps fail)")
 	fs.StringVar(&o.Commands.Reboot, "reboot-command", "systemctl reboot", "shell command rebooting the node (empty: Reboot steps fail)")
 	fs.StringVar(&o.Commands.PowerOff, "poweroff-command", "systemctl poweroff", "shell command powering the node off (empty: PowerOff steps fail)")
 	fs.BoolVar(&o.SimulatePower, "simulate-power", false, "reboot and power off at the API level only (kwok nodes): Ready=False, a new boot ID, Ready=True")

@@ -20,10 +20,19 @@ import (
 )
 
 // Commands carries host steps out with shell commands run in the host's
-// root file system (chroot into HostRoot), as kured does with nsenter:
-// systemctl reaches systemd over its socket in the host's /run. The unit
-// reaches a RestartService command only as $LULL_UNIT (the CRD's pattern
-// allows no shell syntax in it, and it is never spliced into the command).
+// root file system (chroot into HostRoot): systemctl reaches systemd over
+// its socket in the host's /run. The unit reaches a command only as
+// $LULL_UNIT (the CRD's pattern allows no shell syntax in it, and it is
+// never spliced into the command).
+//
+// A command exiting 0 is not taken for its effect. systemctl answers
+// restart, reboot and poweroff with "Running in chroot, ignoring command"
+// and exit 0 whenever it judges itself in a chroot (/proc/1/root is not
+// /, which is how a chroot into the host's root looks from inside), so
+// every command runs with SYSTEMD_IGNORE_CHROOT=1; and a RestartService is
+// done only when the unit's InvocationID changed and it is active again
+// (UnitState). A reboot is done when the node reports a new boot ID and
+// is Ready, which the drainer judges.
 type Commands struct {
 	// HostRoot is where the host's / is mounted; "/" runs commands in the
 	// agent's own root (no chroot).
@@ -31,14 +40,26 @@ type Commands struct {
 	// Restart, Reboot and PowerOff are the commands; an empty one makes
 	// such a step fail, saying it is disabled on this agent.
 	Restart, Reboot, PowerOff string
+	// UnitState prints the unit $LULL_UNIT's properties InvocationID and
+	// ActiveState as `systemctl show` does (KEY=value lines, in any
+	// order). It runs before and after the restart command; empty makes
+	// RestartService steps fail, since their effect could not be seen.
+	UnitState string
+	// Settle is how long after the restart command the unit may take to
+	// show a new InvocationID and become active (a command that queues
+	// the restart without waiting for it); 10s if zero.
+	Settle time.Duration
+	// Clock paces the wait for the unit to settle (real time if nil).
+	Clock clock.WithTicker
 }
 
-// Run runs the step's command until it exits or ctx ends.
+// Run runs the step's command until it exits or ctx ends; a service
+// restart is verified (restart).
 func (c *Commands) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error) {
 	var command string
 	switch a.Type {
 	case lullv1alpha1.StepRestartService:
-		command = c.Restart
+		return c.restart(ctx, a)
 	case lullv1alpha1.StepReboot:
 		command = c.Reboot
 	case lullv1alpha1.StepPowerOff:
@@ -46,11 +67,121 @@ func (c *Commands) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (string
 	default:
 		return "", fmt.Errorf("lull-agent does not know the step %q", a.Type)
 	}
+	return c.run(ctx, a, command)
+}
+
+// unitState is what UnitState printed of a unit.
+type unitState struct{ invocation, active string }
+
+// restart restarts the unit and sees that it happened: the unit's
+// InvocationID, read before and after the command, changed, and the unit
+// is active. A command that exits 0 without restarting the unit (a
+// systemctl that ignored it, a wrapper that did nothing) fails the step,
+// and the usual fallback applies.
+func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error) {
+	if c.Restart == "" {
+		return "", fmt.Errorf("%s is disabled on this agent (its command is empty)", a.Type)
+	}
+	if c.UnitState == "" {
+		return "", fmt.Errorf("%s cannot be verified on this agent (--unit-state-command is empty), so it is not run", a.Type)
+	}
+	before, err := c.unitState(ctx, a)
+	if err != nil {
+		return "", fmt.Errorf("reading the state of unit %s before restarting it: %w", a.Unit, err)
+	}
+	out, err := c.run(ctx, a, c.Restart)
+	if err != nil {
+		return out, err
+	}
+	settle := c.Settle
+	if settle <= 0 {
+		settle = 10 * time.Second
+	}
+	clk := c.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	tick := clk.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	until := clk.Now().Add(settle)
+	for {
+		after, err := c.unitState(ctx, a)
+		if err != nil {
+			return out, fmt.Errorf("reading the state of unit %s after restarting it: %w", a.Unit, err)
+		}
+		restarted := after.invocation != "" && after.invocation != before.invocation
+		switch {
+		case restarted && after.active == "active":
+			msg := fmt.Sprintf("unit %s restarted (InvocationID %s, was %s) and active", a.Unit, after.invocation, orNone(before.invocation))
+			if out != "" {
+				msg = out + "; " + msg
+			}
+			return msg, nil
+		case restarted && after.active == "failed":
+			return out, fmt.Errorf("unit %s was restarted (InvocationID %s) but failed", a.Unit, after.invocation)
+		case !clk.Now().Before(until):
+			if !restarted {
+				return out, fmt.Errorf("%s exited 0 but did not restart unit %s: its InvocationID is still %s (%s); a systemctl that takes itself for being in a chroot ignores the command and exits 0",
+					c.Restart, a.Unit, orNone(after.invocation), after.active)
+			}
+			return out, fmt.Errorf("unit %s was restarted (InvocationID %s) but is %s, not active, %s after the command", a.Unit, after.invocation, after.active, settle)
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-tick.C():
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// unitState runs UnitState for the step's unit and reads its output.
+func (c *Commands) unitState(ctx context.Context, a lullv1alpha1.ActionStatus) (unitState, error) {
+	out, err := c.output(ctx, a, c.UnitState)
+	if err != nil {
+		return unitState{}, err
+	}
+	var st unitState
+	for _, line := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
+		switch k {
+		case "InvocationID":
+			st.invocation = v
+		case "ActiveState":
+			st.active = v
+		}
+	}
+	if st.active == "" {
+		return st, fmt.Errorf("%s printed no ActiveState (want KEY=value lines with InvocationID and ActiveState, as systemctl show prints them): %q", c.UnitState, lastLine(out))
+	}
+	return st, nil
+}
+
+// run runs command and returns the last line it printed.
+func (c *Commands) run(ctx context.Context, a lullv1alpha1.ActionStatus, command string) (string, error) {
 	if command == "" {
 		return "", fmt.Errorf("%s is disabled on this agent (its command is empty)", a.Type)
 	}
+	out, err := c.output(ctx, a, command)
+	last := lastLine(out)
+	if err != nil {
+		return last, err
+	}
+	return last, nil
+}
+
+// output runs command as /bin/sh -c in the host's root and returns all it
+// printed, on stdout and stderr.
+func (c *Commands) output(ctx context.Context, a lullv1alpha1.ActionStatus, command string) (string, error) {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LULL_UNIT=" + a.Unit, "LULL_STEP=" + string(a.Type)}
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LULL_UNIT=" + a.Unit, "LULL_STEP=" + string(a.Type),
+		"SYSTEMD_IGNORE_CHROOT=1"}
 	cmd.Dir = "/"
 	if c.HostRoot != "" && c.HostRoot != "/" {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: c.HostRoot}
@@ -60,12 +191,10 @@ func (c *Commands) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (string
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	last := lastLine(out.String())
-	if err != nil {
-		return last, fmt.Errorf("%s: %w", command, err)
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s: %w", command, err)
 	}
-	return last, nil
+	return out.String(), nil
 }
 
 // lastLine is the last non-empty line of out, at most 512 bytes.

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"lull.dev/lull/agent/agenttest"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
@@ -25,6 +29,8 @@ import (
 func TestCommandsRun(t *testing.T) {
 	t.Setenv("LULL_TEST_AGENT_SECRET", "from-the-agent")
 	chronyd := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}
+	reboot := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot}
+	bump, state := fakeUnit(t)
 	for _, tc := range []struct {
 		name     string
 		commands Commands
@@ -33,7 +39,8 @@ func TestCommandsRun(t *testing.T) {
 		wantErr  string // "": none
 	}{
 		{name: "a restart runs its command with the unit in $LULL_UNIT",
-			commands: Commands{HostRoot: "/", Restart: "echo restarted $LULL_UNIT"}, step: chronyd, want: "restarted chronyd"},
+			commands: Commands{HostRoot: "/", Restart: "echo restarted $LULL_UNIT; " + bump, UnitState: state}, step: chronyd,
+			want: "restarted chronyd; unit chronyd restarted (InvocationID 2, was 1) and active"},
 		{name: "a reboot runs the reboot command, the step in $LULL_STEP",
 			commands: Commands{HostRoot: "/", Restart: "echo wrong", Reboot: "echo $LULL_STEP now", PowerOff: "echo wrong"},
 			step:     lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot}, want: "Reboot now"},
@@ -41,18 +48,20 @@ func TestCommandsRun(t *testing.T) {
 			commands: Commands{HostRoot: "/", Restart: "echo wrong", Reboot: "echo wrong", PowerOff: "echo $LULL_STEP now"},
 			step:     lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepPowerOff}, want: "PowerOff now"},
 		{name: "the output is the last line printed, on stdout or stderr",
-			commands: Commands{HostRoot: "/", Restart: `echo one; echo two >&2; printf '\n\n'`}, step: chronyd, want: "two"},
+			commands: Commands{HostRoot: "/", Reboot: `echo one; echo two >&2; printf '\n\n'`}, step: reboot, want: "two"},
 		{name: "a command that prints nothing has no output",
-			commands: Commands{HostRoot: "/", Restart: "true"}, step: chronyd, want: ""},
+			commands: Commands{HostRoot: "/", Reboot: "true"}, step: reboot, want: ""},
 		{name: "the unit is never spliced into the command",
-			commands: Commands{HostRoot: "/", Restart: `echo "$LULL_UNIT"`},
-			step:     lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "x; echo spliced"}, want: "x; echo spliced"},
+			commands: Commands{HostRoot: "/", Reboot: `echo "$LULL_UNIT"`},
+			step:     lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot, Unit: "x; echo spliced"}, want: "x; echo spliced"},
 		{name: "the agent's own environment is not passed on",
-			commands: Commands{HostRoot: "/", Restart: `echo "${LULL_TEST_AGENT_SECRET:-unset}"`}, step: chronyd, want: "unset"},
+			commands: Commands{HostRoot: "/", Reboot: `echo "${LULL_TEST_AGENT_SECRET:-unset}"`}, step: reboot, want: "unset"},
+		{name: "systemctl is told it is not in a chroot, whatever /proc/1/root says",
+			commands: Commands{HostRoot: "/", Reboot: `echo "SYSTEMD_IGNORE_CHROOT=$SYSTEMD_IGNORE_CHROOT"`}, step: reboot, want: "SYSTEMD_IGNORE_CHROOT=1"},
 		{name: "commands run from /",
-			commands: Commands{HostRoot: "/", Restart: "pwd"}, step: chronyd, want: "/"},
+			commands: Commands{HostRoot: "/", Reboot: "pwd"}, step: reboot, want: "/"},
 		{name: "an empty host root runs without a chroot too",
-			commands: Commands{Restart: "echo restarted $LULL_UNIT"}, step: chronyd, want: "restarted chronyd"},
+			commands: Commands{Reboot: "echo rebooting"}, step: reboot, want: "rebooting"},
 		{name: "an empty command: the step is disabled on this agent",
 			commands: Commands{HostRoot: "/", Restart: "echo restarted"}, step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot},
 			wantErr: "Reboot is disabled on this agent (its command is empty)"},
@@ -60,11 +69,11 @@ func TestCommandsRun(t *testing.T) {
 			commands: Commands{HostRoot: "/", Restart: "echo restarted"}, step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.ActionDrain},
 			wantErr: `lull-agent does not know the step "Drain"`},
 		{name: "a non-zero exit fails, and the last line printed is still the output",
-			commands: Commands{HostRoot: "/", Restart: `echo "restarting $LULL_UNIT"; echo "Unit $LULL_UNIT.service not found." >&2; exit 5`},
+			commands: Commands{HostRoot: "/", Restart: `echo "restarting $LULL_UNIT"; echo "Unit $LULL_UNIT.service not found." >&2; exit 5`, UnitState: state},
 			step:     chronyd, want: "Unit chronyd.service not found.", wantErr: "exit status 5"},
 		{name: "a host root that cannot be entered fails",
-			commands: Commands{HostRoot: "/nonexistent-lull-agent-test-root", Restart: "echo restarted"}, step: chronyd,
-			wantErr: "echo restarted: "},
+			commands: Commands{HostRoot: "/nonexistent-lull-agent-test-root", Reboot: "echo rebooting"}, step: reboot,
+			wantErr: "echo rebooting: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := tc.commands.Run(context.Background(), tc.step)
@@ -80,7 +89,8 @@ func TestCommandsRun(t *testing.T) {
 
 // A failed command's step message carries the error and its last line.
 func TestCommandsFailureMessage(t *testing.T) {
-	c := Commands{HostRoot: "/", Restart: `echo "Job for $LULL_UNIT.service failed."; exit 1`}
+	_, state := fakeUnit(t)
+	c := Commands{HostRoot: "/", Restart: `echo "Job for $LULL_UNIT.service failed."; exit 1`, UnitState: state}
 	out, err := c.Run(context.Background(), lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"})
 	require.Error(t, err)
 	require.Equal(t, lullv1alpha1.ActionFailed, outcome(lullv1alpha1.StepRestartService, context.Background(), err))
@@ -96,7 +106,8 @@ func TestCommandsKilledAtTheDeadline(t *testing.T) {
 	// exec: the shell becomes sleep, so the kill reaches the process that
 	// holds the output (a child left holding it is cut off only after
 	// cmd.WaitDelay, 5 s).
-	c := Commands{HostRoot: "/", Restart: "echo started; exec sleep 30"}
+	_, state := fakeUnit(t)
+	c := Commands{HostRoot: "/", Restart: "echo started; exec sleep 30", UnitState: state}
 	began := time.Now()
 	out, err := c.Run(ctx, lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"})
 	took := time.Since(began)
@@ -142,8 +153,9 @@ func newSimEnv(t *testing.T, objs ...client.Object) *simEnv {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).Build()
 	clk := clocktesting.NewFakeClock(t0)
+	bump, state := fakeUnit(t)
 	return &simEnv{c: c, clock: clk, s: &SimulatedPower{Client: c, Node: testNode, BootTime: 30 * time.Second, Clock: clk,
-		Commands: &Commands{HostRoot: "/", Restart: "echo restarted $LULL_UNIT"}}}
+		Commands: &Commands{HostRoot: "/", Restart: "echo restarted $LULL_UNIT; " + bump, UnitState: state}}}
 }
 
 func (e *simEnv) node(t *testing.T) *corev1.Node {
@@ -258,7 +270,8 @@ func TestSimulatedPower(t *testing.T) {
 			step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepPowerOff}, want: "simulated power off",
 			wantReady: ptr.To(simulated(corev1.ConditionFalse, t0))},
 		{name: "a service restart runs its command", node: node(bootID),
-			step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}, want: "restarted chronyd"},
+			step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"},
+			want: "restarted chronyd; unit chronyd restarted (InvocationID 2, was 1) and active"},
 		{name: "a node that does not exist", step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepPowerOff},
 			want: "simulated power off", wantErr: "reading node n1"},
 	} {
@@ -296,4 +309,108 @@ func TestSimulatedPowerGivesABootID(t *testing.T) {
 	require.NotEmpty(t, first)
 	require.NoError(t, e.s.Start(context.Background()))
 	require.Equal(t, first, e.node(t).Status.NodeInfo.BootID, "kept")
+}
+
+// fakeUnit is agenttest.FakeUnit in a directory of the test's.
+func fakeUnit(t *testing.T) (bump, state string) { return agenttest.FakeUnit(t.TempDir()) }
+
+// A RestartService is done when the unit's InvocationID changed and it is
+// active again, not when the command exits 0 (issue 29).
+func TestCommandsRestartVerified(t *testing.T) {
+	chronyd := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}
+	file := func(t *testing.T, name, content string) string {
+		p := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		c       func(t *testing.T) Commands
+		want    string
+		wantErr string
+	}{
+		{name: "a new InvocationID and active: done", c: func(t *testing.T) Commands {
+			bump, state := fakeUnit(t)
+			return Commands{HostRoot: "/", Restart: bump, UnitState: state}
+		}, want: "unit chronyd restarted (InvocationID 2, was 1) and active"},
+		{name: "a command that exits 0 and restarts nothing fails the step", c: func(t *testing.T) Commands {
+			_, state := fakeUnit(t)
+			return Commands{HostRoot: "/", Restart: `echo "Running in chroot, ignoring command 'restart'"`, UnitState: state, Settle: time.Nanosecond}
+		}, want: "Running in chroot, ignoring command 'restart'",
+			wantErr: "did not restart unit chronyd: its InvocationID is still 1 (active); a systemctl that takes itself for being in a chroot ignores the command and exits 0"},
+		{name: "a unit never started before gets its first InvocationID", c: func(t *testing.T) Commands {
+			f := file(t, "id", "")
+			return Commands{HostRoot: "/", Restart: "echo abc > " + f,
+				UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; echo ActiveState=$(test -s %[1]s && echo active || echo inactive)`, f)}
+		}, want: "unit chronyd restarted (InvocationID abc, was none) and active"},
+		{name: "restarted but failed", c: func(t *testing.T) Commands {
+			f := file(t, "id", "1")
+			return Commands{HostRoot: "/", Restart: "echo 2 > " + f,
+				UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; test "$(cat %[1]s)" = 1 && echo ActiveState=active || echo ActiveState=failed`, f)}
+		}, wantErr: "unit chronyd was restarted (InvocationID 2) but failed"},
+		{name: "restarted but not active within the settle time", c: func(t *testing.T) Commands {
+			f := file(t, "id", "1")
+			return Commands{HostRoot: "/", Restart: "echo 2 > " + f, Settle: time.Nanosecond,
+				UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; test "$(cat %[1]s)" = 1 && echo ActiveState=active || echo ActiveState=activating`, f)}
+		}, wantErr: "unit chronyd was restarted (InvocationID 2) but is activating, not active"},
+		{name: "no state command: not run, since it could not be verified", c: func(t *testing.T) Commands {
+			return Commands{HostRoot: "/", Restart: "echo restarted"}
+		}, wantErr: "RestartService cannot be verified on this agent (--unit-state-command is empty), so it is not run"},
+		{name: "a state command that prints no ActiveState", c: func(t *testing.T) Commands {
+			return Commands{HostRoot: "/", Restart: "echo restarted", UnitState: "echo hello"}
+		}, wantErr: `reading the state of unit chronyd before restarting it: echo hello printed no ActiveState`},
+		{name: "a state command that fails", c: func(t *testing.T) Commands {
+			return Commands{HostRoot: "/", Restart: "echo restarted", UnitState: "echo no bus >&2; exit 1"}
+		}, wantErr: "reading the state of unit chronyd before restarting it: echo no bus >&2; exit 1: exit status 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c(t)
+			out, err := c.Run(context.Background(), chronyd)
+			require.Equal(t, tc.want, out)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}
+
+// A restart the command only queues (systemctl --no-block): the unit
+// shows its new InvocationID, and becomes active, a moment later; the
+// agent looks again on its clock until Settle has passed.
+func TestCommandsRestartSettles(t *testing.T) {
+	dir := t.TempDir()
+	id, active := filepath.Join(dir, "id"), filepath.Join(dir, "active")
+	require.NoError(t, os.WriteFile(id, []byte("1"), 0o644))
+	require.NoError(t, os.WriteFile(active, []byte("active"), 0o644))
+	clk := clocktesting.NewFakeClock(t0)
+	c := Commands{HostRoot: "/", Restart: "echo activating > " + active, Clock: clk, Settle: time.Minute,
+		UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; echo "ActiveState=$(cat %s)"`, id, active)}
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := c.Run(context.Background(), lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"})
+		done <- result{out, err}
+	}()
+	// The agent waits: the old InvocationID is still there.
+	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond)
+	clk.Step(time.Second)
+	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond)
+	// systemd gets round to it: a new InvocationID, activating, then active.
+	require.NoError(t, os.WriteFile(id, []byte("2"), 0o644))
+	clk.Step(time.Second)
+	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond)
+	require.NoError(t, os.WriteFile(active, []byte("active"), 0o644))
+	clk.Step(time.Second)
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Equal(t, "unit chronyd restarted (InvocationID 2, was 1) and active", r.out)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the restart was not seen")
+	}
 }

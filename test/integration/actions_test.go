@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"lull.dev/lull/agent"
+	"lull.dev/lull/agent/agenttest"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/policy"
@@ -36,6 +37,15 @@ func (e *drainEnv) actionsPolicy() {
 	}}}
 	require.NoError(e.t, e.c.Create(e.ctx, p))
 	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), p) })
+}
+
+// unitCommands gives c a stand-in for systemd (agenttest.FakeUnit): its
+// restart command also restarts the stand-in unit, whose InvocationID the
+// agent reads before and after, as it reads a real unit's.
+func unitCommands(t *testing.T, c *agent.Commands) *agent.Commands {
+	restart, state := agenttest.FakeUnit(t.TempDir())
+	c.Restart, c.UnitState = "("+c.Restart+") && "+restart, state
+	return c
 }
 
 // readyNode gives node a Ready condition and a boot ID, as a kubelet would.
@@ -144,7 +154,7 @@ func TestActionsAcceptance(t *testing.T) {
 	require.Empty(t, e.leaseHolder("n1"), "no lease taken without an agent")
 
 	a := e.newAgent("n1", &agent.SimulatedPower{Client: cp.Client, Node: "n1", BootTime: 50 * time.Millisecond, Clock: clock.RealClock{},
-		Commands: &agent.Commands{HostRoot: "/", Restart: "exit 7"}})
+		Commands: unitCommands(t, &agent.Commands{HostRoot: "/", Restart: "exit 7"})})
 	e.startAgent(a)
 	nm = e.waitNM("n1", "Completed", phaseIs(lullv1alpha1.PhaseCompleted))
 	require.Len(t, nm.Status.Actions, 1)
@@ -169,7 +179,7 @@ func TestActionsRestartFailsFallsBackToReboot(t *testing.T) {
 	violations := e.fencedWatcher("n1")
 	e.start(nil)
 	a := e.newAgent("n1", &agent.SimulatedPower{Client: cp.Client, Node: "n1", BootTime: 50 * time.Millisecond, Clock: clock.RealClock{},
-		Commands: &agent.Commands{HostRoot: "/", Restart: `echo "no unit $LULL_UNIT"; exit 5`}})
+		Commands: unitCommands(t, &agent.Commands{HostRoot: "/", Restart: `echo "no unit $LULL_UNIT"; exit 5`})})
 	e.startAgent(a)
 	e.label("n1", ptr.To("chrony-config"))
 	nm := e.waitNM("n1", "Completed", phaseIs(lullv1alpha1.PhaseCompleted))
@@ -214,7 +224,7 @@ func TestActionsFencingAndAgentKilledMidStep(t *testing.T) {
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: "n1"}}
 
 	// Stale token (transitions ahead of the lease's): no action.
-	hang := e.newAgent("n1", &agent.Commands{HostRoot: "/", Restart: "sleep 60"})
+	hang := e.newAgent("n1", unitCommands(t, &agent.Commands{HostRoot: "/", Restart: "sleep 60"}))
 	_, err = hang.Reconcile(e.ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, e.c.Get(e.ctx, client.ObjectKey{Name: "n1"}, nm))
@@ -237,12 +247,12 @@ func TestActionsFencingAndAgentKilledMidStep(t *testing.T) {
 	require.Equal(t, lullv1alpha1.ActionRunning, nm.Status.Actions[0].State, "a killed agent records nothing")
 
 	// The next agent runs the step again and records it.
-	ok := e.newAgent("n1", &agent.Commands{HostRoot: "/", Restart: `echo "restarted $LULL_UNIT"`})
+	ok := e.newAgent("n1", unitCommands(t, &agent.Commands{HostRoot: "/", Restart: `echo "restarted $LULL_UNIT"`}))
 	_, err = ok.Reconcile(e.ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, e.c.Get(e.ctx, client.ObjectKey{Name: "n1"}, nm))
 	require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[0].State)
-	require.Equal(t, "restarted chronyd", nm.Status.Actions[0].Message)
+	require.Equal(t, "restarted chronyd; unit chronyd restarted (InvocationID 2, was 1) and active", nm.Status.Actions[0].Message)
 
 	// A lease taken by another tool: the token's UID no longer matches.
 	require.NoError(t, leases.Release(e.ctx, "n1", "lull-drainer/a"))
@@ -312,7 +322,7 @@ func TestActionsAgentJudgesLeaseExpiryByObservation(t *testing.T) {
 		Actions: []lullv1alpha1.ActionStatus{step("chronyd")}}
 	require.NoError(t, e.c.Status().Update(e.ctx, nm))
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: "n1"}}
-	a := e.newAgent("n1", &agent.Commands{HostRoot: "/", Restart: `echo "restarted $LULL_UNIT"`})
+	a := e.newAgent("n1", unitCommands(t, &agent.Commands{HostRoot: "/", Restart: `echo "restarted $LULL_UNIT"`}))
 	state := func(i int) lullv1alpha1.ActionState {
 		t.Helper()
 		_, err := a.Reconcile(e.ctx, req)
