@@ -321,71 +321,21 @@ func TestInstalledAsPods(t *testing.T) {
 
 // TestServiceAccountRights asks the API server what each of lull's
 // ServiceAccounts may do (kubectl auth can-i, as docs/install.md tells
-// admins to) and compares it with what docs/install.md says it grants.
+// admins to) and compares it with what docs/install.md says it grants
+// (framework.Rights, which test/install also asks of a bare install; the
+// maintainers' roles are not bound here).
 func TestServiceAccountRights(t *testing.T) {
-	for _, tc := range []struct {
-		sa, verb, resource, ns string
-		want                   bool
-	}{
-		{"lull-drainer", "create", "pods/eviction", "default", true},
-		{"lull-drainer", "delete", "pods", "default", false}, // drains through the eviction API only
-		{"lull-drainer", "patch", "nodes", "", true},
-		{"lull-drainer", "delete", "nodes", "", false},
-		{"lull-drainer", "list", "poddisruptionbudgets.policy", "default", true},
-		{"lull-drainer", "create", "nodemaintenances.lull.dev", "", true},
-		{"lull-drainer", "update", "nodemaintenances.lull.dev/status", "", true},
-		{"lull-drainer", "update", "disruptionpolicies.lull.dev", "", false},
-		{"lull-drainer", "update", "leases.coordination.k8s.io", "lull-leases", true}, // the node disruption leases
-		{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-leases", true},
-		{"lull-drainer", "update", "leases.coordination.k8s.io/lull-drainer", "lull-system", true},    // its own leader lease, by name
-		{"lull-drainer", "update", "leases.coordination.k8s.io/lull-scheduler", "lull-system", false}, // not the scheduler's
-		{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-system", false},
-		{"lull-drainer", "update", "configmaps/lull-budget", "lull-system", true}, // the budget ledger
-		{"lull-drainer", "update", "configmaps/lull-admission", "lull-system", false},
-		{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},
-		{"lull-drainer", "get", "secrets", "lull-system", false},
-		{"lull-drainer", "create", "tokenreviews.authentication.k8s.io", "", true},        // its metrics endpoint authenticates callers
-		{"lull-drainer", "create", "subjectaccessreviews.authorization.k8s.io", "", true}, // and authorizes them
-		{"lull-scheduler", "create", "tokenreviews.authentication.k8s.io", "", true},      // the same for its secure port (system:kube-scheduler)
-		{"lull-scheduler", "create", "subjectaccessreviews.authorization.k8s.io", "", true},
-		{"lull-scheduler", "list", "leases.coordination.k8s.io", "lull-leases", true},
-		{"lull-scheduler", "delete", "leases.coordination.k8s.io", "lull-leases", false}, // never releases a node lease
-		{"lull-scheduler", "update", "leases.coordination.k8s.io/lull-drainer", "lull-system", false},
-		{"lull-scheduler", "update", "nodemaintenances.lull.dev", "", false},
-		{"lull-scheduler", "list", "disruptionpolicies.lull.dev", "", true},
-		{"lull-scheduler", "create", "pods/binding", "default", true},
-		{"lull-scheduler", "patch", "nodes", "", false},
-		{"lull-agent", "update", "nodemaintenances.lull.dev/status", "", true}, // records its steps (its own node's only: the guard)
-		{"lull-agent", "update", "nodemaintenances.lull.dev", "", false},
-		{"lull-agent", "list", "nodemaintenances.lull.dev", "", true},
-		{"lull-agent", "patch", "nodes", "", false},
-		{"lull-agent", "create", "pods/eviction", "default", false},
-		{"lull-agent", "delete", "pods", "default", false},
-		{"lull-agent", "get", "leases.coordination.k8s.io", "lull-leases", true}, // reads the lease before every step
-		{"lull-agent", "update", "leases.coordination.k8s.io", "lull-leases", false},
-		{"lull-agent", "update", "leases.coordination.k8s.io/lull-agent-real-node-0", "lull-system", true}, // its heartbeat
-		{"lull-agent", "get", "secrets", "lull-system", false},
-	} {
-		// resource/subresource, or resource/name for the objects granted by name.
-		resource, sub, _ := strings.Cut(tc.resource, "/")
-		byName := strings.HasPrefix(resource, "leases") || resource == "configmaps"
-		if byName && sub != "" {
-			resource, sub = resource+"/"+sub, ""
+	for _, r := range framework.Rights {
+		if r.Account == framework.MaintainerAccount {
+			continue
 		}
-		args := []string{"auth", "can-i", tc.verb, resource, "--as=system:serviceaccount:lull-system:" + tc.sa}
-		if sub != "" {
-			args = append(args, "--subresource="+sub)
-		}
-		if tc.ns != "" {
-			args = append(args, "-n", tc.ns)
-		}
-		out, _ := cluster.Kubectl(t.Context(), time.Minute, args...) // exit 1 means "no"
+		out, _ := cluster.Kubectl(t.Context(), time.Minute, r.CanI()...) // exit 1 means "no"
 		// The answer is the last line (warnings about cluster-scoped
 		// resources come first).
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		answer := strings.TrimSpace(lines[len(lines)-1])
-		if got := answer == "yes"; got != tc.want {
-			t.Errorf("%s %s %s (namespace %q): can-i says %q, docs/install.md says %v", tc.sa, tc.verb, tc.resource, tc.ns, answer, tc.want)
+		if got := answer == "yes"; got != r.Want {
+			t.Errorf("%s %s %s (namespace %q): can-i says %q, docs/install.md says %v", r.Account, r.Verb, r.Resource, r.Namespace, answer, r.Want)
 		}
 	}
 }

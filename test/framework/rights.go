@@ -1,0 +1,133 @@
+package framework
+
+import "strings"
+
+// Right says whether Account may do Verb on Resource in Namespace
+// (cluster-scoped when empty). Resource is a resource, resource/subresource,
+// or resource/name for what lull's Roles grant by name (Leases,
+// ConfigMaps).
+type Right struct {
+	Account, Verb, Resource, Namespace string
+	Want                               bool
+}
+
+// MaintainerAccount stands for a member of the maintainers group bound to
+// the lull-maintainer roles as manifests/install/maintainer.yaml says.
+const MaintainerAccount = "maintainer"
+
+// CanI is the kubectl auth can-i command line that asks for r, as
+// docs/install.md tells admins to: the account is lull's ServiceAccount in
+// lull-system, or a member of lull:maintainers.
+func (r Right) CanI() []string {
+	resource, sub, _ := strings.Cut(r.Resource, "/")
+	if byName := strings.HasPrefix(resource, "leases") || resource == "configmaps"; byName && sub != "" {
+		resource, sub = resource+"/"+sub, ""
+	}
+	args := []string{"auth", "can-i", r.Verb, resource}
+	if r.Account == MaintainerAccount {
+		args = append(args, "--as=e2e-maintainer", "--as-group=lull:maintainers")
+	} else {
+		args = append(args, "--as=system:serviceaccount:lull-system:"+r.Account)
+	}
+	if sub != "" {
+		args = append(args, "--subresource="+sub)
+	}
+	if r.Namespace != "" {
+		args = append(args, "-n", r.Namespace)
+	}
+	return args
+}
+
+// Rights is docs/install.md's "What the RBAC grants" (and the
+// lull-maintainer roles of docs/security.md), right by right: each of
+// lull's ServiceAccounts may do what it needs and nothing more. Tested on
+// a bare API server with the install applied (test/install) and on the
+// local cluster where lull runs as pods (test/e2e/realnode).
+var Rights = []Right{
+	// lull-drainer
+	{"lull-drainer", "create", "pods/eviction", "default", true},
+	{"lull-drainer", "delete", "pods", "default", false}, // drains through the eviction API only
+	{"lull-drainer", "patch", "nodes", "", true},
+	{"lull-drainer", "delete", "nodes", "", false},
+	{"lull-drainer", "patch", "nodes/status", "", false},
+	{"lull-drainer", "list", "poddisruptionbudgets.policy", "default", true},
+	{"lull-drainer", "create", "nodemaintenances.lull.dev", "", true},
+	{"lull-drainer", "delete", "nodemaintenances.lull.dev", "", true},
+	{"lull-drainer", "deletecollection", "nodemaintenances.lull.dev", "", false},
+	{"lull-drainer", "update", "nodemaintenances.lull.dev/status", "", true},
+	{"lull-drainer", "list", "maintenancewindows.lull.dev", "", true},
+	{"lull-drainer", "update", "maintenancewindows.lull.dev", "", false}, // people write windows
+	{"lull-drainer", "patch", "maintenancewindows.lull.dev", "", false},
+	{"lull-drainer", "create", "maintenancewindows.lull.dev", "", false},
+	{"lull-drainer", "delete", "maintenancewindows.lull.dev", "", false},
+	{"lull-drainer", "update", "maintenancewindows.lull.dev/status", "", true}, // their state
+	{"lull-drainer", "update", "disruptionpolicies.lull.dev", "", false},
+	{"lull-drainer", "update", "disruptionpolicies.lull.dev/status", "", true},
+	{"lull-drainer", "update", "leases.coordination.k8s.io", "lull-leases", true}, // the node disruption leases
+	{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-leases", true},
+	{"lull-drainer", "update", "leases.coordination.k8s.io/lull-drainer", "lull-system", true},    // its own leader lease, by name
+	{"lull-drainer", "update", "leases.coordination.k8s.io/lull-scheduler", "lull-system", false}, // not the scheduler's
+	{"lull-drainer", "update", "leases.coordination.k8s.io/lull-agent-n1", "lull-system", false},  // nor a heartbeat
+	{"lull-drainer", "list", "leases.coordination.k8s.io", "lull-system", true},                   // reads the heartbeats
+	{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-system", false},
+	{"lull-drainer", "update", "configmaps/lull-budget", "lull-system", true}, // the budget ledger
+	{"lull-drainer", "update", "configmaps/lull-admission", "lull-system", false},
+	{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},
+	{"lull-drainer", "get", "secrets", "lull-system", false},
+	{"lull-drainer", "create", "tokenreviews.authentication.k8s.io", "", true},        // its metrics endpoint authenticates callers
+	{"lull-drainer", "create", "subjectaccessreviews.authorization.k8s.io", "", true}, // and authorizes them
+	// lull-scheduler
+	{"lull-scheduler", "create", "tokenreviews.authentication.k8s.io", "", true}, // its secure port
+	{"lull-scheduler", "create", "subjectaccessreviews.authorization.k8s.io", "", true},
+	{"lull-scheduler", "create", "pods/binding", "default", true},
+	{"lull-scheduler", "delete", "pods", "default", true}, // preemption
+	{"lull-scheduler", "patch", "nodes", "", false},
+	{"lull-scheduler", "list", "leases.coordination.k8s.io", "lull-leases", true},
+	{"lull-scheduler", "create", "leases.coordination.k8s.io", "lull-leases", false}, // never takes a node lease
+	{"lull-scheduler", "update", "leases.coordination.k8s.io", "lull-leases", false},
+	{"lull-scheduler", "delete", "leases.coordination.k8s.io", "lull-leases", false},
+	{"lull-scheduler", "create", "leases.coordination.k8s.io", "lull-system", true}, // its leader lease (the guard refuses other names)
+	{"lull-scheduler", "update", "leases.coordination.k8s.io/lull-scheduler", "lull-system", true},
+	{"lull-scheduler", "update", "leases.coordination.k8s.io/lull-drainer", "lull-system", false},
+	{"lull-scheduler", "create", "leases.coordination.k8s.io", "default", false}, // no Leases elsewhere (system:kube-scheduler's)
+	{"lull-scheduler", "create", "leases.coordination.k8s.io", "kube-system", false},
+	{"lull-scheduler", "update", "leases.coordination.k8s.io/kube-scheduler", "kube-system", false},
+	{"lull-scheduler", "create", "leasecandidates.coordination.k8s.io", "kube-system", false},
+	{"lull-scheduler", "update", "nodemaintenances.lull.dev", "", false},
+	{"lull-scheduler", "list", "nodemaintenances.lull.dev", "", true},
+	{"lull-scheduler", "list", "maintenancewindows.lull.dev", "", true},
+	{"lull-scheduler", "list", "disruptionpolicies.lull.dev", "", true},
+	{"lull-scheduler", "update", "persistentvolumes", "", true}, // system:volume-scheduler
+	{"lull-scheduler", "get", "configmaps/extension-apiserver-authentication", "kube-system", true},
+	{"lull-scheduler", "get", "secrets", "lull-system", false},
+	// lull-agent
+	{"lull-agent", "update", "nodemaintenances.lull.dev/status", "", true}, // records its steps (its own node's only: the guard)
+	{"lull-agent", "patch", "nodemaintenances.lull.dev/status", "", false},
+	{"lull-agent", "update", "nodemaintenances.lull.dev", "", false},
+	{"lull-agent", "list", "nodemaintenances.lull.dev", "", true},
+	{"lull-agent", "patch", "nodes", "", false},
+	{"lull-agent", "patch", "nodes/status", "", false},
+	{"lull-agent", "create", "pods/eviction", "default", false},
+	{"lull-agent", "delete", "pods", "default", false},
+	{"lull-agent", "get", "leases.coordination.k8s.io", "lull-leases", true}, // reads the lease before every step
+	{"lull-agent", "update", "leases.coordination.k8s.io", "lull-leases", false},
+	{"lull-agent", "update", "leases.coordination.k8s.io/lull-agent-n1", "lull-system", true}, // its heartbeat
+	{"lull-agent", "delete", "leases.coordination.k8s.io", "lull-system", false},
+	{"lull-agent", "get", "secrets", "lull-system", false},
+	// a user bound to the lull-maintainer roles as docs/security.md says
+	{MaintainerAccount, "patch", "nodes", "", true},
+	{MaintainerAccount, "patch", "nodes/status", "", false},
+	{MaintainerAccount, "delete", "nodes", "", false},
+	{MaintainerAccount, "create", "nodemaintenances.lull.dev", "", true},
+	{MaintainerAccount, "delete", "nodemaintenances.lull.dev", "", true},
+	{MaintainerAccount, "update", "nodemaintenances.lull.dev/status", "", false},
+	{MaintainerAccount, "update", "maintenancewindows.lull.dev", "", true},
+	{MaintainerAccount, "update", "maintenancewindows.lull.dev/status", "", false},
+	{MaintainerAccount, "create", "disruptionpolicies.lull.dev", "", true},
+	{MaintainerAccount, "list", "pods", "default", true},
+	{MaintainerAccount, "create", "pods/eviction", "default", false},
+	{MaintainerAccount, "delete", "leases.coordination.k8s.io", "lull-leases", true},
+	{MaintainerAccount, "list", "leases.coordination.k8s.io", "lull-system", true},
+	{MaintainerAccount, "create", "leases.coordination.k8s.io", "lull-system", false},
+	{MaintainerAccount, "get", "secrets", "lull-system", false},
+}
