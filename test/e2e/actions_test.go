@@ -32,11 +32,12 @@ const simAgentRestart = `case "$LULL_UNIT" in flaky) echo "unit flaky failed to 
 // startSimAgent runs lull-agent for a kwok node as a host process, the way
 // docs/agent.md says simulated nodes get one: the production binary and
 // reconciler, with reboots and power-offs done at the API level
-// (--simulate-power: NotReady, a new boot ID, Ready again). It stops at the
+// (--simulate-power: NotReady, a new boot ID, Ready again), as lull-agent's
+// user with a token bound to the node (simAgentKubeconfig). It stops at the
 // end of the test; hack/local-down.sh stops it too (pids/).
 func startSimAgent(t *testing.T, node string) *proc {
 	t.Helper()
-	p := &proc{name: "lull-agent-" + node, env: append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig), args: []string{
+	p := &proc{name: "lull-agent-" + node, env: append(os.Environ(), "KUBECONFIG="+simAgentKubeconfig(t, node)), args: []string{
 		filepath.Join(framework.BinDir(), "lull-agent"), "--node-name=" + node, "--namespace=lull-system",
 		"--lease-namespace=" + lease.DefaultNamespace, "--drainer-identity=lull-drainer", "--host-root=/",
 		"--simulate-power", "--simulated-boot-time=2s", "--restart-command=" + simAgentRestart,
