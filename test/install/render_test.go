@@ -55,6 +55,13 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 		"apps/v1/DaemonSet/lull-system/lull-agent",
 		"rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-agent",
 		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy/<nil>/lull-agent",
+		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy/<nil>/lull-maintenance-label-status",
+		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy/<nil>/lull-nodemaintenance-status",
+		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy/<nil>/lull-maintenancewindows",
+		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy/<nil>/lull-disruptionpolicies",
+		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy/<nil>/lull-component-leases",
+		"rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-maintainer",
+		"rbac.authorization.k8s.io/v1/Role/lull-leases/lull-maintainer",
 	} {
 		if _, ok := k[want]; !ok {
 			t.Errorf("kubectl kustomize manifests/install has no %s; it has:\n%s", want, strings.Join(keys(k), "\n"))
@@ -317,4 +324,35 @@ func TestChartLint(t *testing.T) {
 	chart := filepath.Join(framework.RepoRoot(), "charts", "lull")
 	run(t, nil, bin(t, "helm"), "lint", "--strict", chart)
 	run(t, nil, bin(t, "helm"), "lint", "--strict", chart, "--set", "scheduler.leaderElection=false,scheduler.replicas=1,drainer.leaderElection=false,drainer.replicas=1")
+}
+
+// Finding 8 of issue 27: without the admission guard the agent's token,
+// on every node, could write any node's request status and heartbeat. The
+// chart refuses to render the agent without the guard unless told so.
+func TestChartRefusesUnguardedAgent(t *testing.T) {
+	chart := filepath.Join(framework.RepoRoot(), "charts", "lull")
+	out, err := runErr(nil, bin(t, "helm"), "template", "lull", chart, "--set", "admission.enabled=false")
+	if err == nil {
+		t.Fatalf("helm template with admission.enabled=false rendered:\n%s", out)
+	}
+	for _, want := range []string{"admission.enabled=false", "lull-agent", "agent.allowWithoutAdmission=true"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+	// Told explicitly: the agent without any policy.
+	h := renderHelm(t, "--set", "admission.enabled=false", "--set", "agent.allowWithoutAdmission=true")
+	if _, ok := h["apps/v1/DaemonSet/lull-system/lull-agent"]; !ok {
+		t.Errorf("agent.allowWithoutAdmission=true: no lull-agent DaemonSet")
+	}
+	for k := range h {
+		if strings.Contains(k, "AdmissionPolicy") {
+			t.Errorf("admission.enabled=false rendered %s", k)
+		}
+	}
+	// Without the agent, nothing to refuse.
+	h = renderHelm(t, "--set", "admission.enabled=false", "--set", "agent.enabled=false")
+	if _, ok := h["apps/v1/DaemonSet/lull-system/lull-agent"]; ok {
+		t.Errorf("agent.enabled=false rendered the agent")
+	}
 }

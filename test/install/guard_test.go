@@ -1,0 +1,640 @@
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/test/framework"
+)
+
+// The side doors of issue 27 that the install closes (the admission guard
+// of manifests/admission and lull's RBAC), tried on a real kube-apiserver
+// with manifests/install applied, as the issue's probes tried them: with
+// kubectl --as and --as-group. Each subtest names the finding it covers.
+
+// The users of these tests. Every one but lull's ServiceAccounts is in
+// guardOperators, which plain RBAC allows everything the guard judges, so
+// that each refusal below is the guard's, not RBAC's.
+const (
+	guardOperators   = "e2e:operators"
+	guardMaintainers = "lull:maintainers"
+	guardEmergency   = "lull:emergency"
+)
+
+const guardOperatorRBAC = `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: e2e-operator}
+rules:
+- apiGroups: [""]
+  resources: [nodes, nodes/status]
+  verbs: ["*"]
+- apiGroups: [lull.dev]
+  resources: ["*"]
+  verbs: ["*"]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-operator}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "e2e:operators"}
+`
+
+// guardAs impersonates user in the operators' group and groups.
+func guardAs(user string, groups ...string) []string {
+	args := []string{"--as=" + user, "--as-group=system:authenticated", "--as-group=" + guardOperators}
+	for _, g := range groups {
+		args = append(args, "--as-group="+g)
+	}
+	return args
+}
+
+// serviceAccount impersonates a ServiceAccount of namespace ns with its
+// own groups only (no operator rights: what its RBAC grants), its token
+// bound to node when node is not empty (the user extra the API server
+// gives a pod's projected token).
+func serviceAccount(ns, name, node string) []string {
+	args := []string{"--as=system:serviceaccount:" + ns + ":" + name, "--as-group=system:authenticated",
+		"--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + ns}
+	if node != "" {
+		args = append(args, "--as-user-extra=authentication.kubernetes.io/node-name="+node)
+	}
+	return args
+}
+
+var (
+	alice   = guardAs("e2e-alice")
+	mo      = guardAs("e2e-mo", guardMaintainers)
+	em      = guardAs("e2e-em", guardMaintainers, guardEmergency)
+	drainer = serviceAccount("lull-system", "lull-drainer", "")
+	sched   = serviceAccount("lull-system", "lull-scheduler", "")
+)
+
+// agentOn is lull-agent with a token bound to node, and the operators'
+// RBAC: lull-agent updates (PUT) its request's status, which RBAC grants
+// it; these tests patch, which the API server admits as the same update.
+func agentOn(node string) []string {
+	return append(serviceAccount("lull-system", "lull-agent", node), "--as-group="+guardOperators)
+}
+
+// guarded is an API server with lull installed.
+type guarded struct {
+	t          *testing.T
+	kubeconfig string
+	dir        string
+	files      int
+}
+
+func (g *guarded) kubectl(args ...string) (string, error) {
+	return runErr(nil, bin(g.t, "kubectl"), append([]string{"--kubeconfig", g.kubeconfig}, args...)...)
+}
+
+// must runs kubectl as the cluster admin and fails the test if it fails.
+func (g *guarded) must(args ...string) string {
+	g.t.Helper()
+	out, err := g.kubectl(args...)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return out
+}
+
+// file writes content to a new file of the test and returns its path
+// (steps are written before any runs: each has its own file).
+func (g *guarded) file(name, content string) string {
+	g.t.Helper()
+	g.files++
+	p := filepath.Join(g.dir, fmt.Sprintf("%03d-%s", g.files, name))
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		g.t.Fatal(err)
+	}
+	return p
+}
+
+// applyCRDs applies lull's CRDs and waits until they are served.
+func (g *guarded) applyCRDs() {
+	g.t.Helper()
+	g.must("apply", "--server-side", "-k", filepath.Join(framework.RepoRoot(), "manifests", "crds"))
+	g.must("wait", "--for=condition=Established", "--timeout=60s", "crd/nodemaintenances.lull.dev", "crd/maintenancewindows.lull.dev", "crd/disruptionpolicies.lull.dev")
+}
+
+// operators binds the operators' RBAC and waits until the guard refuses:
+// a policy is active some moments after its creation.
+func (g *guarded) operators(probe []string, refusal string) {
+	g.t.Helper()
+	g.must("apply", "-f", g.file("operators.yaml", guardOperatorRBAC))
+	var last string
+	err := wait.PollUntilContextTimeout(g.t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		out, err := g.kubectl(probe...)
+		if last = out; err != nil {
+			last = err.Error()
+		}
+		return strings.Contains(last, refusal), nil
+	})
+	if err != nil {
+		g.t.Fatalf("the guard never refused %v; last answer: %s", probe, last)
+	}
+}
+
+// installGuarded starts an API server and installs lull with kustomize,
+// as docs/install.md says.
+func installGuarded(t *testing.T) *guarded {
+	t.Helper()
+	g := &guarded{t: t, kubeconfig: apiServer(t), dir: t.TempDir()}
+	g.applyCRDs()
+	g.must("apply", "--server-side", "-k", filepath.Join(framework.RepoRoot(), "manifests", "install"))
+	g.must("create", "-f", g.file("nodes.yaml", guardNodes("n1", "n2", "n3", "n4")))
+	g.operators(append(append([]string{}, alice...), "label", "node", "n1", "lull.dev/maintenance=x", "--dry-run=server"), "lull-maintenance-label")
+	return g
+}
+
+func guardNodes(names ...string) string {
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {kubernetes.io/hostname: %s}}\n", n, n)
+	}
+	return b.String()
+}
+
+// guardStep is one request: allowed when refused is empty, else refused
+// with an answer containing every string of refused (the policy's name,
+// a piece of its message).
+type guardStep struct {
+	name    string
+	as      []string
+	args    []string
+	refused []string
+}
+
+// refusedBy is the refusal of a ValidatingAdmissionPolicy, with pieces
+// of its message.
+func refusedBy(policy string, message ...string) []string {
+	return append([]string{"ValidatingAdmissionPolicy '" + policy + "'"}, message...)
+}
+
+// steps runs the steps in order (each starts from the state the ones
+// before left) and reports every one whose answer is not the expected
+// one, so a run on a commit without the fixes lists every open door.
+func (g *guarded) steps(t *testing.T, steps []guardStep) {
+	t.Helper()
+	for i, s := range steps {
+		out, err := g.kubectl(append(append([]string{}, s.as...), s.args...)...)
+		switch {
+		case len(s.refused) == 0 && err != nil:
+			t.Errorf("step %d %q: refused, want allowed:\n%v", i+1, s.name, err)
+		case len(s.refused) > 0 && err == nil:
+			t.Errorf("step %d %q: allowed, want refused (%s):\n%s", i+1, s.name, strings.Join(s.refused, " … "), out)
+		case len(s.refused) > 0:
+			for _, r := range s.refused {
+				if !strings.Contains(err.Error(), r) {
+					t.Errorf("step %d %q: refused without %q:\n%v", i+1, s.name, r, err)
+					break
+				}
+			}
+		}
+	}
+}
+
+// jsonpath reads one field as the cluster admin.
+func (g *guarded) jsonpath(t *testing.T, path string, args ...string) string {
+	t.Helper()
+	out, err := g.kubectl(append(args, "-o", "jsonpath="+path)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func nodeMaintenance(name, spec string) string {
+	return fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: %s}\nspec: {nodeName: %s, class: kernel-update%s}\n", name, name, spec)
+}
+
+func mergePatch(kind, name, patch string, extra ...string) []string {
+	return append([]string{"patch", kind, name, "--type=merge", "-p", patch}, extra...)
+}
+
+func statusPatch(kind, name, patch string) []string {
+	return mergePatch(kind, name, patch, "--subresource=status")
+}
+
+// TestGuard: the doors of issue 27 the admission guard and lull's RBAC
+// close, on one API server with lull installed by kustomize (the chart
+// renders the same objects: TestChartDefaultsEqualKustomize).
+func TestGuard(t *testing.T) {
+	g := installGuarded(t)
+
+	// Finding 2: the maintenance label was guarded on nodes only; a user
+	// with nodes/status rights (node agents, CNI daemons, cloud
+	// controllers) could set or remove it through the status subresource.
+	t.Run("finding 2: the label through nodes/status", func(t *testing.T) {
+		const label = `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`
+		noStatus := refusedBy("lull-maintenance-label-status", "never added, changed or removed through nodes/status")
+		apply := g.file("status-apply.yaml", "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels: {lull.dev/maintenance: node-config}\n")
+		g.steps(t, []guardStep{
+			{name: "an operator adds it with a status patch", as: alice, args: statusPatch("node", "n1", label), refused: noStatus},
+			{name: "an operator adds it with a server-side apply of the status", as: alice,
+				args: []string{"apply", "--server-side", "--subresource=status", "--field-manager=e2e-status", "-f", apply}, refused: noStatus},
+			{name: "a maintainer cannot use nodes/status either", as: mo, args: statusPatch("node", "n1", label), refused: noStatus},
+			{name: "an operator cannot add it on the Node with a server-side apply", as: alice,
+				args: []string{"apply", "--server-side", "--field-manager=e2e-node", "-f", apply}, refused: refusedBy("lull-maintenance-label")},
+			{name: "a maintainer labels the Node", as: mo, args: []string{"label", "node", "n1", "lull.dev/maintenance=kernel-update"}},
+			{name: "an operator cannot remove it with a status patch", as: alice,
+				args: statusPatch("node", "n1", `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`), refused: noStatus},
+			{name: "an operator cannot change it with a status update", as: alice,
+				args: statusPatch("node", "n1", `{"metadata":{"labels":{"lull.dev/maintenance":"hardware"}}}`), refused: noStatus},
+			{name: "a status update that leaves it (a heartbeat) passes", as: alice,
+				args: statusPatch("node", "n1", `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"heartbeat"}]}}`)},
+			{name: "a maintainer removes it from the Node", as: mo, args: []string{"label", "node", "n1", "lull.dev/maintenance-"}},
+		})
+		if got := g.jsonpath(t, `{.metadata.labels.lull\.dev/maintenance}`, "get", "node", "n1"); got != "" {
+			t.Errorf("node n1 carries lull.dev/maintenance=%s at the end, want none", got)
+		}
+	})
+
+	// Finding 3: deleting a NodeMaintenance (one or a collection) needed
+	// only RBAC, and the drainer then ended the request mid-work; its
+	// status (whether lull cordoned the node, its windows, its lease) was
+	// anyone's to rewrite.
+	t.Run("finding 3: ending a request and its record", func(t *testing.T) {
+		notYours := refusedBy("lull-nodemaintenances", "may create, update or delete NodeMaintenances")
+		record := refusedBy("lull-nodemaintenance-status", "only lull-drainer and lull-agent write it")
+		g.steps(t, []guardStep{
+			{name: "a maintainer requests maintenance", as: mo, args: []string{"create", "-f", g.file("nm-n2.yaml", nodeMaintenance("n2", ""))}},
+			{name: "an operator cannot delete it", as: alice, args: []string{"delete", "nodemaintenance", "n2", "--wait=false"}, refused: notYours},
+			{name: "an operator cannot delete them all (kubectl)", as: alice, args: []string{"delete", "nodemaintenances", "--all", "--wait=false"}, refused: notYours},
+			{name: "an operator cannot delete the collection (deletecollection)", as: alice,
+				args: []string{"delete", "--raw", "/apis/lull.dev/v1alpha1/nodemaintenances"}, refused: notYours},
+			{name: "an operator cannot rewrite its record", as: alice, args: statusPatch("nodemaintenance", "n2", `{"status":{"cordonedByLull":true}}`), refused: record},
+			{name: "nor can a member of both groups", as: em, args: statusPatch("nodemaintenance", "n2", `{"status":{"phase":"Completed"}}`), refused: record},
+			{name: "lull-drainer records progress", as: drainer, args: statusPatch("nodemaintenance", "n2", `{"status":{"phase":"WaitingForWindow"}}`)},
+			{name: "lull-drainer deletes a finished request", as: drainer, args: []string{"delete", "nodemaintenance", "n2", "--wait=false"}},
+			{name: "a maintainer requests again", as: mo, args: []string{"create", "-f", g.file("nm-n2.yaml", nodeMaintenance("n2", ""))}},
+			{name: "a maintainer deletes it", as: mo, args: []string{"delete", "nodemaintenance", "n2", "--wait=false"}},
+		})
+	})
+
+	// Finding 5: only a grace period of 0 was reserved; 1 second did the
+	// same, and a podSelector that matched nothing left every pod on a
+	// node that was then rebooted.
+	t.Run("finding 5: grace periods and pod selectors are emergency powers", func(t *testing.T) {
+		emergency := func(what string) []string {
+			return refusedBy("lull-emergency-options", "only members of group \""+guardEmergency+"\" may set "+what+" on a NodeMaintenance")
+		}
+		nm := func(spec string) string { return g.file("nm-n3.yaml", nodeMaintenance("n3", spec)) }
+		g.steps(t, []guardStep{
+			{name: "a maintainer cannot ask for a grace period of 1 s", as: mo, args: []string{"create", "-f", nm(", drain: {gracePeriodSeconds: 1}")},
+				refused: emergency("spec.drain.gracePeriodSeconds")},
+			{name: "a maintainer cannot narrow the drain to a pod selector", as: mo,
+				args: []string{"create", "-f", nm(", drain: {podSelector: {matchLabels: {app: nothing}}}")}, refused: emergency("spec.drain.podSelector")},
+			{name: "a maintainer requests maintenance", as: mo, args: []string{"create", "-f", nm("")}},
+			{name: "a maintainer cannot add a long grace period", as: mo, args: mergePatch("nodemaintenance", "n3", `{"spec":{"drain":{"gracePeriodSeconds":3600}}}`),
+				refused: emergency("spec.drain.gracePeriodSeconds")},
+			{name: "a maintainer may set the drain's timeout and Abort", as: mo, args: mergePatch("nodemaintenance", "n3", `{"spec":{"drain":{"timeout":"20m","escalation":"Abort"}}}`)},
+			{name: "an emergency member sets both", as: em,
+				args: mergePatch("nodemaintenance", "n3", `{"spec":{"drain":{"gracePeriodSeconds":1,"podSelector":{"matchLabels":{"app":"nothing"}}}}}`)},
+			{name: "a maintainer updates the request, keeping them", as: mo, args: mergePatch("nodemaintenance", "n3", `{"spec":{"reason":"ticket 9"}}`)},
+			{name: "a maintainer cannot widen the selector's reach", as: mo,
+				args: mergePatch("nodemaintenance", "n3", `{"spec":{"drain":{"podSelector":{"matchLabels":{"app":"other"}}}}}`), refused: emergency("spec.drain.podSelector")},
+			{name: "a maintainer cannot shorten the grace period", as: mo, args: mergePatch("nodemaintenance", "n3", `{"spec":{"drain":{"gracePeriodSeconds":0}}}`),
+				refused: emergency("spec.drain.gracePeriodSeconds")},
+			{name: "a maintainer removes them", as: mo, args: mergePatch("nodemaintenance", "n3", `{"spec":{"drain":{"gracePeriodSeconds":null,"podSelector":null}}}`)},
+			{name: "a maintainer deletes the request", as: mo, args: []string{"delete", "nodemaintenance", "n3", "--wait=false"}},
+		})
+	})
+
+	// Finding 6: a window override Permissive (a deadline for every node
+	// of the window), a budget of every node, a Force escalation in a
+	// policy and host actions disguised as service restarts were admitted
+	// for anyone RBAC let write windows and policies.
+	t.Run("finding 6: windows", func(t *testing.T) {
+		emergency := func(what string) []string {
+			return refusedBy("lull-maintenancewindows", "only members of group \""+guardEmergency+"\" may set "+what+" on a MaintenanceWindow")
+		}
+		window := func(name, spec string) string {
+			return g.file("mw-"+name+".yaml", fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: MaintenanceWindow\nmetadata: {name: %s}\nspec:\n  nodeSelector: {matchLabels: {pool: %s}}\n  strategy: Restrictive\n%s", name, name, spec))
+		}
+		const open = `{"spec":{"override":{"strategy":"Permissive","until":"2030-01-01T00:00:00Z","reason":"incident 7"}}}`
+		g.steps(t, []guardStep{
+			{name: "a maintainer cannot create a window opened by an override", as: mo,
+				args: []string{"create", "-f", window("w-open", "  override: {strategy: Permissive, until: '2030-01-01T00:00:00Z'}\n")}, refused: emergency("spec.override.strategy: Permissive")},
+			{name: "a maintainer cannot create a window for every node at once", as: mo,
+				args: []string{"create", "-f", window("w-all", "  maxUnavailable: 100%\n")}, refused: emergency("spec.maxUnavailable of 100% or more")},
+			{name: "nor with a count of nodes at the bound", as: mo,
+				args: []string{"create", "-f", window("w-all", "  maxUnavailable: 10\n")}, refused: emergency("spec.maxUnavailable of 10 or more")},
+			{name: "a maintainer creates an always-open window (a calendar entry)", as: mo,
+				args: []string{"create", "-f", g.file("mw-always.yaml", "apiVersion: lull.dev/v1alpha1\nkind: MaintenanceWindow\nmetadata: {name: w-always}\nspec: {nodeSelector: {matchLabels: {pool: canary}}, strategy: Permissive, maxUnavailable: 2}\n")}},
+			{name: "a maintainer creates a closed window", as: mo, args: []string{"create", "-f", window("w", "  maxUnavailable: 99%\n")}},
+			{name: "a maintainer freezes it", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"override":{"strategy":"Restrictive","until":"2030-01-01T00:00:00Z"}}}`)},
+			{name: "a maintainer cannot open it by override", as: mo, args: mergePatch("maintenancewindow", "w", open), refused: emergency("spec.override.strategy: Permissive")},
+			{name: "a maintainer cannot raise its budget to every node", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"maxUnavailable":"100%"}}`),
+				refused: emergency("spec.maxUnavailable of 100% or more")},
+			{name: "an emergency member opens it", as: em, args: mergePatch("maintenancewindow", "w", open)},
+			{name: "a maintainer edits it, keeping the override", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"minTimeRemaining":"10m"}}`)},
+			{name: "a maintainer cannot extend the opening", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"override":{"until":"2031-01-01T00:00:00Z"}}}`),
+				refused: emergency("a later spec.override.until of a Permissive override")},
+			{name: "a maintainer cannot extend it to other nodes", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"nodeSelector":{"matchLabels":{"pool":"general"}}}}`),
+				refused: emergency("a new spec.nodeSelector of a window with a Permissive override")},
+			{name: "a maintainer shortens the opening", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"override":{"until":"2029-01-01T00:00:00Z"}}}`)},
+			{name: "a maintainer ends it", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"override":null}}`)},
+			{name: "an emergency member sets a budget of every node", as: em, args: mergePatch("maintenancewindow", "w", `{"spec":{"maxUnavailable":"100%"}}`)},
+			{name: "a maintainer lowers it", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"maxUnavailable":"50%"}}`)},
+			{name: "a maintainer cannot make it a count at the bound", as: mo, args: mergePatch("maintenancewindow", "w", `{"spec":{"maxUnavailable":25}}`),
+				refused: emergency("spec.maxUnavailable of 10 or more")},
+		})
+	})
+
+	t.Run("finding 6: policies", func(t *testing.T) {
+		policyFile := func(name, rules string) string {
+			return g.file("dp-"+name+".yaml", fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: %s}\nspec:\n  priority: 10\n  rules:\n%s", name, rules))
+		}
+		hostAction := func(unit string) []string {
+			return refusedBy("lull-disruptionpolicies", "RestartService cannot restart "+unit, "use a Reboot or PowerOff step")
+		}
+		undrained := func(unit string) []string {
+			return refusedBy("lull-disruptionpolicies", "RestartService of "+unit, "disrupts every pod on the node", "lull-system/lull-admission")
+		}
+		force := refusedBy("lull-disruptionpolicies", "only members of group \""+guardEmergency+"\" may create or change a DisruptionPolicy with a rule whose drain.escalation is Force")
+		restart := func(unit string, more ...string) string {
+			steps := append([]string{"{type: RestartService, unit: " + unit + "}"}, more...)
+			return "  - {name: r, class: c, steps: [" + strings.Join(steps, ", ") + "]}\n"
+		}
+		const forceRule = "  - {name: stuck, classPattern: '*', steps: [{type: Drain}], drain: {timeout: 10m, escalation: Force}}\n"
+		g.steps(t, []guardStep{
+			{name: "reboot.target is a reboot, not a restart", as: em, args: []string{"create", "-f", policyFile("p1", restart("reboot.target"))}, refused: hostAction("reboot.target (rule r)")},
+			{name: "poweroff.target, even with a drain", as: em, args: []string{"create", "-f", policyFile("p1", restart("poweroff.target", "{type: Drain}"))},
+				refused: hostAction("poweroff.target (rule r)")},
+			{name: "systemd-reboot.service", as: em, args: []string{"create", "-f", policyFile("p1", restart("systemd-reboot"))}, refused: hostAction("systemd-reboot.service (rule r)")},
+			{name: "kubelet without a drain, whoever asks", as: em, args: []string{"create", "-f", policyFile("p1", restart("kubelet"))}, refused: undrained("kubelet.service (rule r)")},
+			{name: "containerd.service without a drain", as: mo, args: []string{"create", "-f", policyFile("p1", restart("containerd.service"))},
+				refused: undrained("containerd.service (rule r)")},
+			{name: "a maintainer restarts containerd on a drained node", as: mo, args: []string{"create", "-f", policyFile("p1", restart("containerd.service", "{type: Drain}"))}},
+			{name: "a maintainer restarts chronyd without a drain", as: mo, args: []string{"create", "-f", policyFile("p2", restart("chronyd"))}},
+			{name: "a maintainer cannot add a Force escalation", as: mo, args: []string{"create", "-f", policyFile("p3", forceRule)}, refused: force},
+			{name: "an emergency member adds it", as: em, args: []string{"create", "-f", policyFile("p3", forceRule)}},
+			{name: "a maintainer labels that policy", as: mo, args: []string{"label", "disruptionpolicy", "p3", "team=ops"}},
+			{name: "a maintainer cannot change what reaches the Force rule", as: mo, args: mergePatch("disruptionpolicy", "p3", `{"spec":{"priority":20}}`), refused: force},
+			{name: "a maintainer removes the Force rule", as: mo,
+				args: mergePatch("disruptionpolicy", "p3", `{"spec":{"rules":[{"name":"stuck","classPattern":"*","steps":[{"type":"Drain"}],"drain":{"timeout":"10m","escalation":"Wait"}}]}}`)},
+		})
+	})
+
+	// The default list of node-critical units is the planner's, which
+	// drains before restarting one (pkg/policy.NodeCriticalUnits).
+	t.Run("finding 6: critical units are the planner's", func(t *testing.T) {
+		got := strings.Split(g.jsonpath(t, "{.data.criticalUnits}", "-n", "lull-system", "get", "configmap", "lull-admission"), ",")
+		if !slices.Equal(got, policy.NodeCriticalUnits) {
+			t.Errorf("lull-admission criticalUnits = %v, want pkg/policy.NodeCriticalUnits %v", got, policy.NodeCriticalUnits)
+		}
+	})
+
+	// Finding 7, admission part: lull-scheduler's and lull-drainer's
+	// create right in lull-system (RBAC cannot name what is created) no
+	// longer reaches each other's leader lease or an agent's heartbeat;
+	// a heartbeat cannot claim years; lull-agent writes only its steps'
+	// state, times, boot ID and message.
+	t.Run("finding 7: lull's own leases and the agent's record", func(t *testing.T) {
+		lease := func(name string, seconds int) string {
+			return g.file("lease-"+name+".yaml", fmt.Sprintf("apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: %s, namespace: lull-system}\nspec: {holderIdentity: x, leaseDurationSeconds: %d}\n", name, seconds))
+		}
+		component := func(name, owner string) []string {
+			return refusedBy("lull-component-leases", "lease lull-system/"+name, `only its ServiceAccount (user "system:serviceaccount:lull-system:`+owner+`")`)
+		}
+		maxSeconds := int(agentlease.MaxDuration / time.Second)
+		agent := refusedBy("lull-agent", "may change only the state, times, boot ID and message of the steps")
+		// The drainer's record of a request that reached its host steps.
+		record := `{"status":{"phase":"Acting","cordonedByLull":true,"wasUnschedulable":false,"startedAt":"2026-01-01T00:00:00Z",` +
+			`"leaseHolder":"lull-drainer/a","windows":["w"],"nodeAnnotations":["karpenter.sh/do-not-disrupt"],"lastError":"",` +
+			`"actions":[{"type":"RestartService","unit":"chronyd","timeout":"5m","state":"Pending"}]}}`
+		g.steps(t, []guardStep{
+			{name: "lull-scheduler cannot create an agent's heartbeat", as: sched, args: []string{"create", "-f", lease("lull-agent-n4", 40)}, refused: component("lull-agent-n4", "lull-agent")},
+			{name: "lull-scheduler cannot create lull-drainer's leader lease", as: sched, args: []string{"create", "-f", lease("lull-drainer", 15)}, refused: component("lull-drainer", "lull-drainer")},
+			{name: "lull-drainer cannot create lull-scheduler's", as: drainer, args: []string{"create", "-f", lease("lull-scheduler", 15)}, refused: component("lull-scheduler", "lull-scheduler")},
+			{name: "an operator cannot forge a heartbeat", as: alice, args: []string{"create", "-f", lease("lull-agent-n4", 40)}, refused: component("lull-agent-n4", "lull-agent")},
+			{name: "lull-scheduler creates its own", as: sched, args: []string{"create", "-f", lease("lull-scheduler", 15)}},
+			{name: "lull-drainer creates its own", as: drainer, args: []string{"create", "-f", lease("lull-drainer", 15)}},
+			{name: "an agent's heartbeat cannot claim 68 years", as: agentOn("n4"), args: []string{"create", "-f", lease("lull-agent-n4", 2147483647)},
+				refused: refusedBy("lull-component-leases", fmt.Sprintf("its leaseDurationSeconds may be at most %d", maxSeconds))},
+			{name: "an agent creates its heartbeat", as: agentOn("n4"), args: []string{"create", "-f", lease("lull-agent-n4", 40)}},
+			{name: "it cannot write another node's", as: agentOn("n4"), args: []string{"create", "-f", lease("lull-agent-n1", 40)},
+				refused: refusedBy("lull-agent", "lull-agent on node n4 may write only its own lease lull-system/lull-agent-n4, not lull-system/lull-agent-n1")},
+			// Two policies refuse it; the API server reports either.
+			{name: "nor lull-drainer's leader lease", as: agentOn("n4"), args: []string{"-n", "lull-system", "annotate", "lease", "lull-drainer", "e2e=agent"},
+				refused: []string{"denied request", "lull-system/lull-drainer"}},
+			{name: "nor can it stretch it", as: agentOn("n4"), args: mergePatch("lease", "lull-agent-n4", fmt.Sprintf(`{"spec":{"leaseDurationSeconds":%d}}`, maxSeconds+1), "-n", "lull-system"),
+				refused: refusedBy("lull-component-leases", "leaseDurationSeconds may be at most")},
+			{name: "a maintainer requests maintenance", as: mo, args: []string{"create", "-f", g.file("nm-n4.yaml", nodeMaintenance("n4", ""))}},
+			{name: "lull-drainer records the steps", as: drainer, args: statusPatch("nodemaintenance", "n4", record)},
+			{name: "the agent records its step running", as: agentOn("n4"),
+				args: statusPatch("nodemaintenance", "n4", `{"status":{"actions":[{"type":"RestartService","unit":"chronyd","timeout":"5m","state":"Running","startedAt":"2026-01-01T00:01:00Z"}]}}`)},
+			{name: "it cannot say lull did not cordon the node", as: agentOn("n4"), args: statusPatch("nodemaintenance", "n4", `{"status":{"cordonedByLull":false}}`),
+				refused: append(agent, "status.cordonedByLull")},
+			{name: "nor that the node was unschedulable before", as: agentOn("n4"), args: statusPatch("nodemaintenance", "n4", `{"status":{"wasUnschedulable":true}}`),
+				refused: append(agent, "status.wasUnschedulable")},
+			{name: "nor move the start", as: agentOn("n4"), args: statusPatch("nodemaintenance", "n4", `{"status":{"startedAt":"2025-01-01T00:00:00Z"}}`),
+				refused: append(agent, "status.startedAt")},
+			{name: "nor write the last error", as: agentOn("n4"), args: statusPatch("nodemaintenance", "n4", `{"status":{"lastError":"forged"}}`),
+				refused: append(agent, "status.lastError")},
+			{name: "nor the lease holder", as: agentOn("n4"), args: statusPatch("nodemaintenance", "n4", `{"status":{"leaseHolder":"someone"}}`),
+				refused: append(agent, "status.leaseHolder")},
+			{name: "nor the windows it started under", as: agentOn("n4"), args: statusPatch("nodemaintenance", "n4", `{"status":{"windows":null}}`),
+				refused: append(agent, "status.windows")},
+			{name: "nor the default budget", as: agentOn("n4"), args: statusPatch("nodemaintenance", "n4", `{"status":{"defaultBudget":true}}`),
+				refused: append(agent, "status.defaultBudget")},
+			{name: "nor the annotations lull set", as: agentOn("n4"), args: statusPatch("nodemaintenance", "n4", `{"status":{"nodeAnnotations":null}}`),
+				refused: append(agent, "status.nodeAnnotations")},
+			{name: "nor a step's unit", as: agentOn("n4"),
+				args:    statusPatch("nodemaintenance", "n4", `{"status":{"actions":[{"type":"RestartService","unit":"kubelet","timeout":"5m","state":"Running"}]}}`),
+				refused: append(agent, "the list of steps")},
+			{name: "the agent records its step done", as: agentOn("n4"),
+				args: statusPatch("nodemaintenance", "n4", `{"status":{"actions":[{"type":"RestartService","unit":"chronyd","timeout":"5m","state":"Succeeded","startedAt":"2026-01-01T00:01:00Z","finishedAt":"2026-01-01T00:02:00Z","message":"restarted"}]}}`)},
+			{name: "another node's agent cannot", as: agentOn("n1"), args: statusPatch("nodemaintenance", "n4", `{"status":{"actions":[]}}`),
+				refused: refusedBy("lull-agent", "may record steps only on the NodeMaintenance of its own node")},
+		})
+		if got := g.jsonpath(t, "{.status.cordonedByLull} {.status.windows} {.status.actions[0].state}", "get", "nodemaintenance", "n4"); got != `true ["w"] Succeeded` {
+			t.Errorf("n4's record at the end: %s, want true [\"w\"] Succeeded", got)
+		}
+	})
+
+	// Finding 7, RBAC part: what each account may do, as docs/install.md
+	// ("What the RBAC grants") says, asked as an admin would (kubectl auth
+	// can-i).
+	t.Run("finding 7: RBAC as docs/install.md says", func(t *testing.T) {
+		// The bindings manifests/install/maintainer.yaml tells admins to
+		// create.
+		g.must("create", "clusterrolebinding", "lull-maintainers", "--clusterrole=lull-maintainer", "--group="+guardMaintainers)
+		g.must("-n", "lull-leases", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+guardMaintainers)
+		g.must("-n", "lull-system", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+guardMaintainers)
+		for _, r := range framework.Rights {
+			if got := g.canI(t, r); got != r.Want {
+				t.Errorf("%s %s %s (namespace %q): can-i says %v, docs/install.md says %v", r.Account, r.Verb, r.Resource, r.Namespace, got, r.Want)
+			}
+		}
+	})
+
+	// lull-scheduler's own ClusterRole is the built-in system:kube-scheduler
+	// of this Kubernetes version without its Leases and LeaseCandidates,
+	// plus reading lull's objects: nothing more, nothing less.
+	t.Run("finding 7: lull-scheduler's role is kube-scheduler's without leases", func(t *testing.T) {
+		builtin := g.ruleSet(t, "system:kube-scheduler")
+		ours := g.ruleSet(t, "lull-scheduler")
+		for r := range builtin {
+			if strings.HasPrefix(r, "coordination.k8s.io/leases") || strings.HasPrefix(r, "coordination.k8s.io/leasecandidates") {
+				continue
+			}
+			if !ours[r] {
+				t.Errorf("lull-scheduler lacks %s, which system:kube-scheduler grants", r)
+			}
+		}
+		for r := range ours {
+			if !builtin[r] && !strings.HasPrefix(r, "lull.dev/") {
+				t.Errorf("lull-scheduler grants %s, which system:kube-scheduler does not", r)
+			}
+			if strings.HasPrefix(r, "coordination.k8s.io/") {
+				t.Errorf("lull-scheduler's ClusterRole grants %s: its leases are its Roles'", r)
+			}
+		}
+	})
+}
+
+// ruleSet expands a ClusterRole's rules into group/resource verb [names]
+// strings.
+func (g *guarded) ruleSet(t *testing.T, role string) map[string]bool {
+	t.Helper()
+	var cr struct {
+		Rules []struct {
+			APIGroups       []string `json:"apiGroups"`
+			Resources       []string `json:"resources"`
+			Verbs           []string `json:"verbs"`
+			ResourceNames   []string `json:"resourceNames"`
+			NonResourceURLs []string `json:"nonResourceURLs"`
+		} `json:"rules"`
+	}
+	if err := json.Unmarshal([]byte(g.must("get", "clusterrole", role, "-o", "json")), &cr); err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]bool{}
+	for _, r := range cr.Rules {
+		for _, grp := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					names := ""
+					if len(r.ResourceNames) > 0 {
+						names = " " + strings.Join(slices.Sorted(slices.Values(r.ResourceNames)), ",")
+					}
+					set[fmt.Sprintf("%s/%s %s%s", grp, res, v, names)] = true
+				}
+			}
+		}
+		for _, u := range r.NonResourceURLs {
+			for _, v := range r.Verbs {
+				set[u+" "+v] = true
+			}
+		}
+	}
+	if len(set) == 0 {
+		t.Fatalf("ClusterRole %s has no rules", role)
+	}
+	return set
+}
+
+// canI asks kubectl auth can-i as the right's account.
+func (g *guarded) canI(t *testing.T, r framework.Right) bool {
+	t.Helper()
+	out, _ := g.kubectl(r.CanI()...) // exit 1 means "no"
+	// The answer is the last line (warnings come first).
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return strings.TrimSpace(lines[len(lines)-1]) == "yes"
+}
+
+// Finding 8: the agent's policy named lull-agent's user in lull-system, so
+// installing lull in another namespace left the agent unrestricted. Now
+// no policy spells out lull's namespace: the guard follows it with
+// kustomize (an overlay's namespace, which also moves the bindings'
+// paramRef to the moved lull-admission ConfigMap) and with Helm
+// (namespace).
+func TestGuardFollowsNamespace(t *testing.T) {
+	const ns = "night"
+	lease := func(g *guarded, node string) string {
+		return g.file("lease-"+node+".yaml", fmt.Sprintf("apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: lull-agent-%s, namespace: %s}\nspec: {holderIdentity: x, leaseDurationSeconds: 40}\n", node, ns))
+	}
+	// rbac: the agent's groups beyond its own (the kustomize case installs
+	// the guard only, not the agent's RBAC).
+	steps := func(g *guarded, rbac ...string) []guardStep {
+		agent := func(node string) []string { return append(serviceAccount(ns, "lull-agent", node), rbac...) }
+		return []guardStep{
+			{name: "an agent cannot write another node's heartbeat", as: agent("n1"), args: []string{"create", "-f", lease(g, "n2")},
+				refused: refusedBy("lull-agent", "lull-agent on node n1 may write only its own lease "+ns+"/lull-agent-n1")},
+			{name: "an agent writes its own", as: agent("n1"), args: []string{"create", "-f", lease(g, "n1")}},
+			{name: "a maintainer requests maintenance", as: mo, args: []string{"create", "-f", g.file("nm-n1.yaml", nodeMaintenance("n1", ""))}},
+			{name: "lull-drainer of " + ns + " records progress", as: append(serviceAccount(ns, "lull-drainer", ""), "--as-group="+guardOperators),
+				args: statusPatch("nodemaintenance", "n1", `{"status":{"phase":"Pending"}}`)},
+			{name: "lull-drainer of lull-system is not lull's drainer here", as: append(serviceAccount("lull-system", "lull-drainer", ""), "--as-group="+guardOperators),
+				args: statusPatch("nodemaintenance", "n1", `{"status":{"phase":"Completed"}}`), refused: refusedBy("lull-nodemaintenance-status")},
+			{name: "an agent cannot change its request's record", as: append(agent("n1"), "--as-group="+guardOperators),
+				args: statusPatch("nodemaintenance", "n1", `{"status":{"phase":"Completed"}}`), refused: refusedBy("lull-agent", "status.phase")},
+		}
+	}
+
+	t.Run("kustomize", func(t *testing.T) {
+		g := &guarded{t: t, kubeconfig: apiServer(t), dir: t.TempDir()}
+		g.applyCRDs()
+		overlay := filepath.Join(g.dir, "overlay")
+		if err := os.Mkdir(overlay, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		base, err := filepath.Rel(overlay, filepath.Join(framework.RepoRoot(), "manifests", "admission"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("namespace: "+ns+"\nresources:\n- "+base+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rendered := g.must("kustomize", overlay)
+		objs := objects(t, "the admission guard with namespace "+ns, rendered)
+		if _, ok := objs["v1/ConfigMap/"+ns+"/lull-admission"]; !ok {
+			t.Fatalf("no ConfigMap %s/lull-admission; rendered:\n%s", ns, strings.Join(keys(objs), "\n"))
+		}
+		for k, o := range objs {
+			if get(t, o, "kind") != "ValidatingAdmissionPolicyBinding" {
+				continue
+			}
+			if ref, ok := get(t, o, "spec").(map[string]any)["paramRef"]; ok {
+				if got := get(t, ref, "namespace"); got != ns {
+					t.Errorf("%s: paramRef.namespace %v, want %s", k, got, ns)
+				}
+			}
+		}
+		if strings.Contains(rendered, "lull-system") {
+			t.Errorf("the guard moved to %s still names lull-system:\n%s", ns, rendered)
+		}
+		g.must("create", "namespace", ns)
+		g.must("apply", "--server-side", "-f", g.file("guard.yaml", rendered))
+		g.must("create", "-f", g.file("nodes.yaml", guardNodes("n1", "n2")))
+		g.operators(append(append([]string{}, alice...), "label", "node", "n1", "lull.dev/maintenance=x", "--dry-run=server"), "lull-maintenance-label")
+		g.steps(t, steps(g, "--as-group="+guardOperators))
+	})
+
+	t.Run("helm", func(t *testing.T) {
+		g := &guarded{t: t, kubeconfig: apiServer(t), dir: t.TempDir()}
+		run(t, nil, bin(t, "helm"), "--kubeconfig", g.kubeconfig, "install", "lull", filepath.Join(framework.RepoRoot(), "charts", "lull"),
+			"--set", "namespace="+ns, "--set", "leaseNamespace="+ns+"-leases")
+		g.must("create", "-f", g.file("nodes.yaml", guardNodes("n1", "n2")))
+		g.operators(append(append([]string{}, alice...), "label", "node", "n1", "lull.dev/maintenance=x", "--dry-run=server"), "lull-maintenance-label")
+		g.steps(t, steps(g))
+	})
+}
