@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"lull.dev/lull/agent/agenttest"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/policy"
@@ -25,9 +26,13 @@ import (
 )
 
 // simAgentRestart is the RestartService command of the simulated agents:
-// unit "flaky" fails, unit "hang" never finishes, any other succeeds. It
-// runs on this machine without chroot and restarts nothing.
-const simAgentRestart = `case "$LULL_UNIT" in flaky) echo "unit flaky failed to start"; exit 3;; hang) sleep 300;; *) echo "restarted $LULL_UNIT (simulated)";; esac`
+// unit "flaky" fails, unit "hang" never finishes, any other is restarted
+// by bump, a stand-in unit's restart (agenttest.FakeUnit: kwok nodes have
+// no systemd), whose InvocationID the agent checks as it checks a real
+// unit's. It runs on this machine without chroot.
+func simAgentRestart(bump string) string {
+	return `case "$LULL_UNIT" in flaky) echo "unit flaky failed to start"; exit 3;; hang) sleep 300;; *) ` + bump + `; echo "restarted $LULL_UNIT (simulated)";; esac`
+}
 
 // startSimAgent runs lull-agent for a kwok node as a host process, the way
 // docs/agent.md says simulated nodes get one: the production binary and
@@ -37,10 +42,11 @@ const simAgentRestart = `case "$LULL_UNIT" in flaky) echo "unit flaky failed to 
 // end of the test; hack/local-down.sh stops it too (pids/).
 func startSimAgent(t *testing.T, node string) *proc {
 	t.Helper()
+	bump, state := agenttest.FakeUnit(t.TempDir())
 	p := &proc{name: "lull-agent-" + node, env: append(os.Environ(), "KUBECONFIG="+simAgentKubeconfig(t, node)), args: []string{
 		filepath.Join(framework.BinDir(), "lull-agent"), "--node-name=" + node, "--namespace=lull-system",
 		"--lease-namespace=" + lease.DefaultNamespace, "--drainer-identity=lull-drainer", "--host-root=/",
-		"--simulate-power", "--simulated-boot-time=2s", "--restart-command=" + simAgentRestart,
+		"--simulate-power", "--simulated-boot-time=2s", "--restart-command=" + simAgentRestart(bump), "--unit-state-command=" + state,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
 	}}
 	require.NoError(t, p.start())

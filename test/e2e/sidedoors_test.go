@@ -231,7 +231,10 @@ func TestSystemRebootDrainsWholeNode(t *testing.T) {
 	}}
 	require.NoError(t, e.c.Create(ctx, p))
 	t.Cleanup(func() { _ = e.c.Delete(context.Background(), p) })
-	t.Cleanup(func() { e.deleteNM(node) }) // later scenarios request this node again
+	// An earlier scenario's finished request for the node may still be
+	// there (a label makes a new one; an object must be created anew).
+	e.deleteNM(node)
+	t.Cleanup(func() { e.deleteNM(node) })
 	deployOn(t, "e2e-sd-reboot", node, 2)
 	iv := e.watchInvariants(node)
 	startSimAgent(t, node)
