@@ -15,54 +15,19 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/test/framework"
 )
 
-// The names the admission guard's parameters (manifests/admission/params.yaml)
-// ship with, and the groups of this test's users.
+// Names the admission guard's parameters (manifests/admission/params.yaml)
+// ship with; the groups are framework.Guard*.
 const (
-	admDrainer     = "system:serviceaccount:lull-system:lull-drainer"
-	admMaintainers = "lull:maintainers"
-	admEmergency   = "lull:emergency"
-	admLeaseNS     = "lull-leases"
-	// admOperators is bound to plain RBAC for everything the guard
-	// protects, so that every refusal below is the guard's.
-	admOperators = "e2e:operators"
+	admDrainer = "system:serviceaccount:lull-system:lull-drainer"
+	admLeaseNS = "lull-leases"
 )
-
-// admOperatorRBAC lets admOperators do, as far as RBAC goes, all that the
-// guard judges.
-const admOperatorRBAC = `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: e2e-admission-operator}
-rules:
-- apiGroups: [""]
-  resources: [nodes]
-  verbs: [get, list, patch, update]
-- apiGroups: [""]
-  resources: [nodes/status]
-  verbs: [get, patch, update]
-- apiGroups: [lull.dev]
-  resources: [nodemaintenances]
-  verbs: [get, list, create, update, patch]
-- apiGroups: [lull.dev]
-  resources: [nodemaintenances/status]
-  verbs: [get, update, patch]
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: [get, list, create, update, patch, delete]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: e2e-admission-operator}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-admission-operator}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "e2e:operators"}
-`
 
 // as impersonates user with the operators' RBAC and extra groups.
 func as(user string, groups ...string) []string {
-	args := []string{"--as=" + user, "--as-group=" + admOperators}
+	args := []string{"--as=" + user, "--as-group=" + framework.GuardOperators}
 	for _, g := range groups {
 		args = append(args, "--as-group="+g)
 	}
@@ -72,8 +37,8 @@ func as(user string, groups ...string) []string {
 var (
 	alice     = as("e2e-alice")
 	bob       = as("e2e-bob")
-	mo        = as("e2e-mo", admMaintainers)
-	em        = as("e2e-em", admMaintainers, admEmergency)
+	mo        = as("e2e-mo", framework.GuardMaintainers)
+	em        = as("e2e-em", framework.GuardMaintainers, framework.GuardEmergency)
 	drainerSA = as(admDrainer)
 )
 
@@ -97,7 +62,7 @@ func agentRefused(node, what string) string {
 
 // Guard refusals, as the policies word them.
 func labelRefused(user string) string {
-	return fmt.Sprintf(`only the lull drainer and members of group %q may add, change or remove the lull.dev/maintenance label; user %q is in neither`, admMaintainers, user)
+	return fmt.Sprintf(`only the lull drainer and members of group %q may add, change or remove the lull.dev/maintenance label; user %q is in neither`, framework.GuardMaintainers, user)
 }
 
 // statusLabelRefused: nobody adds, changes or removes the label through
@@ -105,16 +70,16 @@ func labelRefused(user string) string {
 const statusLabelRefused = "the lull.dev/maintenance label requests maintenance: it is never added, changed or removed through nodes/status"
 
 func nmRefused(user string) string {
-	return fmt.Sprintf(`only the lull drainer and members of group %q may create, update or delete NodeMaintenances; user %q is in neither`, admMaintainers, user)
+	return fmt.Sprintf(`only the lull drainer and members of group %q may create, update or delete NodeMaintenances; user %q is in neither`, framework.GuardMaintainers, user)
 }
 
 func emergencyRefused(what, user string) string {
-	return fmt.Sprintf(`only members of group %q may set %s on a NodeMaintenance; user %q is not in it`, admEmergency, what, user)
+	return fmt.Sprintf(`only members of group %q may set %s on a NodeMaintenance; user %q is not in it`, framework.GuardEmergency, what, user)
 }
 
 func leaseRefused(name, holder, principal, verb, user string) string {
 	return fmt.Sprintf(`lease %s/%s is held by %q (acquired by user %q); only that user, the lull drainer and members of group %q may %s it; user %q is none of them`,
-		admLeaseNS, name, holder, principal, admMaintainers, verb, user)
+		admLeaseNS, name, holder, principal, framework.GuardMaintainers, verb, user)
 }
 
 // admStep is one request, allowed (refused empty) or refused by the guard
@@ -147,7 +112,7 @@ func TestAdmissionGuard(t *testing.T) {
 		return p
 	}
 
-	rbac := file("rbac.yaml", admOperatorRBAC)
+	rbac := file("rbac.yaml", framework.GuardOperatorRBAC)
 	out, err := kubectl("apply", "-f", rbac)
 	require.NoError(t, err, out)
 	t.Cleanup(func() {

@@ -23,41 +23,9 @@ import (
 // with manifests/install applied, as the issue's probes tried them: with
 // kubectl --as and --as-group. Each subtest names the finding it covers.
 
-// The users of these tests. Every one but lull's ServiceAccounts is in
-// guardOperators, which plain RBAC allows everything the guard judges, so
-// that each refusal below is the guard's, not RBAC's.
-const (
-	guardOperators   = "e2e:operators"
-	guardMaintainers = "lull:maintainers"
-	guardEmergency   = "lull:emergency"
-)
-
-const guardOperatorRBAC = `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: e2e-operator}
-rules:
-- apiGroups: [""]
-  resources: [nodes, nodes/status]
-  verbs: ["*"]
-- apiGroups: [lull.dev]
-  resources: ["*"]
-  verbs: ["*"]
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: ["*"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: e2e-operator}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-operator}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "e2e:operators"}
-`
-
 // guardAs impersonates user in the operators' group and groups.
 func guardAs(user string, groups ...string) []string {
-	args := []string{"--as=" + user, "--as-group=system:authenticated", "--as-group=" + guardOperators}
+	args := []string{"--as=" + user, "--as-group=system:authenticated", "--as-group=" + framework.GuardOperators}
 	for _, g := range groups {
 		args = append(args, "--as-group="+g)
 	}
@@ -79,8 +47,8 @@ func serviceAccount(ns, name, node string) []string {
 
 var (
 	alice   = guardAs("e2e-alice")
-	mo      = guardAs("e2e-mo", guardMaintainers)
-	em      = guardAs("e2e-em", guardMaintainers, guardEmergency)
+	mo      = guardAs("e2e-mo", framework.GuardMaintainers)
+	em      = guardAs("e2e-em", framework.GuardMaintainers, framework.GuardEmergency)
 	drainer = serviceAccount("lull-system", "lull-drainer", "")
 	sched   = serviceAccount("lull-system", "lull-scheduler", "")
 )
@@ -89,7 +57,7 @@ var (
 // RBAC: lull-agent updates (PUT) its request's status, which RBAC grants
 // it; these tests patch, which the API server admits as the same update.
 func agentOn(node string) []string {
-	return append(serviceAccount("lull-system", "lull-agent", node), "--as-group="+guardOperators)
+	return append(serviceAccount("lull-system", "lull-agent", node), "--as-group="+framework.GuardOperators)
 }
 
 // guarded is an API server with lull installed.
@@ -137,7 +105,7 @@ func (g *guarded) applyCRDs() {
 // a policy is active some moments after its creation.
 func (g *guarded) operators(probe []string, refusal string) {
 	g.t.Helper()
-	g.must("apply", "-f", g.file("operators.yaml", guardOperatorRBAC))
+	g.must("apply", "-f", g.file("operators.yaml", framework.GuardOperatorRBAC))
 	var last string
 	err := wait.PollUntilContextTimeout(g.t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		out, err := g.kubectl(probe...)
@@ -293,7 +261,7 @@ func TestGuard(t *testing.T) {
 	// node that was then rebooted.
 	t.Run("finding 5: grace periods and pod selectors are emergency powers", func(t *testing.T) {
 		emergency := func(what string) []string {
-			return refusedBy("lull-emergency-options", "only members of group \""+guardEmergency+"\" may set "+what+" on a NodeMaintenance")
+			return refusedBy("lull-emergency-options", "only members of group \""+framework.GuardEmergency+"\" may set "+what+" on a NodeMaintenance")
 		}
 		nm := func(spec string) string { return g.file("nm-n3.yaml", nodeMaintenance("n3", spec)) }
 		g.steps(t, []guardStep{
@@ -323,7 +291,7 @@ func TestGuard(t *testing.T) {
 	// for anyone RBAC let write windows and policies.
 	t.Run("finding 6: windows", func(t *testing.T) {
 		emergency := func(what string) []string {
-			return refusedBy("lull-maintenancewindows", "only members of group \""+guardEmergency+"\" may set "+what+" on a MaintenanceWindow")
+			return refusedBy("lull-maintenancewindows", "only members of group \""+framework.GuardEmergency+"\" may set "+what+" on a MaintenanceWindow")
 		}
 		window := func(name, spec string) string {
 			return g.file("mw-"+name+".yaml", fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: MaintenanceWindow\nmetadata: {name: %s}\nspec:\n  nodeSelector: {matchLabels: {pool: %s}}\n  strategy: Restrictive\n%s", name, name, spec))
@@ -368,7 +336,7 @@ func TestGuard(t *testing.T) {
 		undrained := func(unit string) []string {
 			return refusedBy("lull-disruptionpolicies", "RestartService of "+unit, "disrupts every pod on the node", "lull-system/lull-admission")
 		}
-		force := refusedBy("lull-disruptionpolicies", "only members of group \""+guardEmergency+"\" may create or change a DisruptionPolicy with a rule whose drain.escalation is Force")
+		force := refusedBy("lull-disruptionpolicies", "only members of group \""+framework.GuardEmergency+"\" may create or change a DisruptionPolicy with a rule whose drain.escalation is Force")
 		restart := func(unit string, more ...string) string {
 			steps := append([]string{"{type: RestartService, unit: " + unit + "}"}, more...)
 			return "  - {name: r, class: c, steps: [" + strings.Join(steps, ", ") + "]}\n"
@@ -476,9 +444,9 @@ func TestGuard(t *testing.T) {
 	t.Run("finding 7: RBAC as docs/install.md says", func(t *testing.T) {
 		// The bindings manifests/install/maintainer.yaml tells admins to
 		// create.
-		g.must("create", "clusterrolebinding", "lull-maintainers", "--clusterrole=lull-maintainer", "--group="+guardMaintainers)
-		g.must("-n", "lull-leases", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+guardMaintainers)
-		g.must("-n", "lull-system", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+guardMaintainers)
+		g.must("create", "clusterrolebinding", "lull-maintainers", "--clusterrole=lull-maintainer", "--group="+framework.GuardMaintainers)
+		g.must("-n", "lull-leases", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+framework.GuardMaintainers)
+		g.must("-n", "lull-system", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+framework.GuardMaintainers)
 		for _, r := range framework.Rights {
 			if got := g.canI(t, r); got != r.Want {
 				t.Errorf("%s %s %s (namespace %q): can-i says %v, docs/install.md says %v", r.Account, r.Verb, r.Resource, r.Namespace, got, r.Want)
@@ -581,11 +549,11 @@ func TestGuardFollowsNamespace(t *testing.T) {
 				refused: refusedBy("lull-agent", "lull-agent on node n1 may write only its own lease "+ns+"/lull-agent-n1")},
 			{name: "an agent writes its own", as: agent("n1"), args: []string{"create", "-f", lease(g, "n1")}},
 			{name: "a maintainer requests maintenance", as: mo, args: []string{"create", "-f", g.file("nm-n1.yaml", nodeMaintenance("n1", ""))}},
-			{name: "lull-drainer of " + ns + " records progress", as: append(serviceAccount(ns, "lull-drainer", ""), "--as-group="+guardOperators),
+			{name: "lull-drainer of " + ns + " records progress", as: append(serviceAccount(ns, "lull-drainer", ""), "--as-group="+framework.GuardOperators),
 				args: statusPatch("nodemaintenance", "n1", `{"status":{"phase":"Pending"}}`)},
-			{name: "lull-drainer of lull-system is not lull's drainer here", as: append(serviceAccount("lull-system", "lull-drainer", ""), "--as-group="+guardOperators),
+			{name: "lull-drainer of lull-system is not lull's drainer here", as: append(serviceAccount("lull-system", "lull-drainer", ""), "--as-group="+framework.GuardOperators),
 				args: statusPatch("nodemaintenance", "n1", `{"status":{"phase":"Completed"}}`), refused: refusedBy("lull-nodemaintenance-status")},
-			{name: "an agent cannot change its request's record", as: append(agent("n1"), "--as-group="+guardOperators),
+			{name: "an agent cannot change its request's record", as: append(agent("n1"), "--as-group="+framework.GuardOperators),
 				args: statusPatch("nodemaintenance", "n1", `{"status":{"phase":"Completed"}}`), refused: refusedBy("lull-agent", "status.phase")},
 		}
 	}
@@ -626,7 +594,7 @@ func TestGuardFollowsNamespace(t *testing.T) {
 		g.must("apply", "--server-side", "-f", g.file("guard.yaml", rendered))
 		g.must("create", "-f", g.file("nodes.yaml", guardNodes("n1", "n2")))
 		g.operators(append(append([]string{}, alice...), "label", "node", "n1", "lull.dev/maintenance=x", "--dry-run=server"), "lull-maintenance-label")
-		g.steps(t, steps(g, "--as-group="+guardOperators))
+		g.steps(t, steps(g, "--as-group="+framework.GuardOperators))
 	})
 
 	t.Run("helm", func(t *testing.T) {
