@@ -179,7 +179,7 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 		a.event(nm, corev1.EventTypeNormal, ReasonActionStarted, "lull-agent started "+st.Label())
 		st = &nm.Status.Actions[i]
 	} else {
-		if st.Type == lullv1alpha1.StepReboot && a.wasIssued(issueKey(nm, st)) {
+		if (st.Type == lullv1alpha1.StepReboot || st.Type == lullv1alpha1.StepPowerOff) && a.wasIssued(issueKey(nm, st)) {
 			// Issued by this process: the node is going down, or back.
 			return reconcile.Result{}, nil
 		}
@@ -217,9 +217,10 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 		a.Metrics.observe(st.Type, result, a.Clock.Since(started))
 	}
 	if result == lullv1alpha1.ActionRunning {
-		// A reboot issued: the drainer sees the node come back.
+		// A reboot or power-off issued: the drainer sees the node come
+		// back, or stay down.
 		a.markIssued(issueKey(nm, st))
-		logger.Info("Reboot issued", "output", out)
+		logger.Info("Issued", "step", st.Label(), "output", out)
 		return reconcile.Result{}, nil
 	}
 	return a.record(ctx, nm, i, result, message(out, err, result, st.Timeout.Duration))
@@ -253,7 +254,8 @@ func outcome(t lullv1alpha1.DisruptionAction, ctx context.Context, err error) lu
 		return lullv1alpha1.ActionTimedOut
 	case err != nil:
 		return lullv1alpha1.ActionFailed
-	case t == lullv1alpha1.StepReboot:
+	case t == lullv1alpha1.StepReboot || t == lullv1alpha1.StepPowerOff:
+		// Issued: the drainer sees the node come back, or stay down.
 		return lullv1alpha1.ActionRunning
 	}
 	return lullv1alpha1.ActionSucceeded

@@ -839,7 +839,8 @@ func TestMessage(t *testing.T) {
 }
 
 // The run's outcome: an error at the deadline is a timeout, another error
-// a failure; a reboot issued stays Running; anything else succeeded.
+// a failure; a reboot or power-off issued stays Running; anything else
+// succeeded.
 func TestOutcome(t *testing.T) {
 	live, ended := context.Background(), func() context.Context {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -854,7 +855,7 @@ func TestOutcome(t *testing.T) {
 		want lullv1alpha1.ActionState
 	}{
 		{name: "a restart that exited 0", typ: lullv1alpha1.StepRestartService, ctx: live, want: lullv1alpha1.ActionSucceeded},
-		{name: "a power-off issued", typ: lullv1alpha1.StepPowerOff, ctx: live, want: lullv1alpha1.ActionSucceeded},
+		{name: "a power-off issued stays Running: the drainer sees the machine stay down", typ: lullv1alpha1.StepPowerOff, ctx: live, want: lullv1alpha1.ActionRunning},
 		{name: "a reboot issued", typ: lullv1alpha1.StepReboot, ctx: live, want: lullv1alpha1.ActionRunning},
 		{name: "a restart that failed", typ: lullv1alpha1.StepRestartService, ctx: live, err: errors.New("exit status 1"), want: lullv1alpha1.ActionFailed},
 		{name: "a reboot that failed", typ: lullv1alpha1.StepReboot, ctx: live, err: errors.New("exit status 1"), want: lullv1alpha1.ActionFailed},

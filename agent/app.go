@@ -92,9 +92,11 @@ func Run(args []string) int {
 		return 1
 	}
 	clk := clock.RealClock{}
+	heartbeat := &Heartbeat{Kube: kube, Namespace: o.Namespace, Node: o.Node, Identity: identity, Clock: clk}
 	var exec Executor = &o.Commands
 	if o.SimulatePower {
-		sim := &SimulatedPower{Client: mgr.GetClient(), Node: o.Node, BootTime: o.SimulatedBootTime, Clock: clk, Commands: &o.Commands}
+		sim := &SimulatedPower{Client: mgr.GetClient(), Node: o.Node, BootTime: o.SimulatedBootTime, Clock: clk, Commands: &o.Commands,
+			Off: heartbeat.Off}
 		if err := mgr.Add(sim); err != nil {
 			logger.Error(err, "Adding the simulated node's boot ID")
 			return 1
@@ -108,7 +110,7 @@ func Run(args []string) int {
 		logger.Error(err, "Setting up the controller")
 		return 1
 	}
-	if err := mgr.Add(&Heartbeat{Kube: kube, Namespace: o.Namespace, Node: o.Node, Identity: identity, Clock: clk}); err != nil {
+	if err := mgr.Add(heartbeat); err != nil {
 		logger.Error(err, "Adding the heartbeat")
 		return 1
 	}

@@ -210,15 +210,26 @@ func lastLine(out string) string {
 // SimulatedPower reboots and powers off a node at the API level only, for
 // kwok nodes, which have no machine: a reboot makes the node NotReady,
 // gives it a new boot ID, and after BootTime makes it Ready again; a power
-// off makes it NotReady and leaves it. The drainer's "came back" judgement
-// is the production one. Service restarts go to Commands.
+// off stops the agent's heartbeat (Off) and makes the node NotReady with
+// the condition ConditionSimulatedPowerOff, which the local cluster's kwok
+// leaves alone, so the node stays NotReady as a machine switched off
+// would. The drainer's judgements ("came back", "stays down") are the
+// production ones. Service restarts go to Commands.
 type SimulatedPower struct {
 	Client   client.Client
 	Node     string
 	BootTime time.Duration
 	Clock    clock.Clock
 	Commands *Commands
+	// Off is called on a power-off before the node goes NotReady: what a
+	// machine switched off stops (the agent's heartbeat).
+	Off func(context.Context) error
 }
+
+// ConditionSimulatedPowerOff marks a node a simulated agent powered off;
+// kwok, which plays the kubelet of simulated nodes, is configured
+// (hack/lib/cluster.sh) to leave such a node NotReady.
+const ConditionSimulatedPowerOff corev1.NodeConditionType = "LullSimulatedPowerOff"
 
 // Run carries the step out.
 func (s *SimulatedPower) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error) {
@@ -238,6 +249,11 @@ func (s *SimulatedPower) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (
 		}
 		return "simulated reboot: boot ID " + boot, nil
 	case lullv1alpha1.StepPowerOff:
+		if s.Off != nil {
+			if err := s.Off(ctx); err != nil {
+				return "", fmt.Errorf("simulated power off: %w", err)
+			}
+		}
 		return "simulated power off", s.setNode(ctx, corev1.ConditionFalse, "")
 	}
 	return s.Commands.Run(ctx, a)
@@ -274,18 +290,12 @@ func (s *SimulatedPower) setNode(ctx context.Context, ready corev1.ConditionStat
 	}
 	orig := node.DeepCopy()
 	now := metav1.Time{Time: s.Clock.Now()}
-	found := false
-	for i := range node.Status.Conditions {
-		c := &node.Status.Conditions[i]
-		if c.Type == corev1.NodeReady {
-			found = true
-			c.Status, c.Reason, c.LastTransitionTime, c.LastHeartbeatTime = ready, "SimulatedByLullAgent", now, now
-		}
+	setCondition(&node, corev1.NodeReady, ready, now)
+	off := corev1.ConditionFalse
+	if ready == corev1.ConditionFalse && bootID == "" {
+		off = corev1.ConditionTrue // a power-off: it stays down
 	}
-	if !found {
-		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: ready,
-			Reason: "SimulatedByLullAgent", LastTransitionTime: now, LastHeartbeatTime: now})
-	}
+	setCondition(&node, ConditionSimulatedPowerOff, off, now)
 	if bootID != "" {
 		node.Status.NodeInfo.BootID = bootID
 	}
@@ -293,4 +303,23 @@ func (s *SimulatedPower) setNode(ctx context.Context, ready corev1.ConditionStat
 		return fmt.Errorf("simulating on node %s: %w", s.Node, err)
 	}
 	return nil
+}
+
+// setCondition sets node's condition typ to status; a condition the node
+// does not have is added only when status is True.
+func setCondition(node *corev1.Node, typ corev1.NodeConditionType, status corev1.ConditionStatus, now metav1.Time) {
+	for i := range node.Status.Conditions {
+		c := &node.Status.Conditions[i]
+		if c.Type == typ {
+			if c.Status != status {
+				c.LastTransitionTime = now
+			}
+			c.Status, c.Reason, c.LastHeartbeatTime = status, "SimulatedByLullAgent", now
+			return
+		}
+	}
+	if typ == corev1.NodeReady || status == corev1.ConditionTrue {
+		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: typ, Status: status,
+			Reason: "SimulatedByLullAgent", LastTransitionTime: now, LastHeartbeatTime: now})
+	}
 }

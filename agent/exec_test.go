@@ -281,6 +281,8 @@ func TestSimulatedPower(t *testing.T) {
 				objs = append(objs, tc.node)
 			}
 			e := newSimEnv(t, objs...)
+			offs := 0
+			e.s.Off = func(context.Context) error { offs++; return nil }
 
 			out, err := e.s.Run(context.Background(), tc.step)
 			require.Equal(t, tc.want, out)
@@ -293,9 +295,21 @@ func TestSimulatedPower(t *testing.T) {
 			require.Equal(t, bootID, n.Status.NodeInfo.BootID)
 			if tc.wantReady == nil {
 				require.Equal(t, tc.node.Status.Conditions, n.Status.Conditions)
+				require.Zero(t, offs)
 				return
 			}
 			require.Equal(t, *tc.wantReady, ready(t, n))
+			// A power-off: the heartbeat stops, and the node is marked
+			// so that kwok leaves it NotReady.
+			require.Equal(t, 1, offs)
+			var off *corev1.NodeCondition
+			for i := range n.Status.Conditions {
+				if n.Status.Conditions[i].Type == ConditionSimulatedPowerOff {
+					off = &n.Status.Conditions[i]
+				}
+			}
+			require.NotNil(t, off)
+			require.Equal(t, corev1.ConditionTrue, off.Status)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -24,6 +25,9 @@ type Heartbeat struct {
 	Node      string
 	Identity  string
 	Clock     clock.WithTicker
+
+	mu  sync.Mutex
+	off bool
 }
 
 // Start renews the lease until ctx ends (a manager.Runnable).
@@ -46,8 +50,29 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 // NeedLeaderElection: every agent renews its own lease.
 func (h *Heartbeat) NeedLeaderElection() bool { return false }
 
-// Renew creates or renews the lease once.
+// Renew creates or renews the lease once; after Off it does nothing.
 func (h *Heartbeat) Renew(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.off {
+		return nil
+	}
+	return h.write(ctx, agentlease.Duration)
+}
+
+// Off stops the heartbeat for good, as switching the machine off stops
+// it: for a simulated power-off (SimulatedPower.Off). Its last write
+// claims one second, so the drainer sees the agent gone at once rather
+// than a heartbeat's duration later, as it would after a real power-off.
+func (h *Heartbeat) Off(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.off = true
+	return h.write(ctx, time.Second)
+}
+
+// write creates or renews the lease, claiming d.
+func (h *Heartbeat) write(ctx context.Context, d time.Duration) error {
 	leases := h.Kube.CoordinationV1().Leases(h.Namespace)
 	now := metav1.NewMicroTime(h.Clock.Now())
 	name := agentlease.Name(h.Node)
@@ -55,7 +80,7 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	if apierrors.IsNotFound(err) {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.Namespace,
 			Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(h.Identity), LeaseDurationSeconds: ptr.To(int32(agentlease.Duration / time.Second)),
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(h.Identity), LeaseDurationSeconds: ptr.To(int32(d / time.Second)),
 				AcquireTime: &now, RenewTime: &now}}
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
 		if err != nil {
@@ -70,7 +95,7 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 		l.Spec.HolderIdentity, l.Spec.AcquireTime = ptr.To(h.Identity), &now
 	}
 	l.Spec.RenewTime = &now
-	l.Spec.LeaseDurationSeconds = ptr.To(int32(agentlease.Duration / time.Second))
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(d / time.Second))
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("renewing lease %s: %w", name, err)
 	}

@@ -141,3 +141,22 @@ func TestHeartbeatStart(t *testing.T) {
 	}
 	require.Equal(t, agentLease("agent-pod-a", t0, t0.Add(agentlease.RenewEvery)), getAgentLease(t, kube))
 }
+
+// A simulated power-off stops the heartbeat for good: the last write
+// claims one second, so the agent counts as gone a second later (what a
+// machine switched off shows a heartbeat's duration later), and later
+// renewals write nothing.
+func TestHeartbeatOff(t *testing.T) {
+	kube := kubefake.NewClientset(agentLease("agent-pod-a", t0, t0))
+	clk := clocktesting.NewFakeClock(t0.Add(5 * time.Second))
+	h := &Heartbeat{Kube: kube, Namespace: agentNamespace, Node: testNode, Identity: "agent-pod-a", Clock: clk}
+	require.NoError(t, h.Off(context.Background()))
+	l := getAgentLease(t, kube)
+	require.Equal(t, int32(1), *l.Spec.LeaseDurationSeconds)
+	require.True(t, agentlease.Alive(l, clk.Now()))
+	require.False(t, agentlease.Alive(l, clk.Now().Add(time.Second)), "gone a second later")
+
+	clk.Step(agentlease.RenewEvery)
+	require.NoError(t, h.Renew(context.Background()))
+	require.Equal(t, l, getAgentLease(t, kube), "no renewal after the power-off")
+}

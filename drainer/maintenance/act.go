@@ -93,6 +93,13 @@ func (s *step) agentAlive() (bool, string, error) {
 	return agentlease.Lookup(s.ctx, s.r.Client, s.r.Options.AgentNamespace, s.node.Name, s.now)
 }
 
+// agentRuns reports whether lull-agent's heartbeat shows it running on
+// the node; a failed read counts as running (nothing is concluded).
+func (s *step) agentRuns() bool {
+	alive, _, err := s.agentAlive()
+	return alive || err != nil
+}
+
 // waitForAgent keeps a request whose plan needs lull-agent waiting until
 // one runs on the node, holding nothing.
 func (s *step) waitForAgent(msg string, retry time.Duration) (reconcile.Result, error) {
@@ -187,7 +194,9 @@ func actionsLine(as []lullv1alpha1.ActionStatus) string {
 
 // follow judges the running step by what the drainer sees: a step past
 // its timeout has timed out; a rebooted node that reports another boot ID
-// and is Ready has come back; a node powered off has gone NotReady.
+// and is Ready has come back; a node powered off is NotReady and its
+// lull-agent's heartbeat has stopped (a machine still running keeps its
+// agent's heartbeat: a power-off command that did nothing times out).
 func (s *step) follow() {
 	a := nextAction(s.status.Actions)
 	if a == nil || a.State != lullv1alpha1.ActionRunning || a.StartedAt == nil {
@@ -197,8 +206,8 @@ func (s *step) follow() {
 	case a.Type == lullv1alpha1.StepReboot && a.BootID != "" && s.node.Status.NodeInfo.BootID != a.BootID && nodeReady(s.node):
 		s.endAction(a, lullv1alpha1.ActionSucceeded, fmt.Sprintf("node came back (boot ID %s, was %s) and is Ready", s.node.Status.NodeInfo.BootID, a.BootID))
 		s.event(corev1.EventTypeNormal, ReasonCameBack, "node rebooted and Ready again")
-	case a.Type == lullv1alpha1.StepPowerOff && !nodeReady(s.node):
-		s.endAction(a, lullv1alpha1.ActionSucceeded, "node powered off (NotReady)")
+	case a.Type == lullv1alpha1.StepPowerOff && !nodeReady(s.node) && !s.agentRuns():
+		s.endAction(a, lullv1alpha1.ActionSucceeded, "node powered off: NotReady, and its lull-agent's heartbeat has stopped")
 	case !s.now.Before(a.StartedAt.Add(a.Timeout.Duration)):
 		what := "did not finish"
 		if a.Type == lullv1alpha1.StepReboot {

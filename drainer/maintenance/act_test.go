@@ -70,3 +70,46 @@ func TestAgentGateAgreesWithPlan(t *testing.T) {
 		})
 	}
 }
+
+// A power-off is done when the machine is seen down: its node NotReady
+// and its lull-agent's heartbeat gone. A NotReady node whose agent still
+// renews its heartbeat is a machine still running (a power-off command
+// that did nothing, a network partition): the step stays Running until it
+// times out.
+func TestPowerOffDoneWhenMachineDown(t *testing.T) {
+	now := t0()
+	heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name("n1"), Namespace: "agents",
+		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-pod"), LeaseDurationSeconds: ptr.To[int32](40),
+			RenewTime: &metav1.MicroTime{Time: now.Add(-5 * time.Second)}}}
+	for name, tc := range map[string]struct {
+		ready, heartbeat bool
+		started          time.Duration // before now
+		want             lullv1alpha1.ActionState
+	}{
+		"NotReady, heartbeat gone: down":               {ready: false, heartbeat: false, started: time.Minute, want: lullv1alpha1.ActionSucceeded},
+		"NotReady, the agent still beats: not yet":     {ready: false, heartbeat: true, started: time.Minute, want: lullv1alpha1.ActionRunning},
+		"Ready, heartbeat gone: not yet":               {ready: true, heartbeat: false, started: time.Minute, want: lullv1alpha1.ActionRunning},
+		"still up at the step's timeout: it timed out": {ready: true, heartbeat: true, started: 5 * time.Minute, want: lullv1alpha1.ActionTimedOut},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := []client.Object{}
+			if tc.heartbeat {
+				objs = append(objs, heartbeat)
+			}
+			c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).Build()
+			status := corev1.ConditionTrue
+			if !tc.ready {
+				status = corev1.ConditionFalse
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}}
+			st := &lullv1alpha1.NodeMaintenanceStatus{Actions: []lullv1alpha1.ActionStatus{{Type: lullv1alpha1.StepPowerOff,
+				State: lullv1alpha1.ActionRunning, StartedAt: &metav1.Time{Time: now.Add(-tc.started)}, Timeout: lullv1alpha1.Duration{Duration: 5 * time.Minute}}}}
+			s := &step{r: &Reconciler{Client: c, Options: Options{AgentNamespace: "agents"}}, ctx: context.Background(), logger: klog.Background(),
+				now: now, node: node, status: st}
+			s.follow()
+			require.Equal(t, tc.want, st.Actions[0].State, st.Actions[0].Message)
+		})
+	}
+}

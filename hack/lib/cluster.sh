@@ -189,7 +189,20 @@ kwok_stages() {
            pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
     [[ $first -eq 1 ]] || echo "---"
     first=0
-    cat "$dir/kustomize/stage/$f"
+    if [[ "$f" == node/fast/node-initialize.yaml ]]; then
+      # A node a simulated lull-agent powered off (condition
+      # LullSimulatedPowerOff, agent.ConditionSimulatedPowerOff) stays
+      # NotReady, as a machine switched off would: kwok would make any
+      # NotReady node Ready again at once.
+      awk '{print} /^    matchExpressions:$/ && !done {
+        print "    - key: '"'"'.status.conditions.[] | select( .type == \"LullSimulatedPowerOff\" ) | .status'"'"'"
+        print "      operator: '"'"'NotIn'"'"'"
+        print "      values:"
+        print "      - '"'"'True'"'"'"
+        done=1}' "$dir/kustomize/stage/$f"
+    else
+      cat "$dir/kustomize/stage/$f"
+    fi
   done
 }
 

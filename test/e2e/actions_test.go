@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"lull.dev/lull/agent"
 	"lull.dev/lull/agent/agenttest"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
@@ -77,16 +78,20 @@ func (e *sysEnv) actionsPolicy() {
 	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), p) })
 }
 
-// readyAgain gives a node powered off by a simulated agent its Ready
-// condition back, so later scenarios find it as they expect.
+// readyAgain powers on a node a simulated agent powered off: Ready again,
+// and no longer marked off (agent.ConditionSimulatedPowerOff), so kwok
+// plays its kubelet again and later scenarios find it as they expect.
 func (e *sysEnv) readyAgain(node string) {
 	n, err := cluster.Clientset.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 	if err != nil {
 		return
 	}
 	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == corev1.NodeReady {
+		switch n.Status.Conditions[i].Type {
+		case corev1.NodeReady:
 			n.Status.Conditions[i].Status, n.Status.Conditions[i].Reason = corev1.ConditionTrue, "KubeletReady"
+		case agent.ConditionSimulatedPowerOff:
+			n.Status.Conditions[i].Status = corev1.ConditionFalse
 		}
 	}
 	_, _ = cluster.Clientset.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
@@ -204,11 +209,10 @@ func TestSystemHostActions(t *testing.T) {
 	t.Run("a power-off stays off until completed", func(t *testing.T) {
 		got := e.waitNM(off, "PoweredOff", 2*time.Minute, inPhase(lullv1alpha1.PhasePoweredOff))
 		require.Equal(t, lullv1alpha1.ActionSucceeded, got.Status.Actions[0].State)
+		require.Contains(t, got.Status.Actions[0].Message, "heartbeat has stopped", "done when the machine is seen down")
 		// Nothing lets it go while the admin works: for 5 s the request
-		// stays PoweredOff, the node cordoned and leased to lull. (Whether
-		// the machine stays off is the machine's: kwok, which plays every
-		// kubelet here, makes a NotReady node Ready again at once; the
-		// drainer saw it go NotReady, which is what made the step succeed.)
+		// stays PoweredOff, the node NotReady (kwok leaves a simulated
+		// power-off alone), cordoned and leased to lull.
 		// The reads use the test's context: the poll's own ends at 5 s,
 		// which is the expected outcome, not a failed read.
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
@@ -219,6 +223,11 @@ func TestSystemHostActions(t *testing.T) {
 			n, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, off, metav1.GetOptions{})
 			if err != nil || !n.Spec.Unschedulable {
 				return false, fmt.Errorf("node: %v, uncordoned", err)
+			}
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					return false, fmt.Errorf("node %s Ready again while powered off", off)
+				}
 			}
 			l, err := cluster.Clientset.CoordinationV1().Leases(lease.DefaultNamespace).Get(ctx, lease.Name(off), metav1.GetOptions{})
 			if err != nil || !lease.SameFamily(ptr.Deref(l.Spec.HolderIdentity, ""), "lull-drainer") {
