@@ -6,6 +6,7 @@
 #   hack/install-deps.sh build-runc  gcc, libc headers, libseccomp headers, pkg-config
 #   hack/install-deps.sh node        iptables (kube-proxy), iproute2 (the node's bridge)
 #   hack/install-deps.sh images      gcc and static libc (the pause image)
+#   hack/install-deps.sh machine     systemd-nspawn, mmdebstrap (real-node-1, hack/real-node-1.sh)
 set -euo pipefail
 
 want=()
@@ -20,7 +21,8 @@ for what in "$@"; do
     build-runc) need gcc gcc; need /usr/include/stdio.h libc6-dev; need /usr/include/seccomp.h libseccomp-dev; need pkg-config pkg-config ;;
     node) need iptables iptables; need ip iproute2 ;;
     images) need gcc gcc; need /usr/lib/x86_64-linux-gnu/libc.a libc6-dev ;;
-    *) echo "install-deps: unknown group '$what' (cluster, build-runc, node, images)" >&2; exit 2 ;;
+    machine) need systemd-nspawn systemd-container; need mmdebstrap mmdebstrap ;;
+    *) echo "install-deps: unknown group '$what' (cluster, build-runc, node, images, machine)" >&2; exit 2 ;;
   esac
 done
 [[ ${#want[@]} -eq 0 ]] && exit 0

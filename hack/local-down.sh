@@ -19,6 +19,11 @@ if [[ ! -d "$DIR" ]]; then
   [[ -f "$NODE_LOCK" && "$(cat "$NODE_LOCK")" == "$DIR" ]] && node_cleanup
   exit 0
 fi
+# real-node-1 first: it shuts down in order while the API server and its
+# bridge are still there.
+if [[ -d "$DIR/real-node-1" || -f "$PIDS/real-node-1.pid" ]]; then
+  LULL_CLUSTER_DIR="$DIR" "${ROOT}/hack/real-node-1.sh" down || true
+fi
 if [[ -d "$NODE_DIR" ]]; then
   # The kubelet first, so it restarts nothing; then the containers while
   # containerd can still stop them.

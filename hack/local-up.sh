@@ -13,6 +13,8 @@
 # LULL_PORT_BASE (default 17000: etcd +0/+1/+3, apiserver +443, kwok +2, lull-drainer +80/+81,
 # controller-manager +257, scheduler +259, kubelet +248/+250, kube-proxy +249/+256),
 # LULL_REAL_NODE (default 1; 0: simulated nodes only, everything on loopback),
+# LULL_REAL_NODE_1 (default 1 with the real node; 0 leaves out real-node-1,
+# the systemd-nspawn machine of hack/real-node-1.sh),
 # LULL_INSTALL (pods: lull from its manifests on the real node, the default
 # with a real node; host: lull-scheduler and lull-drainer as host processes
 # from _output/bin, for development), LULL_VERSION (the image tag; default
@@ -32,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --nodes) NODES="$2"; shift 2 ;;
     --nodes=*) NODES="${1#*=}"; shift ;;
     --dir) LULL_CLUSTER_DIR="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -73,6 +75,7 @@ fi
 
 # A previous cluster in this directory that was not stopped cleanly may have
 # left mounts below it: take them down before removing anything.
+[[ -d "$DIR/real-node-1" ]] && LULL_CLUSTER_DIR="$DIR" "${ROOT}/hack/real-node-1.sh" down
 [[ -d "$DIR/node" ]] && node_cleanup
 rm -rf "$DIR"
 mkdir -p "$CERTS" "$LOGS" "$PIDS" "$DIR/etcd-data"

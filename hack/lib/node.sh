@@ -125,7 +125,8 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
     stream_server_port = '0'
 EOF
   # Pods get the node's range and a route to the service range; nothing
-  # else is routed, nothing is masqueraded.
+  # else is routed, nothing is masqueraded. The range stops at .239: the
+  # addresses above are machines on the bridge (real-node-1 is .241).
   cat >"$NODE_DIR/cni/net.d/10-lull.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -141,7 +142,7 @@ EOF
       "ipam": {
         "type": "host-local",
         "dataDir": "$NODE_DIR/cni/ipam",
-        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]],
+        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP", "rangeEnd": "10.244.0.239"}]],
         "routes": [{"dst": "$SERVICE_CIDR"}]
       }
     },

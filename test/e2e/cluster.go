@@ -35,8 +35,10 @@ type Cluster struct {
 // UpCluster runs hack/local-up.sh in its own directory and port range so it
 // does not collide with a cluster a developer has running. By default the
 // cluster has simulated nodes only and lull runs as host processes (the
-// development mode); env (KEY=VALUE, e.g. LULL_REAL_NODE=1) overrides that
-// and anything else local-up.sh reads.
+// development mode), and never with real-node-1, the machine booted by
+// systemd (a boot costs CI time; LULL_REAL_NODE_1=1 asks for it); env
+// (KEY=VALUE, e.g. LULL_REAL_NODE=1) overrides that and anything else
+// local-up.sh reads.
 func UpCluster(nodes int, env ...string) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", "lull-e2e-")
 	if err != nil {
@@ -48,7 +50,7 @@ func UpCluster(nodes int, env ...string) (*Cluster, error) {
 		base = "27000"
 	}
 	// No sample windows: the tests create the windows they need.
-	c.env = append(os.Environ(), "LULL_CLUSTER_DIR="+dir, "LULL_PORT_BASE="+base, "LULL_SAMPLES=0", "LULL_REAL_NODE=0")
+	c.env = append(os.Environ(), "LULL_CLUSTER_DIR="+dir, "LULL_PORT_BASE="+base, "LULL_SAMPLES=0", "LULL_REAL_NODE=0", "LULL_REAL_NODE_1=0")
 	c.env = append(c.env, env...)
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "LULL_PORT_BASE="); ok {
