@@ -46,6 +46,8 @@ func (r Right) CanI() []string {
 var Rights = []Right{
 	// lull-drainer
 	{"lull-drainer", "create", "pods/eviction", "default", true},
+	{"lull-drainer", "get", "daemonsets.apps", "lull-system", true},
+	{"lull-drainer", "delete", "daemonsets.apps", "lull-system", false},
 	{"lull-drainer", "delete", "pods", "default", false}, // drains through the eviction API only
 	{"lull-drainer", "patch", "nodes", "", true},
 	{"lull-drainer", "delete", "nodes", "", false},
