@@ -48,7 +48,7 @@ M_CGROUP=lull-real-node-1          # the kubelet's cgroupRoot inside
 M_CGROUP_MACHINE=real-node-1.machine   # the machine's own (hack/real-node-1.sh supervise)
 M_VETH=vb-${M_NAME}      # systemd-nspawn's host side of --network-bridge
 M_INIT_LABEL=lull.dev/local-init
-M_PACKAGES=systemd,systemd-sysv,dbus,iproute2,iptables,conntrack,ca-certificates,util-linux,mount,kmod,procps
+M_PACKAGES=systemd,systemd-sysv,dbus,iproute2,iptables,conntrack,ca-certificates,util-linux,mount,kmod,procps,chrony
 CACHE="${ROOT}/_output/real-node-1"
 # The API server listens on the node bridge when the cluster has a real node.
 API_ADDR=${API_ADDR:-$NODE_IP}
@@ -70,6 +70,11 @@ rootfs_build() {
   ln -sf /dev/null "$dir/etc/systemd/system/getty.target"
   ln -sf /dev/null "$dir/etc/systemd/system/systemd-resolved.service"
   rm -f "$dir/etc/machine-id" "$dir/etc/hostname"
+  # chronyd, for the shipped policy's chrony-config class (RestartService
+  # chronyd): it must never set the clock, which is this machine's (-x),
+  # and has no time source to reach.
+  printf '# hack/real-node-1.sh: never set the clock (it is the host'"'"'s)\nDAEMON_OPTS="-x"\n' >"$dir/etc/default/chrony"
+  printf '# hack/real-node-1.sh: no time sources (nothing beyond this machine)\ndriftfile /var/lib/chrony/chrony.drift\ncmdport 0\n' >"$dir/etc/chrony/chrony.conf"
 }
 
 rootfs_stamp() {
