@@ -196,6 +196,18 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 				return reconcile.Result{}, nil
 			}
 		}
+		// Running in the cache: an agent that stopped mid-step, or this
+		// agent's own step, ended a moment ago, whose end the cache has
+		// not caught up with yet. Only the API server can tell: a step
+		// run again here would restart a unit twice.
+		fresh := &lullv1alpha1.NodeMaintenance{}
+		if err := a.Live.Get(ctx, types.NamespacedName{Name: nm.Name}, fresh); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if fresh.ResourceVersion != nm.ResourceVersion {
+			// The cache is behind; its update brings the request back.
+			return reconcile.Result{}, nil
+		}
 		logger.Info("Resuming a step that was running when the agent stopped", "step", st.Label())
 	}
 	deadline := st.StartedAt.Add(st.Timeout.Duration)

@@ -867,3 +867,46 @@ func TestOutcome(t *testing.T) {
 		})
 	}
 }
+
+// staleCache answers reads of the request with a copy taken earlier, as
+// the agent's cache does until it has seen the latest write.
+type staleCache struct {
+	client.Client
+	nm *lullv1alpha1.NodeMaintenance
+}
+
+func (s staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if nm, ok := obj.(*lullv1alpha1.NodeMaintenance); ok && key.Name == s.nm.Name {
+		s.nm.DeepCopyInto(nm)
+		return nil
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+// A step that this agent ended a moment ago still shows Running in the
+// cache: the agent asks the API server before it runs the step again, and
+// leaves it (found on real-node-1: a unit restarted twice, 76 ms apart).
+// One that an agent stopped mid-step really is Running: it runs again.
+func TestRunningStepResumedOnlyWhenTheAPIServerSaysSo(t *testing.T) {
+	running := started(restart("chronyd", lullv1alpha1.ActionRunning), t0, "")
+	for name, done := range map[string]bool{"ended a moment ago": true, "stopped mid-step": false} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, request(running), drainerLease(), node(bootID))
+			snapshot := e.stored(testNode)
+			if done {
+				nm := snapshot.DeepCopy()
+				nm.Status.Actions[0] = ended(running, lullv1alpha1.ActionSucceeded, t0, "done")
+				require.NoError(t, e.c.Status().Update(e.ctx, nm))
+			}
+			e.a.Client = staleCache{Client: e.c, nm: snapshot}
+			_, err := e.reconcile(e.ctx, testNode)
+			require.NoError(t, err)
+			if done {
+				require.Empty(t, e.ranLabels(), "not run again")
+				require.Equal(t, lullv1alpha1.ActionSucceeded, e.actions()[0].State)
+				return
+			}
+			require.Equal(t, []string{"RestartService chronyd"}, e.ranLabels(), "resumed")
+		})
+	}
+}
