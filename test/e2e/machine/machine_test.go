@@ -1,0 +1,336 @@
+// Package machine runs lull's host steps on a real init system: real-node-1,
+// a systemd-nspawn machine whose PID 1 is systemd (hack/real-node-1.sh),
+// beside real-node-0 and kwok nodes, with lull installed as pods and
+// lull-agent running its production commands there. Each step is judged by
+// its effect: a unit's new InvocationID, the machine's new boot ID, a
+// machine that stays down. The "no host step without lull's lease" watcher
+// and a PodDisruptionBudget watcher run beside every scenario.
+package machine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
+	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/test/e2e"
+	"lull.dev/lull/test/framework"
+)
+
+const (
+	machine = "real-node-1"
+	label   = "lull.dev/maintenance"
+)
+
+var (
+	cluster *e2e.Cluster
+	c       client.Client
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(klog.Background())
+	base := os.Getenv("LULL_E2E_MACHINE_PORT_BASE")
+	if base == "" {
+		base = "29000"
+	}
+	out, err := exec.Command("git", "-C", framework.RepoRoot(), "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "machine: git describe: %v\n", err)
+		os.Exit(1)
+	}
+	cl, err := e2e.UpCluster(2, "LULL_REAL_NODE=1", "LULL_REAL_NODE_1=1", "LULL_PORT_BASE="+base,
+		"LULL_VERSION="+strings.TrimSpace(string(out)))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "machine: %v\n", err)
+		os.Exit(1)
+	}
+	cluster = cl
+	code := 1
+	c, err = client.New(cl.Config, client.Options{Scheme: lullscheme.New()})
+	if err == nil {
+		code = m.Run()
+	} else {
+		fmt.Fprintf(os.Stderr, "machine: %v\n", err)
+	}
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "machine: failed; %s (removed on exit)\n", cl.LogsHint())
+	}
+	if err := cl.Down(); err != nil {
+		fmt.Fprintf(os.Stderr, "machine: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// shell runs a command inside the machine (hack/real-node-1.sh shell).
+func shell(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "real-node-1.sh"), append([]string{"shell"}, args...)...)
+	cmd.Env = append(os.Environ(), "LULL_CLUSTER_DIR="+cluster.Dir, "LULL_BIN_DIR="+framework.BinDir())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "real-node-1 shell %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
+
+// powerOn boots the machine again after a power-off.
+func powerOn(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "real-node-1.sh"), "start")
+	cmd.Env = append(os.Environ(), "LULL_CLUSTER_DIR="+cluster.Dir, "LULL_BIN_DIR="+framework.BinDir())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "hack/real-node-1.sh start: %s", out)
+}
+
+func poll(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	last := ""
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, seen := cond(ctx)
+		last = seen
+		return ok, nil
+	})
+	require.NoError(t, err, "%s: not after %v; last seen: %s; %s", what, timeout, last, cluster.LogsHint())
+}
+
+func node(t *testing.T) *corev1.Node {
+	t.Helper()
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(t.Context(), machine, metav1.GetOptions{})
+	require.NoError(t, err)
+	return n
+}
+
+func ready(n *corev1.Node) bool {
+	for _, cd := range n.Status.Conditions {
+		if cd.Type == corev1.NodeReady {
+			return cd.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func patchNode(t *testing.T, name, patch string) {
+	t.Helper()
+	_, err := cluster.Clientset.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+// request labels the machine with class and waits until its request is in
+// one of the phases; it returns the request and how long that took.
+func request(t *testing.T, class string, timeout time.Duration, phases ...lullv1alpha1.MaintenancePhase) (*lullv1alpha1.NodeMaintenance, time.Duration) {
+	t.Helper()
+	// A finished request of an earlier scenario is replaced by the label.
+	start := time.Now()
+	patchNode(t, machine, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, label, class))
+	var nm lullv1alpha1.NodeMaintenance
+	poll(t, "request "+class+" in "+fmt.Sprint(phases), timeout, func(ctx context.Context) (bool, string) {
+		if err := c.Get(ctx, client.ObjectKey{Name: machine}, &nm); err != nil {
+			return false, err.Error()
+		}
+		// Each scenario has a class of its own: the request of this one.
+		for _, p := range phases {
+			if nm.Spec.Class == class && nm.Status.Phase == p {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("class %s phase %s: %s", nm.Spec.Class, nm.Status.Phase, nm.Status.WaitingFor)
+	})
+	return &nm, time.Since(start)
+}
+
+// fenced starts the "no host step without lull's lease" watcher.
+func fenced(t *testing.T) *e2e.StepFencing {
+	t.Helper()
+	return e2e.WatchStepFencing(t, cluster.Config, machine)
+}
+
+// policy maps the scenarios' classes to their steps on the machine.
+func policy(t *testing.T) {
+	t.Helper()
+	p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-machine"}, Spec: lullv1alpha1.DisruptionPolicySpec{
+		Priority: 100,
+		Rules: []lullv1alpha1.DisruptionRule{
+			{Name: "tour", Class: "e2e-tour", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-tour.service"}}},
+			{Name: "missing", Class: "e2e-missing", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-missing.service"}}},
+			{Name: "reboot", Class: "e2e-reboot", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
+			{Name: "power", Class: "e2e-power", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepPowerOff}}},
+		}}}
+	err := c.Create(t.Context(), p)
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		require.NoError(t, err)
+	}
+}
+
+// The acceptance of issue 29, in order on one machine: a service restart
+// seen by its new InvocationID (no cordon); a drain and a real reboot with
+// a PodDisruptionBudget-guarded workload; a restart that fails and falls
+// back to a real reboot; a power-off that leaves the machine off until an
+// admin powers it on and completes the request.
+func TestHostStepsOnSystemd(t *testing.T) {
+	policy(t)
+	f := fenced(t)
+	summary := map[string]time.Duration{}
+
+	t.Run("RestartService: a new InvocationID, nothing cordoned", func(t *testing.T) {
+		before := shell(t, "systemctl", "show", "-p", "InvocationID", "--value", "lull-tour.service")
+		starts := strings.Count(shell(t, "cat", "/var/lib/lull-tour/starts"), "\n")
+		nm, took := request(t, "e2e-tour", 2*time.Minute, lullv1alpha1.PhaseCompleted)
+		summary["restart"] = took
+		after := shell(t, "systemctl", "show", "-p", "InvocationID", "--value", "lull-tour.service")
+		require.NotEqual(t, before, after, "the unit was restarted")
+		require.Len(t, nm.Status.Actions, 1)
+		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[0].State)
+		require.Contains(t, nm.Status.Actions[0].Message, "InvocationID "+after+", was "+before)
+		require.Equal(t, starts+1, strings.Count(shell(t, "cat", "/var/lib/lull-tour/starts"), "\n"), "restarted once")
+		require.False(t, nm.Status.CordonedByLull, "no cordon")
+		require.False(t, node(t).Spec.Unschedulable)
+	})
+
+	t.Run("Drain + Reboot: PDB kept, a new boot ID, uncordoned", func(t *testing.T) {
+		patchNode(t, machine, `{"metadata":{"labels":{"e2e-target":"yes"}}}`)
+		t.Cleanup(func() { patchNode(t, machine, `{"metadata":{"labels":{"e2e-target":null}}}`) })
+		cluster.GuardedApp(t, "e2e-machine", 2, policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))}, func(s *corev1.PodSpec) {
+			s.Containers[0].Image = "lull.dev/pause:3.10-lull"
+			s.Containers[0].ImagePullPolicy = corev1.PullNever
+			s.Tolerations = []corev1.Toleration{{Key: "lull.dev/local-real-node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+			s.NodeSelector = map[string]string{"e2e-target": "yes"}
+		})
+		poll(t, "the workload Running on "+machine, 2*time.Minute, func(ctx context.Context) (bool, string) {
+			pods, err := cluster.Clientset.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=e2e-machine"})
+			if err != nil {
+				return false, err.Error()
+			}
+			n := 0
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == machine && p.Status.Phase == corev1.PodRunning {
+					n++
+				}
+			}
+			return n == 2, fmt.Sprintf("%d of 2 running there", n)
+		})
+		// Somewhere for the replacements to go: a simulated node.
+		patchNode(t, "kwok-node-1", `{"metadata":{"labels":{"e2e-target":"yes"}}}`)
+		t.Cleanup(func() { patchNode(t, "kwok-node-1", `{"metadata":{"labels":{"e2e-target":null}}}`) })
+		low := watchHealthy(t, "e2e-machine")
+		boot := node(t).Status.NodeInfo.BootID
+		nm, took := request(t, "e2e-reboot", 5*time.Minute, lullv1alpha1.PhaseCompleted)
+		summary["drain+reboot"] = took
+		require.Len(t, nm.Status.Actions, 1)
+		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[0].State, nm.Status.Actions[0].Message)
+		require.Equal(t, boot, nm.Status.Actions[0].BootID)
+		n := node(t)
+		require.NotEqual(t, boot, n.Status.NodeInfo.BootID, "the machine rebooted")
+		require.True(t, ready(n))
+		require.False(t, n.Spec.Unschedulable, "uncordoned")
+		require.GreaterOrEqual(t, low(), 1, "PodDisruptionBudget minAvailable 1 kept")
+	})
+
+	t.Run("a failing restart falls back to a real reboot", func(t *testing.T) {
+		boot := node(t).Status.NodeInfo.BootID
+		nm, took := request(t, "e2e-missing", 5*time.Minute, lullv1alpha1.PhaseCompleted)
+		summary["failed restart, fallback"] = took
+		require.Len(t, nm.Status.Actions, 2, "%+v", nm.Status.Actions)
+		require.Equal(t, lullv1alpha1.ActionFailed, nm.Status.Actions[0].State)
+		require.Contains(t, nm.Status.Actions[0].Message, "lull-missing.service")
+		require.True(t, nm.Status.Actions[1].Fallback)
+		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[1].State)
+		require.True(t, meta.IsStatusConditionTrue(nm.Status.Conditions, "FellBack"))
+		require.NotEqual(t, boot, node(t).Status.NodeInfo.BootID, "the machine rebooted")
+	})
+
+	t.Run("PowerOff: the machine stays off, cordoned and leased, until completed", func(t *testing.T) {
+		nm, took := request(t, "e2e-power", 4*time.Minute, lullv1alpha1.PhasePoweredOff)
+		summary["power-off"] = took
+		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[len(nm.Status.Actions)-1].State)
+		n := node(t)
+		require.False(t, ready(n), "NotReady")
+		require.True(t, n.Spec.Unschedulable, "cordoned")
+		l, err := cluster.Clientset.CoordinationV1().Leases(lease.DefaultNamespace).Get(t.Context(), lease.Name(machine), metav1.GetOptions{})
+		require.NoError(t, err)
+		require.True(t, lease.SameFamily(ptr.Deref(l.Spec.HolderIdentity, ""), "lull-drainer"), "leased to lull")
+		powerOn(t)
+		poll(t, machine+" Ready again", 3*time.Minute, func(ctx context.Context) (bool, string) {
+			return ready(node(t)), "NotReady"
+		})
+		patchNode(t, machine, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, label))
+		poll(t, "the request completed", 2*time.Minute, func(ctx context.Context) (bool, string) {
+			var cur lullv1alpha1.NodeMaintenance
+			err := c.Get(ctx, client.ObjectKey{Name: machine}, &cur)
+			return err == nil && cur.Status.Phase == lullv1alpha1.PhaseCompleted, fmt.Sprint(err, cur.Status.Phase)
+		})
+		require.False(t, node(t).Spec.Unschedulable, "uncordoned")
+	})
+
+	require.Greater(t, f.Starts(), 0, "the watcher saw the host steps start")
+	require.Empty(t, f.Violations(), "host steps without lull's lease")
+	for what, d := range summary {
+		fmt.Printf("machine: %s on %s: request -> end %v\n", what, machine, d.Round(100*time.Millisecond))
+	}
+}
+
+// watchHealthy records the fewest ready pods of app seen at once from now
+// on; the returned function reads it.
+func watchHealthy(t *testing.T, app string) func() int {
+	t.Helper()
+	w, err := cluster.Clientset.CoreV1().Pods("default").Watch(t.Context(), metav1.ListOptions{LabelSelector: "app=" + app})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	low := 1 << 30
+	pods := map[types.UID]*corev1.Pod{}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			if ev.Type == watch.Deleted {
+				delete(pods, p.UID)
+			} else {
+				pods[p.UID] = p
+			}
+			n := 0
+			for _, q := range pods {
+				if q.DeletionTimestamp == nil && q.Status.Phase == corev1.PodRunning && podReady(q) {
+					n++
+				}
+			}
+			if len(pods) > 0 && n < low {
+				low = n
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() int { mu.Lock(); defer mu.Unlock(); return low }
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cd := range p.Status.Conditions {
+		if cd.Type == corev1.PodReady {
+			return cd.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
