@@ -80,7 +80,7 @@ type unitState struct{ invocation, active string }
 // and the usual fallback applies.
 func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error) {
 	if c.Restart == "" {
-		return "", fmt.Errorf("%s is disabled on this agent (its command is empty)", a.Type)
+		return "", disabled(a)
 	}
 	if c.UnitState == "" {
 		return "", fmt.Errorf("%s cannot be verified on this agent (--unit-state-command is empty), so it is not run", a.Type)
@@ -166,14 +166,14 @@ func (c *Commands) unitState(ctx context.Context, a lullv1alpha1.ActionStatus) (
 // run runs command and returns the last line it printed.
 func (c *Commands) run(ctx context.Context, a lullv1alpha1.ActionStatus, command string) (string, error) {
 	if command == "" {
-		return "", fmt.Errorf("%s is disabled on this agent (its command is empty)", a.Type)
+		return "", disabled(a)
 	}
 	out, err := c.output(ctx, a, command)
-	last := lastLine(out)
-	if err != nil {
-		return last, err
-	}
-	return last, nil
+	return lastLine(out), err
+}
+
+func disabled(a lullv1alpha1.ActionStatus) error {
+	return fmt.Errorf("%s is disabled on this agent (its command is empty)", a.Type)
 }
 
 // output runs command as /bin/sh -c in the host's root and returns all it
@@ -236,7 +236,7 @@ func (s *SimulatedPower) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (
 	switch a.Type {
 	case lullv1alpha1.StepReboot:
 		boot := string(uuid.NewUUID())
-		if err := s.setNode(ctx, corev1.ConditionFalse, boot); err != nil {
+		if err := s.setNode(ctx, corev1.ConditionFalse, boot, false); err != nil {
 			return "", err
 		}
 		select {
@@ -244,7 +244,7 @@ func (s *SimulatedPower) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
-		if err := s.setNode(ctx, corev1.ConditionTrue, ""); err != nil {
+		if err := s.setNode(ctx, corev1.ConditionTrue, "", false); err != nil {
 			return "", err
 		}
 		return "simulated reboot: boot ID " + boot, nil
@@ -254,7 +254,7 @@ func (s *SimulatedPower) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (
 				return "", fmt.Errorf("simulated power off: %w", err)
 			}
 		}
-		return "simulated power off", s.setNode(ctx, corev1.ConditionFalse, "")
+		return "simulated power off", s.setNode(ctx, corev1.ConditionFalse, "", true)
 	}
 	return s.Commands.Run(ctx, a)
 }
@@ -282,8 +282,9 @@ func (s *SimulatedPower) Start(ctx context.Context) error {
 // NeedLeaderElection: every agent has its own node.
 func (s *SimulatedPower) NeedLeaderElection() bool { return false }
 
-// setNode sets the node's Ready condition and, if given, its boot ID.
-func (s *SimulatedPower) setNode(ctx context.Context, ready corev1.ConditionStatus, bootID string) error {
+// setNode sets the node's Ready condition, whether it is powered off
+// (ConditionSimulatedPowerOff) and, if given, its boot ID.
+func (s *SimulatedPower) setNode(ctx context.Context, ready corev1.ConditionStatus, bootID string, off bool) error {
 	var node corev1.Node
 	if err := s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &node); err != nil {
 		return fmt.Errorf("reading node %s: %w", s.Node, err)
@@ -291,11 +292,11 @@ func (s *SimulatedPower) setNode(ctx context.Context, ready corev1.ConditionStat
 	orig := node.DeepCopy()
 	now := metav1.Time{Time: s.Clock.Now()}
 	setCondition(&node, corev1.NodeReady, ready, now)
-	off := corev1.ConditionFalse
-	if ready == corev1.ConditionFalse && bootID == "" {
-		off = corev1.ConditionTrue // a power-off: it stays down
+	offStatus := corev1.ConditionFalse
+	if off {
+		offStatus = corev1.ConditionTrue // it stays down
 	}
-	setCondition(&node, ConditionSimulatedPowerOff, off, now)
+	setCondition(&node, ConditionSimulatedPowerOff, offStatus, now)
 	if bootID != "" {
 		node.Status.NodeInfo.BootID = bootID
 	}
