@@ -230,53 +230,12 @@ EOF
   ]
 }
 EOF
-  cat >"$M_ROOT/etc/lull/kubelet.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: $M_IP
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: /etc/lull/ca.crt}
-authorization:
-  mode: Webhook
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-failCgroupV1: false
-cgroupDriver: cgroupfs
-# Not real-node-0's /lull: the machine's controllers other than memory see
-# the host's root cgroup.
-cgroupRoot: /$M_CGROUP
-failSwapOn: false
-resolvConf: ""
-evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-imageMinimumGCAge: 24h
-serializeImagePulls: false
-shutdownGracePeriod: 0s
-registerWithTaints:
-- {key: $REAL_NODE_TAINT, value: "true", effect: NoSchedule}
-EOF
-  cat >"$M_ROOT/etc/lull/kube-proxy.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection:
-  kubeconfig: /etc/lull/kube-proxy.kubeconfig
-hostnameOverride: $M_NAME
-mode: iptables
-clusterCIDR: $M_POD_CIDR
-bindAddress: 127.0.0.1
-metricsBindAddress: 127.0.0.1:10249
-healthzBindAddress: 127.0.0.1:10256
-nodePortAddresses: ["$M_IP/32"]
-iptables:
-  localhostNodePorts: false
-# conntrack's table size is the host's, not the machine's: leave it.
-conntrack:
-  maxPerCore: 0
-EOF
+  # Not real-node-0's /lull: the machine's controllers other than memory
+  # see the host's root cgroup. No resolv.conf: nothing outside to ask.
+  kubelet_config "$M_IP" /etc/lull/ca.crt unix:///run/containerd/containerd.sock "/$M_CGROUP" "" \
+    >"$M_ROOT/etc/lull/kubelet.yaml"
+  kube_proxy_config /etc/lull/kube-proxy.kubeconfig "$M_NAME" "$M_POD_CIDR" "$M_IP" 10249 10256 \
+    >"$M_ROOT/etc/lull/kube-proxy.yaml"
 
   script /usr/local/sbin/lull-net <<EOF
 #!/bin/sh

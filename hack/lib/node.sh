@@ -150,27 +150,37 @@ EOF
   ]
 }
 EOF
-  cat >"$NODE_DIR/kubelet.yaml" <<EOF
+  {
+    kubelet_config "$NODE_IP" "$CERTS/ca.crt" "unix://$CTRD_SOCK" /lull /etc/resolv.conf
+    printf 'port: %s\nhealthzPort: %s\n' "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT"
+  } >"$NODE_DIR/kubelet.yaml"
+  kube_proxy_config "$DIR/kube-proxy.kubeconfig" "$REAL_NODE_NAME" "$POD_CIDR" "$NODE_IP" \
+    "$PROXY_METRICS_PORT" "$PROXY_HEALTHZ_PORT" >"$NODE_DIR/kube-proxy.yaml"
+}
+
+# kubelet_config ADDRESS CA_FILE RUNTIME_ENDPOINT CGROUP_ROOT RESOLV_CONF
+# prints the kubelet settings both real nodes share (real-node-0 here,
+# real-node-1 in hack/real-node-1.sh); callers add what differs (ports).
+kubelet_config() {
+  cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: $NODE_IP
-port: $KUBELET_PORT
+address: $1
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: $KUBELET_HEALTHZ_PORT
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
-  x509: {clientCAFile: $CERTS/ca.crt}
+  x509: {clientCAFile: $2}
 authorization:
   mode: Webhook
-containerRuntimeEndpoint: unix://$CTRD_SOCK
+containerRuntimeEndpoint: $3
 # cgroups v1 here: the kubelet must be told to accept them.
 failCgroupV1: false
 cgroupDriver: cgroupfs
-cgroupRoot: /lull
+cgroupRoot: $4
 failSwapOn: false
-resolvConf: /etc/resolv.conf
+resolvConf: "$5"
 # The machine's disk and memory are shared with the rest of the cluster:
 # evict only when truly short, and never garbage-collect the images this
 # cluster imported (nothing can be pulled back).
@@ -186,23 +196,28 @@ shutdownGracePeriod: 0s
 registerWithTaints:
 - {key: $REAL_NODE_TAINT, value: "true", effect: NoSchedule}
 EOF
-  cat >"$NODE_DIR/kube-proxy.yaml" <<EOF
+}
+
+# kube_proxy_config KUBECONFIG NODE_NAME CLUSTER_CIDR NODE_IP METRICS_PORT
+# HEALTHZ_PORT prints the kube-proxy settings both real nodes share.
+kube_proxy_config() {
+  cat <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
-  kubeconfig: $DIR/kube-proxy.kubeconfig
-hostnameOverride: $REAL_NODE_NAME
+  kubeconfig: $1
+hostnameOverride: $2
 mode: iptables
-clusterCIDR: $POD_CIDR
+clusterCIDR: $3
 bindAddress: 127.0.0.1
-metricsBindAddress: 127.0.0.1:$PROXY_METRICS_PORT
-healthzBindAddress: 127.0.0.1:$PROXY_HEALTHZ_PORT
+metricsBindAddress: 127.0.0.1:$5
+healthzBindAddress: 127.0.0.1:$6
 # NodePorts only on the node's bridge address, never on the machine's
 # other interfaces or on loopback.
-nodePortAddresses: ["$NODE_IP/32"]
+nodePortAddresses: ["$4/32"]
 iptables:
   localhostNodePorts: false
-# Leave the machine's conntrack settings alone.
+# conntrack's table size is the host's, not the machine's: leave it.
 conntrack:
   maxPerCore: 0
 EOF

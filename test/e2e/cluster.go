@@ -12,11 +12,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"lull.dev/lull/test/framework"
 )
@@ -112,4 +115,43 @@ func (c *Cluster) Kubectl(ctx context.Context, timeout time.Duration, args ...st
 // LogsHint says where component logs are, for failure messages.
 func (c *Cluster) LogsHint() string {
 	return "component logs: " + filepath.Join(c.Dir, "logs")
+}
+
+// RealNodeMain runs a package's tests (m) on a cluster of its own with lull
+// installed as pods on the real node: UpCluster(nodes) with LULL_REAL_NODE=1,
+// the port base from the environment variable portEnv (base if unset), the
+// images tagged with this checkout's `git describe`, and env. setup gets
+// the cluster and that version before the tests run. The cluster goes
+// down afterwards; a failure's message says where the component logs were.
+// It returns the exit code.
+func RealNodeMain(m *testing.M, name string, nodes int, portEnv, base string, env []string, setup func(c *Cluster, version string) error) int {
+	ctrllog.SetLogger(klog.Background())
+	if v := os.Getenv(portEnv); v != "" {
+		base = v
+	}
+	out, err := exec.Command("git", "-C", framework.RepoRoot(), "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: git describe: %v\n", name, err)
+		return 1
+	}
+	version := strings.TrimSpace(string(out))
+	cl, err := UpCluster(nodes, append([]string{"LULL_REAL_NODE=1", "LULL_PORT_BASE=" + base, "LULL_VERSION=" + version}, env...)...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	code := 1
+	if err := setup(cl, version); err == nil {
+		code = m.Run()
+	} else {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	}
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "%s: failed; %s (removed on exit)\n", name, cl.LogsHint())
+	}
+	if err := cl.Down(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		code = 1
+	}
+	return code
 }

@@ -27,10 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
@@ -50,38 +48,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrllog.SetLogger(klog.Background())
-	base := os.Getenv("LULL_E2E_MACHINE_PORT_BASE")
-	if base == "" {
-		base = "29000"
-	}
-	out, err := exec.Command("git", "-C", framework.RepoRoot(), "describe", "--tags", "--always", "--dirty").Output()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "machine: git describe: %v\n", err)
-		os.Exit(1)
-	}
-	cl, err := e2e.UpCluster(2, "LULL_REAL_NODE=1", "LULL_REAL_NODE_1=1", "LULL_PORT_BASE="+base,
-		"LULL_VERSION="+strings.TrimSpace(string(out)))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "machine: %v\n", err)
-		os.Exit(1)
-	}
-	cluster = cl
-	code := 1
-	c, err = client.New(cl.Config, client.Options{Scheme: lullscheme.New()})
-	if err == nil {
-		code = m.Run()
-	} else {
-		fmt.Fprintf(os.Stderr, "machine: %v\n", err)
-	}
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "machine: failed; %s (removed on exit)\n", cl.LogsHint())
-	}
-	if err := cl.Down(); err != nil {
-		fmt.Fprintf(os.Stderr, "machine: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(e2e.RealNodeMain(m, "machine", 2, "LULL_E2E_MACHINE_PORT_BASE", "29000", []string{"LULL_REAL_NODE_1=1"}, func(cl *e2e.Cluster, _ string) (err error) {
+		cluster = cl
+		c, err = client.New(cl.Config, client.Options{Scheme: lullscheme.New()})
+		return err
+	}))
 }
 
 // shell runs a command inside the machine (hack/real-node-1.sh shell).

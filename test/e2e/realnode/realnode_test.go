@@ -31,10 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	lullscheme "lull.dev/lull/pkg/scheme"
@@ -55,38 +53,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrllog.SetLogger(klog.Background())
-	base := os.Getenv("LULL_E2E_REALNODE_PORT_BASE")
-	if base == "" {
-		base = "28000"
-	}
-	out, err := exec.Command("git", "-C", framework.RepoRoot(), "describe", "--tags", "--always", "--dirty").Output()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "realnode: git describe: %v\n", err)
-		os.Exit(1)
-	}
-	version = strings.TrimSpace(string(out))
-	cl, err := e2e.UpCluster(3, "LULL_REAL_NODE=1", "LULL_PORT_BASE="+base, "LULL_VERSION="+version)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "realnode: %v\n", err)
-		os.Exit(1)
-	}
-	cluster = cl
-	c, err = client.NewWithWatch(cl.Config, client.Options{Scheme: lullscheme.New()})
-	code := 1
-	if err == nil {
-		code = m.Run()
-	} else {
-		fmt.Fprintf(os.Stderr, "realnode: %v\n", err)
-	}
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "realnode: failed; %s (removed on exit)\n", cl.LogsHint())
-	}
-	if err := cl.Down(); err != nil {
-		fmt.Fprintf(os.Stderr, "realnode: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(e2e.RealNodeMain(m, "realnode", 3, "LULL_E2E_REALNODE_PORT_BASE", "28000", nil, func(cl *e2e.Cluster, v string) (err error) {
+		cluster, version = cl, v
+		c, err = client.NewWithWatch(cl.Config, client.Options{Scheme: lullscheme.New()})
+		return err
+	}))
 }
 
 // tasks lists the real node's running containers as containerd sees them:
