@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,13 +165,17 @@ func TestSystemHostActions(t *testing.T) {
 
 	// A simulated agent gives its kwok node a boot ID, as a kubelet
 	// reports one: the reboots are judged by its change.
-	boot := map[string]string{}
+	// The first boot ID each node shows is the one before any reboot: the
+	// acceptance request starts as soon as its agent runs, and may have
+	// rebooted the node before a poll would read it.
+	firstBoot := watchFirstBootIDs(t, nodes...)
 	for _, n := range nodes {
 		startSimAgent(t, n)
 	}
+	boot := map[string]string{}
 	for _, n := range nodes {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			boot[n] = e.bootID(n)
+			boot[n] = firstBoot(n)
 			return boot[n] != "", nil
 		})
 		require.NoError(t, err, "the simulated agent of %s gave it no boot ID", n)
@@ -254,4 +260,29 @@ func deployOn(t *testing.T, name, node string, replicas int32) {
 	require.NoError(t, err)
 	t.Cleanup(func() { cluster.RemoveApp(t, name) })
 	waitAppRunning(t.Context(), t, name, int(replicas))
+}
+
+// watchFirstBootIDs records, from now on, the first boot ID each of nodes
+// reports; the returned function reads it ("" while none).
+func watchFirstBootIDs(t *testing.T, nodes ...string) func(node string) string {
+	t.Helper()
+	w, err := cluster.Clientset.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	first := map[string]string{}
+	go func() {
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || !slices.Contains(nodes, n.Name) || n.Status.NodeInfo.BootID == "" {
+				continue
+			}
+			mu.Lock()
+			if first[n.Name] == "" {
+				first[n.Name] = n.Status.NodeInfo.BootID
+			}
+			mu.Unlock()
+		}
+	}()
+	return func(node string) string { mu.Lock(); defer mu.Unlock(); return first[node] }
 }
