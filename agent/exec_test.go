@@ -394,13 +394,14 @@ func TestCommandsRestartVerified(t *testing.T) {
 // shows its new InvocationID, and becomes active, a moment later; the
 // agent looks again on its clock until Settle has passed.
 func TestCommandsRestartSettles(t *testing.T) {
-	dir := t.TempDir()
-	id, active := filepath.Join(dir, "id"), filepath.Join(dir, "active")
-	require.NoError(t, os.WriteFile(id, []byte("1"), 0o644))
-	require.NoError(t, os.WriteFile(active, []byte("active"), 0o644))
+	// The unit as systemd shows it, read by read: before the restart and
+	// just after it the old InvocationID, then the new one activating,
+	// then active. The reads, not the test's timing, advance it.
+	reads := filepath.Join(t.TempDir(), "reads")
+	state := fmt.Sprintf(`n=$(( $(cat %[1]s 2>/dev/null || echo 0) + 1 )); echo $n > %[1]s
+case $n in 1|2) echo InvocationID=1; echo ActiveState=active;; 3) echo InvocationID=2; echo ActiveState=activating;; *) echo InvocationID=2; echo ActiveState=active;; esac`, reads)
 	clk := clocktesting.NewFakeClock(t0)
-	c := Commands{HostRoot: "/", Restart: "echo activating > " + active, Clock: clk, Settle: time.Minute,
-		UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; echo "ActiveState=$(cat %s)"`, id, active)}
+	c := Commands{HostRoot: "/", Restart: "true", UnitState: state, Clock: clk, Settle: time.Minute}
 	type result struct {
 		out string
 		err error
@@ -410,21 +411,23 @@ func TestCommandsRestartSettles(t *testing.T) {
 		out, err := c.Run(context.Background(), lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"})
 		done <- result{out, err}
 	}()
-	// The agent waits: the old InvocationID is still there.
-	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond)
-	clk.Step(time.Second)
-	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond)
-	// systemd gets round to it: a new InvocationID, activating, then active.
-	require.NoError(t, os.WriteFile(id, []byte("2"), 0o644))
-	clk.Step(time.Second)
-	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond)
-	require.NoError(t, os.WriteFile(active, []byte("active"), 0o644))
-	clk.Step(time.Second)
-	select {
-	case r := <-done:
-		require.NoError(t, r.err)
-		require.Equal(t, "unit chronyd restarted (InvocationID 2, was 1) and active", r.out)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the restart was not seen")
+	limit := time.After(10 * time.Second)
+	for {
+		select {
+		case r := <-done:
+			require.NoError(t, r.err)
+			require.Equal(t, "unit chronyd restarted (InvocationID 2, was 1) and active", r.out)
+			n, err := os.ReadFile(reads)
+			require.NoError(t, err)
+			require.Equal(t, "4", strings.TrimSpace(string(n)), "read again through the old ID and activating, until active")
+			require.Less(t, clk.Since(t0), c.Settle, "within the settle time")
+			return
+		case <-limit:
+			t.Fatal("the restart was not seen")
+		case <-time.After(time.Millisecond):
+			if clk.HasWaiters() {
+				clk.Step(200 * time.Millisecond)
+			}
+		}
 	}
 }
