@@ -4,9 +4,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DisruptionAction is a step of what a maintenance class needs done to its
-// node (steps.go has the steps lull-agent carries out).
-// +kubebuilder:validation:Enum=None;Cordon;Drain;RestartService;Reboot;PowerOff
+// DisruptionAction is a step of what a maintenance class or a change needs
+// done to its node (steps.go has the steps lull-agent carries out).
+// +kubebuilder:validation:Enum=None;Cordon;Drain;WriteFiles;DaemonReload;ReloadService;RestartService;Reboot;PowerOff
 type DisruptionAction string
 
 const (
@@ -22,13 +22,19 @@ const (
 )
 
 // DefaultRuleName names the built-in fallback in statuses: a class no
-// DisruptionPolicy rule matches is drained.
+// DisruptionPolicy rule matches is drained; a change no rule matches is
+// drained and the node rebooted.
 const DefaultRuleName = "(default)"
 
-// DisruptionRule maps maintenance classes to an ordered list of steps.
-// +kubebuilder:validation:XValidation:rule="has(self.class) != has(self.classPattern)",message="set exactly one of class (an exact class) or classPattern (a glob such as kernel-*)"
+// DisruptionRule maps maintenance classes, or changes to a node, to an
+// ordered list of steps. It matches by exactly one of class, classPattern,
+// files, units, sshKeys, kernelArguments or osImage.
+// +kubebuilder:validation:XValidation:rule="[has(self.class), has(self.classPattern), has(self.files), has(self.units), has(self.sshKeys), has(self.kernelArguments), has(self.osImage)].filter(x, x).size() == 1",message="set exactly one of class (an exact class), classPattern (a glob such as kernel-*), files, units, sshKeys, kernelArguments or osImage (what a change touches)"
 // +kubebuilder:validation:XValidation:rule="has(self.action) != has(self.steps)",message="set exactly one of steps (an ordered list, such as [{type: Drain}, {type: Reboot}]) or action (one step, such as Drain)"
-// +kubebuilder:validation:XValidation:rule="!has(self.action) || self.action != 'RestartService'",message="a RestartService step names its unit: write steps: [{type: RestartService, unit: chronyd}]"
+// +kubebuilder:validation:XValidation:rule="!has(self.action) || !(self.action in ['RestartService', 'ReloadService']) || has(self.units)",message="a RestartService or ReloadService step names its unit: write steps: [{type: RestartService, unit: chronyd}] (only a rule matching units may leave it out: the changed unit)"
+// +kubebuilder:validation:XValidation:rule="!has(self.steps) || has(self.units) || self.steps.all(s, !(s.type in ['RestartService', 'ReloadService']) || has(s.unit))",message="a RestartService or ReloadService step names its unit (only in a rule matching units may it leave it out: the changed unit)"
+// +kubebuilder:validation:XValidation:rule="!has(self.action) || self.action != 'WriteFiles'",message="WriteFiles is not a rule's step: lull writes a request's spec.changes.config before its host steps"
+// +kubebuilder:validation:XValidation:rule="!has(self.osImage) || self.osImage",message="osImage: true matches a change of the OS image; leave it out otherwise"
 // +kubebuilder:validation:XValidation:rule="!has(self.steps) || !self.steps.exists(s, s.type == 'None') || size(self.steps) == 1",message="None means the class needs nothing done: it cannot be combined with other steps"
 // +kubebuilder:validation:XValidation:rule="!has(self.drain) || (has(self.action) && self.action in ['Drain', 'Reboot', 'PowerOff']) || (has(self.steps) && self.steps.exists(s, s.type in ['Drain', 'Reboot', 'PowerOff']))",message="drain settings apply only to rules that drain (a Drain, Reboot or PowerOff step)"
 type DisruptionRule struct {
@@ -53,13 +59,61 @@ type DisruptionRule struct {
 	// +kubebuilder:validation:Pattern=`^[-a-z0-9._*?]+$`
 	ClassPattern string `json:"classPattern,omitempty"`
 
+	// Files matches changed files by absolute path or glob: `*` and `?`
+	// match within one path segment, `**` across segments
+	// ("/etc/chrony.conf", "/etc/containerd/certs.d/**"). Unit files and
+	// drop-ins are units, not files.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^/`
+	// +listType=atomic
+	Files []string `json:"files,omitempty"`
+
+	// Units matches systemd units whose unit file or a drop-in changed, by
+	// name or glob ("chronyd.service", "*"). A RestartService or
+	// ReloadService step without a unit acts on each matched unit.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=255
+	// +listType=atomic
+	Units []string `json:"units,omitempty"`
+
+	// SSHKeys matches a change of the authorized SSH keys of users, by
+	// name or glob ("core", "*").
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=atomic
+	SSHKeys []string `json:"sshKeys,omitempty"`
+
+	// KernelArguments matches kernel arguments added or removed, by glob
+	// over the argument as written ("hugepages*", "*").
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=atomic
+	KernelArguments []string `json:"kernelArguments,omitempty"`
+
+	// OSImage: true matches a change of the node's OS image.
+	// +optional
+	OSImage *bool `json:"osImage,omitempty"`
+
 	// Action is a one-step rule: what the matched classes need (None,
 	// Cordon, Drain, Reboot or PowerOff). Set it or steps.
 	// +optional
 	Action DisruptionAction `json:"action,omitempty"`
 
-	// Steps the matched classes need, in order. A request's plan merges
-	// the steps of all its classes (docs/actions.md). Set it or action.
+	// Steps the matched classes or changes need, in order. A request's
+	// plan merges the steps of all its classes and changes
+	// (docs/actions.md). Set it or action.
 	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
@@ -96,8 +150,8 @@ type DisruptionPolicySpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	Priority int32 `json:"priority,omitempty"`
 
-	// Rules are tried in order; the first whose class or pattern matches
-	// decides.
+	// Rules are tried in order; for each class, and each change, of a
+	// request the first rule that matches it decides.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
@@ -112,7 +166,8 @@ type EffectiveRule struct {
 	Policy string `json:"policy,omitempty"`
 	// Rule name (DefaultRuleName for the built-in default).
 	Rule string `json:"rule"`
-	// Match is the class, or the pattern, the rule matches.
+	// Match is what the rule matches: a class or class pattern, or a
+	// change matcher ("files: /etc/chrony.conf", "units: *").
 	Match string `json:"match"`
 	// Action is the rule's most disruptive step.
 	Action DisruptionAction `json:"action"`
@@ -121,8 +176,8 @@ type EffectiveRule struct {
 	// +optional
 	// +listType=atomic
 	Steps []string `json:"steps,omitempty"`
-	// ShadowedBy names an earlier rule that matches every class this one
-	// does, so this one never decides anything.
+	// ShadowedBy names an earlier rule that matches every class or change
+	// this one does, so this one never decides anything.
 	// +optional
 	ShadowedBy string `json:"shadowedBy,omitempty"`
 }
@@ -139,8 +194,9 @@ type DisruptionPolicyStatus struct {
 	// +optional
 	Summary string `json:"summary,omitempty"`
 	// EffectiveRules are the rules of every DisruptionPolicy merged in the
-	// order they are tried, ending with the built-in default (Drain). The
-	// drainer and `kubectl lull plan` decide with exactly this list.
+	// order they are tried, ending with the built-in defaults (a class:
+	// Drain; a change: Drain, Reboot). The drainer and `kubectl lull plan`
+	// decide with exactly this list.
 	// +optional
 	// +listType=atomic
 	EffectiveRules []EffectiveRule `json:"effectiveRules,omitempty"`
@@ -150,9 +206,11 @@ type DisruptionPolicyStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// DisruptionPolicy maps maintenance classes to the steps they need done to
-// a node: None, Cordon, Drain, RestartService, Reboot, PowerOff. A class no
-// rule matches is drained.
+// DisruptionPolicy maps maintenance classes, and changes to a node (files,
+// units, SSH keys, kernel arguments, OS image), to the steps they need done
+// to it: None, Cordon, Drain, DaemonReload, ReloadService, RestartService,
+// Reboot, PowerOff. A class no rule matches is drained; a change no rule
+// matches is drained and the node rebooted.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

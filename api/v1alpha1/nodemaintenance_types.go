@@ -97,7 +97,8 @@ const (
 )
 
 // NodeMaintenanceSpec is a request for disruptive maintenance of one node.
-// +kubebuilder:validation:XValidation:rule="has(self.class) != has(self.classes)",message="set class (one kind of change) or classes (several), not both"
+// +kubebuilder:validation:XValidation:rule="!(has(self.class) && has(self.classes))",message="set class (one kind of change) or classes (several), not both"
+// +kubebuilder:validation:XValidation:rule="has(self.class) || has(self.classes) || has(self.changes)",message="say what changes: class or classes (kinds of change a DisruptionPolicy knows), or changes (the files, units, SSH keys, kernel arguments or OS image that change)"
 type NodeMaintenanceSpec struct {
 	// NodeName is the node to maintain. Immutable.
 	// +kubebuilder:validation:MinLength=1
@@ -125,6 +126,14 @@ type NodeMaintenanceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, d == c))",message="classes must not repeat a class"
 	// +listType=atomic
 	Classes []string `json:"classes,omitempty"`
+
+	// Changes are what changes on the node (files, units, SSH keys,
+	// kernel arguments, OS image), beside or instead of classes: the
+	// DisruptionPolicies decide each change, as each class
+	// (docs/policy.md). `kubectl lull request --from OLD --to NEW` fills
+	// them in from two node configurations.
+	// +optional
+	Changes *Changes `json:"changes,omitempty"`
 
 	// Reason is free text for people.
 	// +optional
@@ -237,6 +246,17 @@ type Decision struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Classes []ClassDecision `json:"classes,omitempty"`
+	// Changes records, for every change of spec.changes, the rule that
+	// decided it and the steps it contributed.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=2200
+	Changes []ChangeDecision `json:"changes,omitempty"`
+	// Config is the NodeConfig (in lull-configs) lull-agent writes
+	// (WriteFiles): spec.changes.config when the request started; a later
+	// edit of the spec does not change what is written.
+	// +optional
+	Config string `json:"config,omitempty"`
 	// Timeout and Escalation from the rule, when it sets them.
 	// +optional
 	Timeout *Duration `json:"timeout,omitempty"`
@@ -351,6 +371,7 @@ type NodeMaintenanceStatus struct {
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`
 // +kubebuilder:printcolumn:name="Classes",type=string,JSONPath=`.spec.classes`,priority=1
+// +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.changes.config`,priority=1
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.status.decision.action`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Next-Window",type=string,JSONPath=`.status.nextWindowStart`

@@ -5,11 +5,21 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Steps of the closed vocabulary a DisruptionPolicy rule maps a class to,
-// and the most disruptive step a decision needs (Decision.Action). The
-// drainer does Cordon and Drain; lull-agent, on the node, does
-// RestartService, Reboot and PowerOff (docs/actions.md).
+// Steps of the closed vocabulary a DisruptionPolicy rule maps a class or
+// a change to, and the most disruptive step a decision needs
+// (Decision.Action). The drainer does Cordon and Drain; lull-agent, on the
+// node, does the host steps (docs/actions.md).
 const (
+	// StepWriteFiles writes the request's configuration (spec.changes.config)
+	// to the node. No rule asks for it: a request that carries a
+	// configuration gets it, before its other host steps.
+	StepWriteFiles DisruptionAction = "WriteFiles"
+	// StepDaemonReload makes systemd read its unit files again; it is done
+	// when no changed unit needs a daemon-reload any more.
+	StepDaemonReload DisruptionAction = "DaemonReload"
+	// StepReloadService reloads one systemd unit: it is done when the
+	// reload succeeded (ReloadResult) and the unit is still active.
+	StepReloadService DisruptionAction = "ReloadService"
 	// StepRestartService restarts one systemd unit on the node.
 	StepRestartService DisruptionAction = "RestartService"
 	// StepReboot reboots the node; it is done when the node's boot ID has
@@ -22,17 +32,27 @@ const (
 
 // HostStep reports whether the step is done on the node by lull-agent.
 func (a DisruptionAction) HostStep() bool {
-	return a == StepRestartService || a == StepReboot || a == StepPowerOff
+	switch a {
+	case StepWriteFiles, StepDaemonReload, StepReloadService, StepRestartService, StepReboot, StepPowerOff:
+		return true
+	}
+	return false
 }
 
+// NamesUnit reports whether the step acts on one systemd unit.
+func (a DisruptionAction) NamesUnit() bool { return a == StepRestartService || a == StepReloadService }
+
 // Step is one step of a rule's ordered list.
-// +kubebuilder:validation:XValidation:rule="(self.type == 'RestartService') == has(self.unit)",message="unit names the systemd unit a RestartService step restarts: set it for RestartService steps, and only for them"
-// +kubebuilder:validation:XValidation:rule="!has(self.timeout) || self.type in ['RestartService', 'Reboot', 'PowerOff']",message="timeout applies to the steps lull-agent carries out (RestartService, Reboot, PowerOff); a drain's timeout is the rule's drain.timeout"
+// +kubebuilder:validation:XValidation:rule="!has(self.unit) || self.type in ['RestartService', 'ReloadService']",message="unit names the systemd unit a RestartService or ReloadService step acts on: set it only for those"
+// +kubebuilder:validation:XValidation:rule="self.type != 'WriteFiles'",message="WriteFiles is not a rule's step: lull writes a request's spec.changes.config before its host steps"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeout) || self.type in ['DaemonReload', 'ReloadService', 'RestartService', 'Reboot', 'PowerOff']",message="timeout applies to the steps lull-agent carries out (DaemonReload, ReloadService, RestartService, Reboot, PowerOff); a drain's timeout is the rule's drain.timeout"
 type Step struct {
 	// Type of the step.
 	Type DisruptionAction `json:"type"`
-	// Unit is the systemd unit a RestartService step restarts
-	// ("chronyd", "containerd.service").
+	// Unit is the systemd unit a RestartService or ReloadService step acts
+	// on ("chronyd", "containerd.service"). A rule that matches units may
+	// leave it out: the step then acts on each changed unit the rule
+	// decides.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
@@ -40,8 +60,7 @@ type Step struct {
 	Unit string `json:"unit,omitempty"`
 	// Timeout bounds a host step: a RestartService or PowerOff step that
 	// has not finished, or a Reboot whose node has not come back, after
-	// this long has timed out. Defaults: RestartService 5m, Reboot 15m,
-	// PowerOff 5m.
+	// this long has timed out. Defaults: 5m, a Reboot's 15m.
 	// +optional
 	// A Go duration, more than 0 and at most 24h.
 	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) > duration('0s') && duration(self) <= duration('24h'))",message="a step's timeout must be positive and at most 24h, such as 10m"
@@ -64,6 +83,12 @@ type PlannedStep struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Classes []string `json:"classes,omitempty"`
+	// Changes whose rules need this step, as "kind name" ("file
+	// /etc/chrony.conf"), at most MaxStepChanges, then "and N more".
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=17
+	Changes []string `json:"changes,omitempty"`
 	// Covers lists steps this one makes pointless ("RestartService
 	// chronyd (chrony-config)" under a Reboot).
 	// +optional

@@ -23,7 +23,7 @@ import (
 // pass.
 func (s *step) gate() (reconcile.Result, error) {
 	var taken *lease.Info
-	v, err := gate.Check(s.ctx, gate.Request{Classes: s.nm.Spec.AllClasses(), Started: s.status.StartedAt != nil,
+	v, err := gate.Check(s.ctx, gate.Request{Classes: s.nm.Spec.AllClasses(), Changes: s.nm.Spec.Changes, Started: s.status.StartedAt != nil,
 		Decision: s.recordedDecision(), Forecast: s.fc, Now: s.now}, gate.Checks{
 		Decide: s.r.Forecast.Decide,
 		Agent:  func(context.Context) (bool, string, error) { return s.agentAlive() },

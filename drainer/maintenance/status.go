@@ -69,7 +69,7 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
 		// conflict is decided (and announced) again by the next round.
-		s.event(corev1.EventTypeNormal, ReasonPolicyDecided, policy.Describe(s.nm.Spec.AllClasses(), *d))
+		s.event(corev1.EventTypeNormal, ReasonPolicyDecided, policy.Describe(s.nm.Spec.AllClasses(), s.nm.Spec.Changes, *d))
 		s.r.Metrics.Decisions.WithLabelValues(string(d.Action), d.RuleRef()).Inc()
 	}
 	if old != phase {

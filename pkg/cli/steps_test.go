@@ -126,7 +126,7 @@ func TestPlanMergesClasses(t *testing.T) {
 			res := previewClasses(t, tc.classes...)
 			n := res.Nodes[0]
 			// The same decision the drainer takes: pkg/policy's merge.
-			want := policy.Merge([]lullv1alpha1.DisruptionPolicy{*stepsPolicy()}).Decide(tc.classes)
+			want := policy.Merge([]lullv1alpha1.DisruptionPolicy{*stepsPolicy()}).Decide(tc.classes, nil)
 			require.Equal(t, want.Steps, n.Steps)
 			require.Equal(t, want.Classes, n.Classes)
 			require.Len(t, n.Classes, len(tc.classes), "one rule per class")
@@ -230,7 +230,7 @@ func TestStatusStepCell(t *testing.T) {
 // its plan and its host steps as the drainer recorded them.
 func TestStatusOfAnActingRequest(t *testing.T) {
 	classes := []string{"ssh-keys", "chrony-config", "kernel-update"}
-	d := policy.Merge([]lullv1alpha1.DisruptionPolicy{*stepsPolicy()}).Decide(classes)
+	d := policy.Merge([]lullv1alpha1.DisruptionPolicy{*stepsPolicy()}).Decide(classes, nil)
 	acting := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
 		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: classes, Reason: "CVE-2026-1234, new NTP servers"},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseActing, Decision: &d, StartedAt: &metav1.Time{Time: now.Add(-10 * time.Minute)},

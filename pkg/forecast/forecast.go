@@ -289,12 +289,13 @@ func (f *Forecast) DeletePolicy(name string) {
 }
 
 // Decide is what the DisruptionPolicies the forecast holds decide for
-// classes: the one merged set the forecast itself decides with.
-func (f *Forecast) Decide(classes []string) lullv1alpha1.Decision {
+// classes and changes: the one merged set the forecast itself decides
+// with.
+func (f *Forecast) Decide(classes []string, changes *lullv1alpha1.Changes) lullv1alpha1.Decision {
 	f.mu.Lock()
 	rules := f.rules
 	f.mu.Unlock()
-	return rules.Decide(classes)
+	return rules.Decide(classes, changes)
 }
 
 func (f *Forecast) mergePoliciesLocked() {

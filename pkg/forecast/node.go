@@ -30,6 +30,8 @@ type Maintenance struct {
 	Name string
 	// Classes requested (the label's one class, or the request's).
 	Classes []string
+	// Changes requested (the request's spec.changes).
+	Changes *lullv1alpha1.Changes
 	Phase   lullv1alpha1.MaintenancePhase
 	// Deadline after which windows no longer gate the request (zero: none).
 	Deadline time.Time
@@ -178,7 +180,7 @@ func Compute(now time.Time, in Input) *Node {
 	}
 	n.Maintenance = maintenanceOf(in.NM, n.LabelClass, n.HasLabel)
 	if m := n.Maintenance; m != nil && in.Policies != nil {
-		m.Decision = in.Policies.Decide(m.Classes)
+		m.Decision = in.Policies.Decide(m.Classes, m.Changes)
 		if !m.Started && !m.Phase.Disrupting() && m.Decision.Action == lullv1alpha1.ActionNone {
 			// The drainer completes such a request at once, touching nothing.
 			n.Maintenance = nil
@@ -300,7 +302,7 @@ func (n *Node) bound(t time.Time) {
 // marked complete ends the request even while the label lingers.
 func maintenanceOf(nm *lullv1alpha1.NodeMaintenance, labelClass string, hasLabel bool) *Maintenance {
 	if nm != nil && nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
-		m := &Maintenance{Name: nm.Name, Classes: nm.Spec.AllClasses(), Phase: nm.Status.Phase, Started: nm.Status.StartedAt != nil}
+		m := &Maintenance{Name: nm.Name, Classes: nm.Spec.AllClasses(), Changes: nm.Spec.Changes, Phase: nm.Status.Phase, Started: nm.Status.StartedAt != nil}
 		if m.Phase == "" {
 			m.Phase = lullv1alpha1.PhasePending
 		}

@@ -76,6 +76,8 @@ func HostSteps(d lullv1alpha1.Decision) bool {
 type Request struct {
 	// Classes requested.
 	Classes []string
+	// Changes requested.
+	Changes *lullv1alpha1.Changes
 	// Started: lull has begun disrupting the node for this request. It
 	// keeps its Decision and is never completed as needing nothing.
 	Started bool
@@ -91,8 +93,9 @@ type Request struct {
 // cluster: the drainer reserves a budget slot and takes the lease, the
 // preview only looks.
 type Checks struct {
-	// Decide is the policies' decision for a class (forecast.Decide).
-	Decide func(classes []string) lullv1alpha1.Decision
+	// Decide is the policies' decision for classes and changes
+	// (forecast.Decide).
+	Decide func(classes []string, changes *lullv1alpha1.Changes) lullv1alpha1.Decision
 	// Agent reports whether lull-agent runs on the node, and if not why
 	// (asked only for a plan with host steps; nil: not known, not asked).
 	Agent func(ctx context.Context) (bool, string, error)
@@ -127,11 +130,11 @@ func (v Verdict) Start() bool { return v.Gate == "" }
 
 // Decide is the policy gate alone: the decision the request goes by, and
 // whether it needs nothing (action None, not started).
-func Decide(req Request, decide func([]string) lullv1alpha1.Decision) (lullv1alpha1.Decision, bool) {
+func Decide(req Request, decide func([]string, *lullv1alpha1.Changes) lullv1alpha1.Decision) (lullv1alpha1.Decision, bool) {
 	if req.Decision != nil {
 		return *req.Decision, false
 	}
-	d := decide(req.Classes)
+	d := decide(req.Classes, req.Changes)
 	return d, !req.Started && d.Action == lullv1alpha1.ActionNone
 }
 
@@ -143,7 +146,7 @@ func Check(ctx context.Context, req Request, c Checks) (Verdict, error) {
 	v.Decision = d
 	if none {
 		v.Gate, v.Reason = Policy, ReasonNoDisruption
-		v.Message = policy.Describe(req.Classes, d) + ": completed at once, without lease, window or budget"
+		v.Message = policy.Describe(req.Classes, req.Changes, d) + ": completed at once, without lease, window or budget"
 		return v, nil
 	}
 	if c.Agent != nil && HostSteps(d) && !req.Started {

@@ -22,7 +22,7 @@ type calls []string
 
 func (c *calls) checks(action lullv1alpha1.DisruptionAction, free bool, held *lease.HeldError) Checks {
 	return Checks{
-		Decide: func([]string) lullv1alpha1.Decision {
+		Decide: func([]string, *lullv1alpha1.Changes) lullv1alpha1.Decision {
 			*c = append(*c, "decide")
 			return lullv1alpha1.Decision{Action: action, Policy: "p", Rule: "r"}
 		},

@@ -83,8 +83,11 @@ type Request struct {
 	Selector labels.Selector
 	// Class of a request of one kind of change; or Classes, several made
 	// together (their steps merge into one plan). Classes wins when set.
-	Class    string
-	Classes  []string
+	Class   string
+	Classes []string
+	// Changes made to the nodes (from two configurations compared);
+	// beside or instead of classes.
+	Changes  *lullv1alpha1.Changes
 	Deadline *time.Time
 }
 
@@ -104,6 +107,9 @@ func (r Request) AllClasses() []string {
 func (r Request) Spec(node string) lullv1alpha1.NodeMaintenanceSpec {
 	spec := lullv1alpha1.NodeMaintenanceSpec{NodeName: node}
 	SetClasses(&spec, r.AllClasses())
+	if r.Changes != nil {
+		spec.Changes = r.Changes.DeepCopy()
+	}
 	if r.Deadline != nil {
 		spec.Deadline = &metav1.Time{Time: *r.Deadline}
 	}
@@ -399,7 +405,7 @@ func (cl *Cluster) previewNode(ctx context.Context, c client.Reader, kube kubern
 	}
 	var ws []*lullv1alpha1.MaintenanceWindow
 	p.Windows, ws = cl.windowsOf(fc)
-	if err := cl.start(ctx, c, &p, req.AllClasses(), fc, ws, starting); err != nil {
+	if err := cl.start(ctx, c, &p, req, fc, ws, starting); err != nil {
 		return p, err
 	}
 	if p.drains() {
@@ -427,8 +433,8 @@ func (cl *Cluster) prospective(p *Node, node *corev1.Node, req Request) *lullv1a
 // start decides when the request would start with the drainer's gates
 // (pkg/gate), counting the nodes this preview already starts now against
 // the budget.
-func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, classes []string, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
-	greq := gate.Request{Classes: classes, Forecast: fc, Now: cl.Now}
+func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, req Request, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
+	greq := gate.Request{Classes: req.AllClasses(), Changes: req.Changes, Forecast: fc, Now: cl.Now}
 	if ex := p.Existing; ex != nil && ex.Status.StartedAt != nil {
 		greq.Started, greq.Decision = true, ex.Status.Decision // started requests keep their decision
 	}
@@ -461,7 +467,7 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, classes 
 	switch p.Start {
 	case StartImmediately:
 		p.StartAt = ptr.To(cl.Now.UTC())
-		p.WaitingFor = policy.Describe(classes, v.Decision) + ": completes at once, without lease, window or budget"
+		p.WaitingFor = policy.Describe(greq.Classes, greq.Changes, v.Decision) + ": completes at once, without lease, window or budget"
 	case StartWindow:
 		p.StartAt = ptr.To(v.Window.Opens.UTC())
 	case StartNow:

@@ -18,12 +18,64 @@ type Rule struct {
 	lullv1alpha1.DisruptionRule
 }
 
-// Match is what the rule matches: its class or its pattern.
+// Match is what the rule matches: its class or its pattern, or its change
+// matcher ("files: /etc/chrony.conf, /etc/chrony.d/**").
 func (r *Rule) Match() string {
-	if r.ClassPattern != "" {
+	switch {
+	case r.ClassPattern != "":
 		return r.ClassPattern
+	case r.Class != "":
+		return r.Class
 	}
-	return r.Class
+	if k, patterns := r.changeMatcher(); k != "" {
+		if k == lullv1alpha1.ChangeOSImage {
+			return "osImage"
+		}
+		return changeMatcherName[k] + ": " + strings.Join(patterns, ", ")
+	}
+	return ""
+}
+
+var changeMatcherName = map[lullv1alpha1.ChangeKind]string{
+	lullv1alpha1.ChangeFile:           "files",
+	lullv1alpha1.ChangeUnit:           "units",
+	lullv1alpha1.ChangeSSHKeys:        "sshKeys",
+	lullv1alpha1.ChangeKernelArgument: "kernelArguments",
+}
+
+// changeMatcher is the kind of change the rule matches and its patterns;
+// "" for a class rule.
+func (r *Rule) changeMatcher() (lullv1alpha1.ChangeKind, []string) {
+	switch {
+	case len(r.Files) > 0:
+		return lullv1alpha1.ChangeFile, r.Files
+	case len(r.Units) > 0:
+		return lullv1alpha1.ChangeUnit, r.Units
+	case len(r.SSHKeys) > 0:
+		return lullv1alpha1.ChangeSSHKeys, r.SSHKeys
+	case len(r.KernelArguments) > 0:
+		return lullv1alpha1.ChangeKernelArgument, r.KernelArguments
+	case r.OSImage != nil && *r.OSImage:
+		return lullv1alpha1.ChangeOSImage, nil
+	}
+	return "", nil
+}
+
+// MatchesChange reports whether the rule decides change c.
+func (r *Rule) MatchesChange(c lullv1alpha1.Change) bool {
+	k, patterns := r.changeMatcher()
+	if k != c.Kind {
+		return false
+	}
+	if k == lullv1alpha1.ChangeOSImage {
+		return true
+	}
+	for _, p := range patterns {
+		if Glob(p, c.Name, k == lullv1alpha1.ChangeFile) {
+			return true
+		}
+	}
+	return false
 }
 
 // Ref names the rule as "policy/rule".
@@ -32,7 +84,7 @@ func (r *Rule) Ref() string { return r.Policy + "/" + r.Name }
 // Matches reports whether the rule decides class.
 func (r *Rule) Matches(class string) bool {
 	if r.ClassPattern == "" {
-		return r.Class == class
+		return r.Class != "" && r.Class == class
 	}
 	ok, err := path.Match(r.ClassPattern, class)
 	return err == nil && ok
@@ -76,13 +128,46 @@ func (s *Set) Rules() []Rule { return s.rules }
 // Order is the policy's place among all policies (1 first); 0 if unknown.
 func (s *Set) Order(policy string) int { return s.order[policy] }
 
-// Decide returns the merged plan for a request's classes (steps.go).
-func (s *Set) Decide(classes []string) lullv1alpha1.Decision {
-	rules := make([]*Rule, len(classes))
-	for i, c := range classes {
-		rules[i] = s.match(c)
+// Decide returns the merged plan for a request's classes and changes
+// (steps.go): each class, and each change, is decided by the first rule
+// that matches it, or the built-in default. The decision records which
+// rule decided each and the steps it gave. A request that carries a
+// configuration (changes.config) also writes it.
+func (s *Set) Decide(classes []string, changes *lullv1alpha1.Changes) lullv1alpha1.Decision {
+	list := changes.List()
+	ds := make([]decider, 0, len(classes)+len(list))
+	var cds []lullv1alpha1.ClassDecision
+	for _, c := range classes {
+		r := s.match(c)
+		ds = append(ds, decider{who: c, rule: r, steps: r.StepList()})
+		cds = append(cds, lullv1alpha1.ClassDecision{Class: c, Policy: r.Policy, Rule: r.Name, Steps: labels(r.StepList())})
 	}
-	return plan(classes, rules)
+	var chds []lullv1alpha1.ChangeDecision
+	for i := range list {
+		c := &list[i]
+		r := s.matchChange(*c)
+		st := resolve(r, c)
+		ds = append(ds, decider{who: c.String(), change: true, rule: r, steps: st})
+		chds = append(chds, lullv1alpha1.ChangeDecision{Kind: c.Kind, Name: c.Name, Policy: r.Policy, Rule: r.Name, Steps: labels(st)})
+	}
+	config := ""
+	if changes != nil {
+		config = changes.Config
+	}
+	d := plan(ds, config)
+	d.Classes, d.Changes, d.Config = cds, chds, config
+	return d
+}
+
+// matchChange is the first rule that decides change c, else the built-in
+// default for changes.
+func (s *Set) matchChange(c lullv1alpha1.Change) *Rule {
+	for i := range s.rules {
+		if s.rules[i].MatchesChange(c) {
+			return &s.rules[i]
+		}
+	}
+	return &defaultChangeRule
 }
 
 // match is the first rule that decides class, else the built-in default.
@@ -99,6 +184,15 @@ func (s *Set) match(class string) *Rule {
 // rule ("*") replaces it; the shipped default policy has one that drains
 // and reboots.
 var defaultRule = Rule{DisruptionRule: lullv1alpha1.DisruptionRule{Name: lullv1alpha1.DefaultRuleName, ClassPattern: "*", Action: lullv1alpha1.ActionDrain}}
+
+// defaultChangeRule decides a change no rule matches: when unsure, the
+// disruptive action, drain and reboot (a change nothing accounts for
+// takes effect at the latest when the node boots again).
+var defaultChangeRule = Rule{DisruptionRule: lullv1alpha1.DisruptionRule{Name: lullv1alpha1.DefaultRuleName,
+	Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}}}
+
+// AnyChange is what the built-in default for changes matches.
+const AnyChange = "any change"
 
 // Effective lists the merged rules as statuses show them, each marked when
 // an earlier rule already matches every class it matches, and ends with
@@ -121,11 +215,35 @@ func (s *Set) Effective() []lullv1alpha1.EffectiveRule {
 	}
 	out = append(out, lullv1alpha1.EffectiveRule{Rule: lullv1alpha1.DefaultRuleName, Match: "*", Action: lullv1alpha1.ActionDrain,
 		Steps: labels(defaultRule.StepList()), ShadowedBy: catchAll})
+	// Extensions and kernel types match no rule: this default is never
+	// shadowed.
+	out = append(out, lullv1alpha1.EffectiveRule{Rule: lullv1alpha1.DefaultRuleName, Match: AnyChange, Action: defaultChangeRule.Most(),
+		Steps: labels(defaultChangeRule.StepList())})
 	return out
 }
 
-// covers reports whether rule a matches every class rule b matches.
+// covers reports whether rule a matches every class, or change, rule b
+// matches.
 func covers(a, b *Rule) bool {
+	if bk, bp := b.changeMatcher(); bk != "" {
+		ak, ap := a.changeMatcher()
+		if ak != bk {
+			return false
+		}
+		if ak == lullv1alpha1.ChangeOSImage {
+			return true
+		}
+		for _, p := range bp {
+			ok := false
+			for _, q := range ap {
+				ok = ok || q == p || catchAllGlob(q, ak == lullv1alpha1.ChangeFile)
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
 	if b.ClassPattern == "" {
 		return a.Matches(b.Class)
 	}
@@ -147,17 +265,27 @@ func Summary(p *lullv1alpha1.DisruptionPolicy) string {
 }
 
 // Describe says in one line what a decision means for a request.
-func Describe(classes []string, d lullv1alpha1.Decision) string {
-	what := "class " + strings.Join(classes, ", ")
-	if len(classes) > 1 {
-		what = "classes " + strings.Join(classes, ", ")
+func Describe(classes []string, changes *lullv1alpha1.Changes, d lullv1alpha1.Decision) string {
+	var whats []string
+	switch {
+	case len(classes) == 1:
+		whats = append(whats, "class "+classes[0])
+	case len(classes) > 1:
+		whats = append(whats, "classes "+strings.Join(classes, ", "))
+	}
+	if !changes.Empty() {
+		whats = append(whats, "changes ("+changes.Summary()+")")
+	}
+	what := strings.Join(whats, " and ")
+	if what == "" {
+		what = "the request"
 	}
 	rule := "rule " + d.RuleRef()
 	if d.Policy == "" {
 		rule = "no DisruptionPolicy rule matches; the default"
 	}
-	if len(d.Classes) > 1 {
-		rule = "rules " + classRules(d.Classes)
+	if len(d.Classes)+len(d.Changes) > 1 {
+		rule = "rules " + decidedBy(d)
 	}
 	switch d.Action {
 	case lullv1alpha1.ActionNone:
@@ -171,13 +299,78 @@ func Describe(classes []string, d lullv1alpha1.Decision) string {
 	}
 }
 
-// classRules lists which rule decided each class: "a: p/r, b: (default)".
-func classRules(cs []lullv1alpha1.ClassDecision) string {
-	parts := make([]string, len(cs))
-	for i := range cs {
-		parts[i] = cs[i].Class + ": " + cs[i].RuleRef()
+// decidedBy lists which rule decided each class ("a: p/r, b: (default)"),
+// and how many changes each rule decided ("p/chrony: 1 change").
+func decidedBy(d lullv1alpha1.Decision) string {
+	parts := make([]string, 0, len(d.Classes)+2)
+	for i := range d.Classes {
+		parts = append(parts, d.Classes[i].Class+": "+d.Classes[i].RuleRef())
+	}
+	counts := map[string]int{}
+	var refs []string
+	for i := range d.Changes {
+		ref := d.Changes[i].RuleRef()
+		if counts[ref] == 0 {
+			refs = append(refs, ref)
+		}
+		counts[ref]++
+	}
+	for _, ref := range refs {
+		n := "1 change"
+		if counts[ref] > 1 {
+			n = fmt.Sprintf("%d changes", counts[ref])
+		}
+		parts = append(parts, ref+": "+n)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// Glob matches name against pattern: `*` matches any run of characters
+// and `?` any one, within one path segment when paths is set (`**` then
+// matches across segments); a malformed pattern matches nothing.
+func Glob(p, s string, paths bool) bool {
+	for len(p) > 0 {
+		switch p[0] {
+		case '*':
+			double := paths && len(p) > 1 && p[1] == '*'
+			rest := p[1:]
+			if double {
+				rest = p[2:]
+				if strings.HasPrefix(rest, "/") && Glob(rest[1:], s, paths) {
+					// "a/**/b" also matches "a/b".
+					return true
+				}
+			}
+			for i := 0; i <= len(s); i++ {
+				if Glob(rest, s[i:], paths) {
+					return true
+				}
+				if i < len(s) && paths && !double && s[i] == '/' {
+					return false
+				}
+			}
+			return false
+		case '?':
+			if len(s) == 0 || (paths && s[0] == '/') {
+				return false
+			}
+		default:
+			if len(s) == 0 || s[0] != p[0] {
+				return false
+			}
+		}
+		p, s = p[1:], s[1:]
+	}
+	return len(s) == 0
+}
+
+// catchAllGlob reports whether pattern matches every name: "*" (or "/**",
+// "**" for paths).
+func catchAllGlob(pattern string, paths bool) bool {
+	if !paths {
+		return isCatchAll(pattern)
+	}
+	return pattern == "**" || pattern == "/**"
 }
 
 // StepsLine is a plan in one line: "Cordon, Drain, Reboot".

@@ -47,11 +47,11 @@ func TestDecide(t *testing.T) {
 		{"kernel", lullv1alpha1.ActionDrain, lullv1alpha1.DefaultRuleName},   // "kernel-*" needs the dash
 		{"firmware", lullv1alpha1.ActionDrain, lullv1alpha1.DefaultRuleName}, // nothing matches: drain
 	} {
-		d := s.Decide([]string{tc.class})
+		d := s.Decide([]string{tc.class}, nil)
 		require.Equal(t, tc.action, d.Action, tc.class)
 		require.Equal(t, tc.ref, d.RuleRef(), tc.class)
 	}
-	d := s.Decide([]string{"kernel-update"})
+	d := s.Decide([]string{"kernel-update"}, nil)
 	require.Equal(t, 10*time.Minute, d.Timeout.Duration)
 	require.Equal(t, lullv1alpha1.EscalationAbort, d.Escalation)
 	require.Equal(t, 1, s.Order("aaa"))
@@ -67,6 +67,9 @@ func TestEffectiveMarksShadowedRules(t *testing.T) {
 			exact("fw", "firmware", lullv1alpha1.ActionNone), glob("rest", "*", lullv1alpha1.ActionNone), exact("late", "x", lullv1alpha1.ActionDrain)),
 	})
 	eff := s.Effective()
+	require.Equal(t, AnyChange, eff[len(eff)-1].Match, "the built-in default for changes comes last")
+	require.Empty(t, eff[len(eff)-1].ShadowedBy, "extensions and kernel types match no rule: never shadowed")
+	eff = eff[:len(eff)-1]
 	shadow := map[string]string{}
 	for _, e := range eff {
 		shadow[e.Policy+"/"+e.Rule] = e.ShadowedBy
@@ -100,14 +103,15 @@ func TestShippedDefaultPolicy(t *testing.T) {
 		// When unsure, the disruptive action: drained and rebooted.
 		"anything-else": lullv1alpha1.StepReboot,
 	} {
-		require.Equal(t, want, s.Decide([]string{class}).Action, class)
+		require.Equal(t, want, s.Decide([]string{class}, nil).Action, class)
 	}
-	require.Equal(t, "Cordon, Drain, Reboot", StepsLine(s.Decide([]string{"anything-else"}).Steps))
+	require.Equal(t, "Cordon, Drain, Reboot", StepsLine(s.Decide([]string{"anything-else"}, nil).Steps))
 	eff := s.Effective()
-	for _, e := range eff[:len(eff)-1] {
+	for _, e := range eff[:len(eff)-2] {
 		require.Empty(t, e.ShadowedBy, "the shipped policy has no dead rule: %+v", e)
 	}
-	require.Equal(t, "default/unknown-classes", eff[len(eff)-1].ShadowedBy, "its last rule replaces the built-in default")
+	require.Equal(t, "default/unknown-classes", eff[len(eff)-2].ShadowedBy, "its last class rule replaces the built-in default for classes")
+	require.Empty(t, eff[len(eff)-1].ShadowedBy)
 	require.Equal(t, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain "+
 		"chrony-config=RestartService:chronyd *=Drain+Reboot", Summary(&p))
 }

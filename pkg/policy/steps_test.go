@@ -69,7 +69,7 @@ func TestPlan(t *testing.T) {
 		{"no class", nil, "nothing", lullv1alpha1.ActionNone, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := s.Decide(tc.classes)
+			d := s.Decide(tc.classes, nil)
 			require.Equal(t, tc.plan, StepsLine(d.Steps))
 			require.Equal(t, tc.action, d.Action)
 			require.Equal(t, tc.rule, d.RuleRef())
@@ -89,15 +89,15 @@ func TestPlanTimeoutsAndClasses(t *testing.T) {
 		steps("chrony-slow", "chrony-slow", restart("chronyd", 20*time.Minute)),
 		steps("kernel", "kernel-update", drainStep, rebootStep),
 	)})
-	d := s.Decide([]string{"chrony-config", "chrony-slow"})
+	d := s.Decide([]string{"chrony-config", "chrony-slow"}, nil)
 	require.Len(t, d.Steps, 1)
 	require.Equal(t, 20*time.Minute, d.Steps[0].Timeout.Duration, "the longest")
 	require.Equal(t, []string{"chrony-config", "chrony-slow"}, d.Steps[0].Classes)
 
-	d = s.Decide([]string{"chrony-config"})
-	require.Equal(t, DefaultRestartTimeout, d.Steps[0].Timeout.Duration)
+	d = s.Decide([]string{"chrony-config"}, nil)
+	require.Equal(t, DefaultHostStepTimeout, d.Steps[0].Timeout.Duration)
 
-	d = s.Decide([]string{"kernel-update"})
+	d = s.Decide([]string{"kernel-update"}, nil)
 	require.Nil(t, d.Steps[0].Timeout, "cordon has no timeout")
 	require.Equal(t, DefaultRebootTimeout, d.Steps[2].Timeout.Duration)
 	require.Equal(t, []string{"kernel-update"}, d.Steps[0].Classes, "the reboot's class needs the cordon")
