@@ -39,6 +39,14 @@ func (a DisruptionAction) HostStep() bool {
 	return false
 }
 
+// FallsBack reports whether a failed or timed-out step of this type falls
+// back to a reboot: the steps that apply a change to a running system
+// (a reboot applies it too). A failed WriteFiles fails the request (the
+// files are as they were), as does a failed Reboot or PowerOff.
+func (a DisruptionAction) FallsBack() bool {
+	return a == StepDaemonReload || a == StepReloadService || a == StepRestartService
+}
+
 // NamesUnit reports whether the step acts on one systemd unit.
 func (a DisruptionAction) NamesUnit() bool { return a == StepRestartService || a == StepReloadService }
 

@@ -256,14 +256,15 @@ func failedAt(as []lullv1alpha1.ActionStatus) int {
 	return -1
 }
 
-// failed handles a step that failed or timed out. A service restart falls
-// back to a reboot: the restarts still pending are skipped, a Reboot is
-// added, and the node is cordoned and drained first if the plan did not.
-// A Reboot or PowerOff that fails ends the request Failed (lull's cordon
-// undone, its lease released): nothing better is known to be safe.
+// failed handles a step that failed or timed out. A daemon-reload, service
+// reload or restart falls back to a reboot: the steps still pending are
+// skipped, a Reboot is added, and the node is cordoned and drained first
+// if the plan did not. A WriteFiles, Reboot or PowerOff that fails ends
+// the request Failed (lull's cordon undone, its lease released): the
+// files are as they were, and nothing better is known to be safe.
 func (s *step) failed(i int) (reconcile.Result, error) {
 	a := s.status.Actions[i]
-	if a.Type != lullv1alpha1.StepRestartService || hasFallback(s.status.Actions) {
+	if !a.Type.FallsBack() || hasFallback(s.status.Actions) {
 		why := fmt.Sprintf("%s %s: %s", a.Label(), a.State, a.Message)
 		s.event(corev1.EventTypeWarning, ReasonStepFailed, why)
 		return s.abort(lullv1alpha1.PhaseFailed, why)

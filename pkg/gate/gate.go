@@ -28,7 +28,8 @@ const (
 	// Policy: the decided action is None; the request needs no lease,
 	// window or budget and completes at once.
 	Policy Name = "Policy"
-	// Agent: the plan has host steps (RestartService, Reboot, PowerOff)
+	// Agent: the plan has host steps (WriteFiles, DaemonReload,
+	// ReloadService, RestartService, Reboot, PowerOff)
 	// and no lull-agent runs on the node; nothing is taken meanwhile.
 	Agent Name = "Agent"
 	// Window: the node's windows (or too little time left in them) keep

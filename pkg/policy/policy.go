@@ -254,12 +254,21 @@ func isCatchAll(pattern string) bool {
 	return pattern != "" && strings.Trim(pattern, "*") == ""
 }
 
-// Summary is a policy's rules in one line, "match=Step+Step" in order.
+// Summary is a policy's rules in one line, "match=Step+Step" in order
+// ("chrony-config=RestartService:chronyd units:*=DaemonReload+RestartService:<unit>").
 func Summary(p *lullv1alpha1.DisruptionPolicy) string {
 	parts := make([]string, 0, len(p.Spec.Rules))
 	for _, r := range p.Spec.Rules {
 		rr := Rule{DisruptionRule: r}
-		parts = append(parts, fmt.Sprintf("%s=%s", rr.Match(), strings.ReplaceAll(strings.Join(labels(rr.StepList()), "+"), " ", ":")))
+		steps := make([]string, 0, len(rr.StepList()))
+		for _, st := range rr.StepList() {
+			unit := st.Unit
+			if st.Type.NamesUnit() && unit == "" {
+				unit = "<unit>"
+			}
+			steps = append(steps, strings.ReplaceAll(lullv1alpha1.StepLabel(st.Type, unit), " ", ":"))
+		}
+		parts = append(parts, strings.ReplaceAll(rr.Match(), " ", "")+"="+strings.Join(steps, "+"))
 	}
 	return strings.Join(parts, " ")
 }
@@ -277,8 +286,12 @@ func Describe(classes []string, changes *lullv1alpha1.Changes, d lullv1alpha1.De
 		whats = append(whats, "changes ("+changes.Summary()+")")
 	}
 	what := strings.Join(whats, " and ")
-	if what == "" {
+	needs := "needs"
+	switch {
+	case what == "":
 		what = "the request"
+	case len(classes) > 1 || len(whats) > 1 || (len(classes) == 0 && len(changes.List()) > 1):
+		needs = "need"
 	}
 	rule := "rule " + d.RuleRef()
 	if d.Policy == "" {
@@ -289,13 +302,13 @@ func Describe(classes []string, changes *lullv1alpha1.Changes, d lullv1alpha1.De
 	}
 	switch d.Action {
 	case lullv1alpha1.ActionNone:
-		return fmt.Sprintf("%s needs no disruption (%s)", what, rule)
+		return fmt.Sprintf("%s %s no disruption (%s)", what, needs, rule)
 	case lullv1alpha1.ActionCordon:
-		return fmt.Sprintf("%s needs the node cordoned, not drained (%s)", what, rule)
+		return fmt.Sprintf("%s %s the node cordoned, not drained (%s)", what, needs, rule)
 	case lullv1alpha1.ActionDrain:
-		return fmt.Sprintf("%s needs the node drained (%s)", what, rule)
+		return fmt.Sprintf("%s %s the node drained (%s)", what, needs, rule)
 	default:
-		return fmt.Sprintf("%s needs %s (%s)", what, StepsLine(d.Steps), rule)
+		return fmt.Sprintf("%s %s %s (%s)", what, needs, StepsLine(d.Steps), rule)
 	}
 }
 

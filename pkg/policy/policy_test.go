@@ -113,5 +113,26 @@ func TestShippedDefaultPolicy(t *testing.T) {
 	require.Equal(t, "default/unknown-classes", eff[len(eff)-2].ShadowedBy, "its last class rule replaces the built-in default for classes")
 	require.Empty(t, eff[len(eff)-1].ShadowedBy)
 	require.Equal(t, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain "+
-		"chrony-config=RestartService:chronyd *=Drain+Reboot", Summary(&p))
+		"chrony-config=RestartService:chronyd *=Drain+Reboot "+
+		"files:/etc/containerd/certs.d/**=None files:/etc/chrony.conf,/etc/chrony.d/**=RestartService:chronyd "+
+		"files:/etc/chrony/**=RestartService:chrony sshKeys:*=None units:*=DaemonReload+RestartService:<unit> "+
+		"kernelArguments:*=Drain+Reboot osImage=Drain+Reboot files:/**=Drain+Reboot", Summary(&p))
+	// Changes, as the issue's shipped defaults say.
+	for _, tc := range []struct {
+		changes lullv1alpha1.Changes
+		plan    string
+	}{
+		{lullv1alpha1.Changes{Files: []string{"/etc/containerd/certs.d/registry.example/hosts.toml"}}, "nothing"},
+		{lullv1alpha1.Changes{Files: []string{"/etc/chrony.conf"}}, "RestartService chronyd"},
+		{lullv1alpha1.Changes{Files: []string{"/etc/chrony/chrony.conf"}}, "RestartService chrony"},
+		{lullv1alpha1.Changes{SSHKeys: []string{"core"}}, "nothing"},
+		{lullv1alpha1.Changes{Units: []string{"lull-test.service"}}, "DaemonReload, RestartService lull-test.service"},
+		{lullv1alpha1.Changes{Units: []string{"containerd.service"}}, "Cordon, Drain, DaemonReload, RestartService containerd.service"},
+		{lullv1alpha1.Changes{KernelArguments: []string{"mitigations=off"}}, "Cordon, Drain, Reboot"},
+		{lullv1alpha1.Changes{OSImage: "registry.example/os:2"}, "Cordon, Drain, Reboot"},
+		{lullv1alpha1.Changes{Files: []string{"/etc/sysctl.d/99-x.conf"}}, "Cordon, Drain, Reboot"},
+		{lullv1alpha1.Changes{Extensions: []string{"usbguard"}}, "Cordon, Drain, Reboot"},
+	} {
+		require.Equal(t, tc.plan, StepsLine(s.Decide(nil, &tc.changes).Steps), "%+v", tc.changes)
+	}
 }

@@ -34,6 +34,18 @@ func DefaultTimeout(t lullv1alpha1.DisruptionAction) time.Duration {
 // for a reboot.
 var NodeCriticalUnits = []string{"kubelet.service", "containerd.service", "crio.service", "docker.service", "cri-docker.service"}
 
+// UnitName is a unit as systemd names it: without a type suffix it is a
+// service ("chronyd" is chronyd.service), as systemctl reads it.
+func UnitName(unit string) string {
+	if i := strings.LastIndexByte(unit, '.'); i > 0 {
+		switch unit[i+1:] {
+		case "service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope":
+			return unit
+		}
+	}
+	return unit + ".service"
+}
+
 // NodeCritical reports whether restarting unit disrupts the whole node: a
 // node-critical unit, or a systemd target (reboot.target, poweroff.target,
 // multi-user.target... start or stop many units at once). A unit without
@@ -42,9 +54,7 @@ func NodeCritical(unit string) bool {
 	if strings.HasSuffix(unit, ".target") {
 		return true
 	}
-	if !strings.Contains(unit, ".") {
-		unit += ".service"
-	}
+	unit = UnitName(unit)
 	for _, u := range NodeCriticalUnits {
 		if unit == u {
 			return true
@@ -290,8 +300,12 @@ func order(steps map[string]*lullv1alpha1.PlannedStep) []lullv1alpha1.PlannedSte
 	if dr := steps[string(lullv1alpha1.StepDaemonReload)]; dr != nil {
 		pointless = append(pointless, dr)
 	}
+	restarts := map[string]*lullv1alpha1.PlannedStep{}
+	for _, rs := range byUnit(lullv1alpha1.StepRestartService) {
+		restarts[UnitName(rs.Unit)] = rs
+	}
 	for _, ps := range byUnit(lullv1alpha1.StepReloadService) {
-		if rs := steps[lullv1alpha1.StepLabel(lullv1alpha1.StepRestartService, ps.Unit)]; rs != nil && last == nil {
+		if rs := restarts[UnitName(ps.Unit)]; rs != nil && last == nil {
 			rs.Covers = append(rs.Covers, covered(ps))
 			continue
 		}
