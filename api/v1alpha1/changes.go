@@ -223,8 +223,7 @@ type ConfigFile struct {
 	// trailing "/".
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:Pattern=`^(/[^/\x00]+)+$`
-	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '.' || s == '..')",message="path must be absolute and clean: no . or .. segments"
+	// +kubebuilder:validation:Pattern=`^(/([^/.\x00][^/\x00]*|[.][^/.\x00][^/\x00]*|[.][.][^/\x00]+))+$`
 	Path string `json:"path"`
 	// Previous is the SHA-256 (hex) of the file's content before the
 	// change; empty: the file must not exist. A file whose content is

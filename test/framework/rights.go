@@ -76,6 +76,7 @@ var Rights = []Right{
 	{"lull-drainer", "update", "configmaps/lull-admission", "lull-system", false},
 	{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},
 	{"lull-drainer", "get", "secrets", "lull-system", false},
+	{"lull-drainer", "get", "nodeconfigs.lull.dev", "lull-configs", false},            // only lull-agent reads the files it writes
 	{"lull-drainer", "create", "tokenreviews.authentication.k8s.io", "", true},        // its metrics endpoint authenticates callers
 	{"lull-drainer", "create", "subjectaccessreviews.authorization.k8s.io", "", true}, // and authorizes them
 	// lull-scheduler
@@ -102,6 +103,7 @@ var Rights = []Right{
 	{"lull-scheduler", "update", "persistentvolumes", "", true}, // system:volume-scheduler
 	{"lull-scheduler", "get", "configmaps/extension-apiserver-authentication", "kube-system", true},
 	{"lull-scheduler", "get", "secrets", "lull-system", false},
+	{"lull-scheduler", "get", "nodeconfigs.lull.dev", "lull-configs", false},
 	// lull-agent
 	{"lull-agent", "update", "nodemaintenances.lull.dev/status", "", true}, // records its steps (its own node's only: the guard)
 	{"lull-agent", "patch", "nodemaintenances.lull.dev/status", "", false},
@@ -116,6 +118,11 @@ var Rights = []Right{
 	{"lull-agent", "update", "leases.coordination.k8s.io/lull-agent-n1", "lull-system", true}, // its heartbeat
 	{"lull-agent", "delete", "leases.coordination.k8s.io", "lull-system", false},
 	{"lull-agent", "get", "secrets", "lull-system", false},
+	{"lull-agent", "get", "nodeconfigs.lull.dev", "lull-configs", true}, // the files its WriteFiles step writes
+	{"lull-agent", "list", "nodeconfigs.lull.dev", "lull-configs", false},
+	{"lull-agent", "create", "nodeconfigs.lull.dev", "lull-configs", false},
+	{"lull-agent", "get", "configmaps/lull-admission", "lull-system", true}, // writablePaths, protectedPaths
+	{"lull-agent", "get", "configmaps/lull-budget", "lull-system", false},
 	// a user bound to the lull-maintainer roles as docs/security.md says
 	{MaintainerAccount, "patch", "nodes", "", true},
 	{MaintainerAccount, "patch", "nodes/status", "", false},
@@ -132,4 +139,8 @@ var Rights = []Right{
 	{MaintainerAccount, "list", "leases.coordination.k8s.io", "lull-system", true},
 	{MaintainerAccount, "create", "leases.coordination.k8s.io", "lull-system", false},
 	{MaintainerAccount, "get", "secrets", "lull-system", false},
+	{MaintainerAccount, "create", "nodeconfigs.lull.dev", "lull-configs", true}, // kubectl lull request --write
+	{MaintainerAccount, "delete", "nodeconfigs.lull.dev", "lull-configs", true},
+	{MaintainerAccount, "update", "nodeconfigs.lull.dev", "lull-configs", false}, // never changed once created
+	{MaintainerAccount, "get", "secrets", "lull-configs", false},
 }

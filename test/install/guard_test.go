@@ -234,6 +234,36 @@ func TestGuard(t *testing.T) {
 		}
 	})
 
+	// Issue 30: a NodeConfig is what lull-agent writes to a node as root.
+	// Only maintainers make or delete one, nobody changes one, and its
+	// paths are on the admin's allowlist and off the protected list.
+	t.Run("issue 30: NodeConfigs", func(t *testing.T) {
+		nodeConfig := func(name string, paths ...string) string {
+			out := "apiVersion: lull.dev/v1alpha1\nkind: NodeConfig\nmetadata: {name: " + name + ", namespace: lull-configs}\nspec:\n  files:\n"
+			for _, p := range paths {
+				out += "  - {path: " + p + ", contents: cG9vbCB4Cg==}\n"
+			}
+			return out
+		}
+		notYours := refusedBy("lull-nodeconfigs", "may create or delete NodeConfigs")
+		g.steps(t, []guardStep{
+			{name: "a maintainer makes one", as: mo, args: []string{"create", "-f", g.file("nc-chrony.yaml", nodeConfig("chrony", "/etc/chrony.conf", "/etc/chrony.d/pool.conf"))}},
+			{name: "an operator cannot", as: alice, args: []string{"create", "-f", g.file("nc-a.yaml", nodeConfig("a", "/etc/chrony.conf"))}, refused: notYours},
+			{name: "nobody changes it, maintainers included", as: em,
+				args:    []string{"patch", "nodeconfig", "chrony", "-n", "lull-configs", "--type=json", "-p", `[{"op":"replace","path":"/spec/files/0/contents","value":"cmVib290Cg=="}]`},
+				refused: refusedBy("lull-nodeconfigs", "cannot be changed once created")},
+			{name: "its labels may change", as: mo, args: []string{"label", "nodeconfig", "chrony", "-n", "lull-configs", "rollout=2"}},
+			{name: "not the kubelet's credentials", as: mo, args: []string{"create", "-f", g.file("nc-k.yaml", nodeConfig("k", "/etc/chrony.conf", "/etc/kubernetes/kubelet.conf"))},
+				refused: refusedBy("lull-nodeconfigs", "lull-agent never writes /etc/kubernetes/kubelet.conf")},
+			{name: "not sudoers", as: em, args: []string{"create", "-f", g.file("nc-s.yaml", nodeConfig("s", "/etc/sudoers.d/e2e"))},
+				refused: refusedBy("lull-nodeconfigs", "never writes /etc/sudoers.d/e2e")},
+			{name: "nothing outside writablePaths", as: mo, args: []string{"create", "-f", g.file("nc-v.yaml", nodeConfig("v", "/var/lib/kubelet/config.yaml", "/root/.ssh/authorized_keys"))},
+				refused: refusedBy("lull-nodeconfigs", "lull-agent may not write /var/lib/kubelet/config.yaml, /root/.ssh/authorized_keys: not in writablePaths (/etc/**)")},
+			{name: "an operator cannot delete it", as: alice, args: []string{"delete", "nodeconfig", "chrony", "-n", "lull-configs", "--wait=false"}, refused: notYours},
+			{name: "a maintainer deletes it", as: mo, args: []string{"delete", "nodeconfig", "chrony", "-n", "lull-configs", "--wait=false"}},
+		})
+	})
+
 	// Finding 3: deleting a NodeMaintenance (one or a collection) needed
 	// only RBAC, and the drainer then ended the request mid-work; its
 	// status (whether lull cordoned the node, its windows, its lease) was
@@ -447,6 +477,7 @@ func TestGuard(t *testing.T) {
 		g.must("create", "clusterrolebinding", "lull-maintainers", "--clusterrole=lull-maintainer", "--group="+framework.GuardMaintainers)
 		g.must("-n", "lull-leases", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+framework.GuardMaintainers)
 		g.must("-n", "lull-system", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+framework.GuardMaintainers)
+		g.must("-n", "lull-configs", "create", "rolebinding", "lull-maintainers", "--role=lull-maintainer", "--group="+framework.GuardMaintainers)
 		for _, r := range framework.Rights {
 			if got := g.canI(t, r); got != r.Want {
 				t.Errorf("%s %s %s (namespace %q): can-i says %v, docs/install.md says %v", r.Account, r.Verb, r.Resource, r.Namespace, got, r.Want)
