@@ -210,7 +210,7 @@ func (n *Node) certainNow(now time.Time) {
 		}
 	case n.Maintenance != nil && n.Maintenance.Phase.Disrupting():
 		n.Certain, n.Disruption = true, now
-		n.Reason = fmt.Sprintf("node is under maintenance %s (class %s, phase %s)", n.Maintenance.Name, strings.Join(n.Maintenance.Classes, ", "), n.Maintenance.Phase)
+		n.Reason = fmt.Sprintf("node is under maintenance %s (%s, phase %s)", n.Maintenance.Name, n.Maintenance.What(), n.Maintenance.Phase)
 	}
 }
 
@@ -219,7 +219,7 @@ func (n *Node) certainNow(now time.Time) {
 // minTimeRemaining and its deadline.
 func (n *Node) windowsNow(now time.Time, in Input) {
 	m := n.Maintenance
-	what := fmt.Sprintf("node awaits maintenance (class %s)", strings.Join(m.Classes, ", "))
+	what := fmt.Sprintf("node awaits maintenance (%s)", m.What())
 	pastDeadline := !m.Deadline.IsZero() && !now.Before(m.Deadline)
 	if !m.Deadline.IsZero() && !pastDeadline {
 		n.bound(m.Deadline)
@@ -294,6 +294,19 @@ func (n *Node) bound(t time.Time) {
 	if n.validUntil.IsZero() || t.Before(n.validUntil) {
 		n.validUntil = t
 	}
+}
+
+// What says what the maintenance changes, for people: "class
+// kernel-update", "changes (2 files)", or both.
+func (m *Maintenance) What() string {
+	var parts []string
+	if len(m.Classes) > 0 {
+		parts = append(parts, "class "+strings.Join(m.Classes, ", "))
+	}
+	if !m.Changes.Empty() {
+		parts = append(parts, "changes ("+m.Changes.Summary()+")")
+	}
+	return strings.Join(parts, " and ")
 }
 
 // maintenanceOf derives the active request from the node's NodeMaintenance

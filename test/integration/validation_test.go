@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -293,7 +295,7 @@ func TestStepsAdmission(t *testing.T) {
 	}{
 		"restart with unit":    {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("chronyd"), {Type: lullv1alpha1.StepReboot, Timeout: dur(time.Hour)}}}, ""},
 		"drain reboot":         {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}, Drain: &lullv1alpha1.RuleDrain{Escalation: lullv1alpha1.EscalationWait}}, ""},
-		"restart without unit": {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("")}}, "unit names the systemd unit"},
+		"restart without unit": {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("")}}, "a RestartService or ReloadService step names its unit"},
 		"unit on reboot":       {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepReboot, Unit: "x"}}}, "unit names the systemd unit"},
 		"unit with shell":      {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("a;reboot")}}, "spec.rules[0].steps[0].unit"},
 		"timeout on drain":     {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain, Timeout: dur(time.Minute)}}}, "timeout applies to the steps lull-agent carries out"},
@@ -301,14 +303,33 @@ func TestStepsAdmission(t *testing.T) {
 		"None with others":     {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionNone}, {Type: lullv1alpha1.StepReboot}}}, "None means the class needs nothing done"},
 		"action and steps":     {lullv1alpha1.DisruptionRule{Action: lullv1alpha1.ActionDrain, Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepReboot}}}, "set exactly one of steps"},
 		"neither":              {lullv1alpha1.DisruptionRule{}, "set exactly one of steps"},
-		"action restart":       {lullv1alpha1.DisruptionRule{Action: lullv1alpha1.StepRestartService}, "a RestartService step names its unit"},
+		"action restart":       {lullv1alpha1.DisruptionRule{Action: lullv1alpha1.StepRestartService}, "a RestartService or ReloadService step names its unit"},
+		"reload and daemon-reload": {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepDaemonReload},
+			{Type: lullv1alpha1.StepReloadService, Unit: "nginx", Timeout: dur(time.Minute)}}}, ""},
+		"files rule":                   {lullv1alpha1.DisruptionRule{Files: []string{"/etc/chrony.conf", "/etc/containerd/certs.d/**"}, Steps: []lullv1alpha1.Step{rs("chronyd")}}, ""},
+		"units rule, the changed unit": {lullv1alpha1.DisruptionRule{Units: []string{"*"}, Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepDaemonReload}, rs("")}}, ""},
+		"units rule, action restart":   {lullv1alpha1.DisruptionRule{Units: []string{"nginx.service"}, Action: lullv1alpha1.StepReloadService}, ""},
+		"files rule, restart without unit": {lullv1alpha1.DisruptionRule{Files: []string{"/etc/x"}, Steps: []lullv1alpha1.Step{rs("")}},
+			"only in a rule matching units may it leave it out"},
+		"class and files": {lullv1alpha1.DisruptionRule{Class: "c", Files: []string{"/etc/x"}, Action: lullv1alpha1.ActionNone}, "set exactly one of class"},
+		"no matcher":      {lullv1alpha1.DisruptionRule{Class: "-", Action: lullv1alpha1.ActionNone}, "set exactly one of class"},
+		"relative glob":   {lullv1alpha1.DisruptionRule{Files: []string{"etc/x"}, Action: lullv1alpha1.ActionNone}, "spec.rules[0].files[0]"},
+		"WriteFiles step": {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepWriteFiles}}}, "WriteFiles is not a rule's step"},
+		"unknown action":  {lullv1alpha1.DisruptionRule{Action: "Reload"}, "Unsupported value: \"Reload\""},
+		"osImage false":   {lullv1alpha1.DisruptionRule{OSImage: ptr.To(false), Action: lullv1alpha1.ActionNone}, "osImage: true matches"},
 		"drain settings no drain": {lullv1alpha1.DisruptionRule{Steps: []lullv1alpha1.Step{rs("chronyd")}, Drain: &lullv1alpha1.RuleDrain{Escalation: lullv1alpha1.EscalationWait}},
 			"drain settings apply only to rules that drain"},
 	}
 	for name, tc := range rules {
 		t.Run("DisruptionPolicy/"+name, func(t *testing.T) {
 			r := tc.rule
-			r.Name, r.Class = "r", "c"
+			r.Name = "r"
+			switch {
+			case r.Class == "-":
+				r.Class = ""
+			case r.Class == "" && r.Files == nil && r.Units == nil && r.OSImage == nil:
+				r.Class = "c"
+			}
 			p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "adm-steps"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{r}}}
 			err := cp.Client.Create(ctx, p)
 			if tc.want == "" {
@@ -326,7 +347,11 @@ func TestStepsAdmission(t *testing.T) {
 	}{
 		"classes":           {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"ssh-keys", "kernel-update"}}, ""},
 		"class and classes": {lullv1alpha1.NodeMaintenanceSpec{Class: "a", Classes: []string{"b"}}, "set class (one kind of change) or classes (several), not both"},
-		"neither":           {lullv1alpha1.NodeMaintenanceSpec{}, "set class (one kind of change) or classes (several), not both"},
+		"neither":           {lullv1alpha1.NodeMaintenanceSpec{}, "say what changes: class or classes"},
+		"changes only":      {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/chrony.conf"}, Units: []string{"chronyd.service"}, Config: "chrony-v2"}}, ""},
+		"class and changes": {lullv1alpha1.NodeMaintenanceSpec{Class: "kernel-update", Changes: &lullv1alpha1.Changes{KernelArguments: []string{"quiet"}}}, ""},
+		"relative path":     {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"etc/x"}}}, "spec.changes.files[0]"},
+		"bad config name":   {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/x"}, Config: "Not_A_Name"}}, "spec.changes.config"},
 		"repeated":          {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"a", "a"}}, "classes must not repeat a class"},
 		"bad class":         {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"Kernel"}}, "spec.classes[0]"},
 	}
@@ -338,6 +363,44 @@ func TestStepsAdmission(t *testing.T) {
 			if tc.want == "" {
 				require.NoError(t, err)
 				require.NoError(t, cp.Client.Delete(ctx, nm))
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// A NodeConfig's paths are absolute and clean, and a file to remove has
+// no contents.
+func TestNodeConfigAdmission(t *testing.T) {
+	ctx := t.Context()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lullv1alpha1.ConfigNamespace}}
+	if err := cp.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		file lullv1alpha1.ConfigFile
+		want string
+	}{
+		"a file":        {lullv1alpha1.ConfigFile{Path: "/etc/chrony.conf", Contents: []byte("pool x\n"), Mode: ptr.To[int32](0o644), User: "root"}, ""},
+		"removed":       {lullv1alpha1.ConfigFile{Path: "/etc/old.conf", Absent: true, Previous: strings.Repeat("a", 64)}, ""},
+		"relative":      {lullv1alpha1.ConfigFile{Path: "etc/x"}, "spec.files[0].path"},
+		"dot-dot":       {lullv1alpha1.ConfigFile{Path: "/etc/../root/.ssh/authorized_keys"}, "spec.files[0].path"},
+		"dot":           {lullv1alpha1.ConfigFile{Path: "/etc/./x"}, "spec.files[0].path"},
+		"dotfile":       {lullv1alpha1.ConfigFile{Path: "/etc/.hidden/..x", Contents: []byte("x")}, ""},
+		"trailing /":    {lullv1alpha1.ConfigFile{Path: "/etc/x/"}, "spec.files[0].path"},
+		"removed, with": {lullv1alpha1.ConfigFile{Path: "/etc/x", Absent: true, Contents: []byte("x")}, "a file to remove (absent: true) has no contents"},
+		"bad hash":      {lullv1alpha1.ConfigFile{Path: "/etc/x", Previous: "abc"}, "spec.files[0].previous"},
+		"mode too big":  {lullv1alpha1.ConfigFile{Path: "/etc/x", Mode: ptr.To[int32](0o10000)}, "spec.files[0].mode"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			nc := &lullv1alpha1.NodeConfig{ObjectMeta: metav1.ObjectMeta{Name: "adm-config", Namespace: lullv1alpha1.ConfigNamespace},
+				Spec: lullv1alpha1.NodeConfigSpec{Files: []lullv1alpha1.ConfigFile{tc.file}}}
+			err := cp.Client.Create(ctx, nc)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, cp.Client.Delete(ctx, nc))
 				return
 			}
 			require.Error(t, err)
