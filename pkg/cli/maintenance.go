@@ -97,28 +97,39 @@ func addClassFlag(fs *pflag.FlagSet, classes *[]string, what string) {
 
 func newPlanCommand(o *options) *cobra.Command {
 	var d drainerFlags
+	var ch changeFlags
 	var classes []string
 	var selector, deadline string
 	var showPods bool
 	var out *outputFlags
 	cmd := &cobra.Command{
-		Use:   "plan NODE... | -l SELECTOR --class CLASS[,CLASS...]",
+		Use:   "plan NODE... | -l SELECTOR (--class CLASS[,CLASS...] | --from OLD --to NEW)",
 		Short: "Preview what a maintenance request would do, changing nothing",
 		Long: `Preview a maintenance request: for each node, the steps the DisruptionPolicies
-choose (Cordon, Drain, RestartService, Reboot, PowerOff; or None), merged into
-one plan when several classes are given, with the rule that decided each class
-and the steps a Reboot or PowerOff makes pointless; when it would start (now,
+choose (Cordon, Drain, DaemonReload, ReloadService, RestartService, Reboot,
+PowerOff; or None), merged into one plan when several classes or changes are
+given, with the rule that decided each class and each change and the steps a
+Reboot or PowerOff makes pointless; when it would start (now,
 when lull-agent runs on the node, when a window opens, when the budget frees,
 when another lease holder releases the node) and the windows deciding it; the
 pods a drain would evict; the PodDisruptionBudgets that would block it now;
 and warnings. The preview runs the drainer's own decision code on the
-cluster's current state.`,
+cluster's current state.
+
+With --from and --to, the request is planned from the change itself: the two
+node configurations (Ignition configs, MachineConfigs or directory trees) are
+compared into a change set (files, units, SSH keys, kernel arguments, OS
+image), and each change is decided by the first rule that matches it.`,
 		Example: `  kubectl lull plan node-1 node-2 --class kernel-update
   kubectl lull plan node-1 --class ssh-keys,chrony-config,kernel-update
+  kubectl lull plan -l pool=general --from rendered-v1.ign --to rendered-v2.ign
   kubectl lull plan -l pool=general --class ssh-keys -o json
   kubectl lull plan -l pool=general --class kernel-update -o custom-columns=NODE:.metadata.name,START:.start,AT:.startAt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := buildRequest(args, selector, classes, deadline, o.clock)
+			if err := ch.load(); err != nil {
+				return err
+			}
+			req, err := buildRequest(args, selector, classes, ch.changes, deadline, o.clock)
 			if err != nil {
 				return err
 			}
@@ -144,19 +155,21 @@ cluster's current state.`,
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector of the nodes")
 	cmd.Flags().StringVar(&deadline, "deadline", "", "deadline after which windows no longer gate the request: RFC 3339 time or a duration from now (\"6h\")")
 	cmd.Flags().BoolVar(&showPods, "show-pods", false, "list the pods each drain would evict")
-	_ = cmd.MarkFlagRequired("class")
+	ch.add(cmd.Flags(), false)
 	d.add(cmd.Flags())
 	out = addOutputFlags(cmd)
 	return cmd
 }
 
 // buildRequest validates the arguments shared by plan and request.
-func buildRequest(nodes []string, selector string, classes []string, deadline string, clk clock.PassiveClock) (plan.Request, error) {
-	req := plan.Request{Nodes: nodes, Classes: classes}
+func buildRequest(nodes []string, selector string, classes []string, changes *lullv1alpha1.Changes, deadline string, clk clock.PassiveClock) (plan.Request, error) {
+	req := plan.Request{Nodes: nodes, Classes: classes, Changes: changes}
 	if len(nodes) == 0 && selector == "" {
 		return req, fmt.Errorf("name one or more nodes, or give a label selector (-l)")
 	}
-	if err := validateClasses(classes); err != nil {
+	if len(classes) == 0 && changes != nil {
+		// Planned from the change alone.
+	} else if err := validateClasses(classes); err != nil {
 		return req, err
 	}
 	if selector != "" {
@@ -181,7 +194,7 @@ func buildRequest(nodes []string, selector string, classes []string, deadline st
 // valid class, none repeated, at most maxClasses.
 func validateClasses(classes []string) error {
 	if len(classes) == 0 {
-		return fmt.Errorf("--class: %w", lullv1alpha1.ValidateClass(""))
+		return fmt.Errorf("say what changes: --class (a maintenance class), or --from and --to (two node configurations)")
 	}
 	if len(classes) > maxClasses {
 		return fmt.Errorf("--class: %d classes; a request names at most %d", len(classes), maxClasses)
@@ -211,14 +224,21 @@ func parseDeadline(s string, now time.Time) (time.Time, error) {
 
 func newRequestCommand(o *options) *cobra.Command {
 	var d drainerFlags
+	var ch changeFlags
 	var classes []string
 	var reason, deadline string
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "request NODE... --class CLASS[,CLASS...] --reason REASON",
+		Use:   "request NODE... (--class CLASS[,CLASS...] | --from OLD --to NEW [--write]) --reason REASON",
 		Short: "Request maintenance of nodes (a NodeMaintenance each)",
 		Long: `Request maintenance: creates a NodeMaintenance per node, with spec.class for one
-class or spec.classes for several (their steps merge into one plan). The request
+class or spec.classes for several (their steps merge into one plan), and with
+--from and --to, spec.changes: what changes between two node configurations
+(Ignition configs, MachineConfigs or directory trees), each change decided by
+the first DisruptionPolicy rule that matches it. With --write, the changed files
+go into a NodeConfig (namespace lull-configs) that lull-agent writes on each
+node under its lease, after checking each file still has its old content, and
+before the plan's host steps (docs/actions.md, "The write phase"). The request
 is previewed first; when a node is leased by another actor or already under
 maintenance, nothing is created and the command exits 4 unless --force is given
 (with --force, an existing request is updated to the new classes, reason and
@@ -226,13 +246,17 @@ deadline). Other findings (a window shorter than the drain estimate,
 PodDisruptionBudgets that block now) are printed as warnings.`,
 		Example: `  kubectl lull request node-1 --class kernel-update --reason "CVE-2026-1234"
   kubectl lull request node-1 --class chrony-config --class kernel-update --reason "CVE-2026-1234, new NTP servers"
-  kubectl lull request node-1 node-2 --class hardware --reason "disk" --deadline 24h`,
+  kubectl lull request node-1 node-2 --class hardware --reason "disk" --deadline 24h
+  kubectl lull request node-1 node-2 --from old/ --to new/ --write --reason "new NTP servers"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
 				return fmt.Errorf("--reason is required: say why, for the people who will find the request")
 			}
-			req, err := buildRequest(args, "", classes, deadline, o.clock)
+			if err := ch.load(); err != nil {
+				return err
+			}
+			req, err := buildRequest(args, "", classes, ch.changes, deadline, o.clock)
 			if err != nil {
 				return err
 			}
@@ -250,21 +274,21 @@ PodDisruptionBudgets that block now) are printed as warnings.`,
 			if err != nil {
 				return err
 			}
-			return o.requestAll(ctx, c, cl, res, req, reason, force)
+			return o.requestAll(ctx, c, cl, res, req, reason, force, &ch)
 		},
 	}
 	addClassFlag(cmd.Flags(), &classes, "maintenance class, e.g. kernel-update")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for people (required)")
 	cmd.Flags().StringVar(&deadline, "deadline", "", "deadline after which windows no longer gate the request: RFC 3339 time or a duration from now (\"6h\")")
 	cmd.Flags().BoolVar(&force, "force", false, "request even when a node is leased by another actor or already under maintenance")
-	_ = cmd.MarkFlagRequired("class")
+	ch.add(cmd.Flags(), true)
 	d.add(cmd.Flags())
 	return cmd
 }
 
 // requestAll prints the preview's warnings and, unless a node needs --force
 // that was not given, submits the request of every node.
-func (o *options) requestAll(ctx context.Context, c client.Client, cl *plan.Cluster, res *plan.Result, req plan.Request, reason string, force bool) error {
+func (o *options) requestAll(ctx context.Context, c client.Client, cl *plan.Cluster, res *plan.Result, req plan.Request, reason string, force bool, ch *changeFlags) error {
 	var needForce []string
 	for _, n := range res.Nodes {
 		for _, w := range n.Warnings {
@@ -276,6 +300,9 @@ func (o *options) requestAll(ctx context.Context, c client.Client, cl *plan.Clus
 	}
 	if len(needForce) > 0 && !force {
 		return &exitError{code: ExitNeedsForce, err: fmt.Errorf("node(s) %s are leased by another actor or already under maintenance; nothing was requested (use --force to request anyway)", strings.Join(needForce, ", "))}
+	}
+	if err := ch.ensureConfig(ctx, c, o.out); err != nil {
+		return err
 	}
 	for _, n := range res.Nodes {
 		if err := o.submit(ctx, c, cl, n, req, reason); err != nil {
@@ -293,7 +320,7 @@ func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster,
 	if ex := n.Existing; ex != nil {
 		ex = ex.DeepCopy()
 		plan.SetClasses(&ex.Spec, req.AllClasses())
-		ex.Spec.Reason, ex.Spec.Deadline = reason, spec.Deadline
+		ex.Spec.Reason, ex.Spec.Deadline, ex.Spec.Changes = reason, spec.Deadline, spec.Changes
 		if err := c.Update(ctx, ex); err != nil {
 			return fmt.Errorf("updating NodeMaintenance %s: %w", ex.Name, err)
 		}

@@ -35,6 +35,7 @@ func renderPlan(w io.Writer, res *plan.Result, showPods bool, h humanOptions) er
 	if h.noHeaders {
 		return nil
 	}
+	writeChanges(w, res.Changes, changesOf(res))
 	for _, n := range res.Nodes {
 		fmt.Fprintf(w, "\n%s: %s\n", n.Node, describeStart(n, res.At))
 		writeWhy(w, n.Classes, n.Steps)

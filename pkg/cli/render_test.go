@@ -191,7 +191,7 @@ func TestClassRuleMatchesTheCRDs(t *testing.T) {
 		require.Contains(t, string(b), "pattern: "+lullv1alpha1.ClassPattern+"\n", crd)
 	}
 	for class, ok := range map[string]bool{"kernel-update": true, "fw_2.1": true, "a": true, "Kernel": false, "-x": false, "x-": false, "": false} {
-		_, err := buildRequest([]string{"n1"}, "", []string{class}, "", nil)
+		_, err := buildRequest([]string{"n1"}, "", []string{class}, nil, "", nil)
 		require.Equal(t, ok, err == nil, "class %q: %v", class, err)
 	}
 }

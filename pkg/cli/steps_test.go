@@ -84,7 +84,7 @@ func previewClasses(t *testing.T, classes ...string) *plan.Result {
 func previewOn(t *testing.T, load func(*testing.T, ...client.Object) (client.Client, *plan.Cluster), classes ...string) *plan.Result {
 	t.Helper()
 	c, cl := load(t)
-	req, err := buildRequest([]string{"n1"}, "", classes, "", nil)
+	req, err := buildRequest([]string{"n1"}, "", classes, nil, "", nil)
 	require.NoError(t, err)
 	res, err := cl.Preview(t.Context(), c, fake.NewClientset(webPod()), req)
 	require.NoError(t, err)
@@ -171,7 +171,7 @@ func TestClassFlag(t *testing.T) {
 		{args: []string{"--class", "ssh-keys,chrony-config", "--class", "kernel-update"}, classes: []string{"ssh-keys", "chrony-config", "kernel-update"}},
 		{args: []string{"--class", "a,b,a"}, err: `--class: "a" is given twice; name each class once`},
 		{args: []string{"--class", "a,"}, err: "--class: the maintenance class is empty"},
-		{args: []string{"--class", ""}, err: "--class: the maintenance class is empty"},
+		{args: []string{"--class", ""}, err: "say what changes: --class (a maintenance class), or --from and --to"},
 		{args: []string{"--class", "a,Kernel"}, err: `--class: "Kernel" is not a valid maintenance class`},
 		{args: []string{"--class", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q"}, err: "--class: 17 classes; a request names at most 16"},
 	} {
@@ -180,7 +180,7 @@ func TestClassFlag(t *testing.T) {
 			require.NoError(t, cmd.ParseFlags(tc.args), "%s %v", cmd.Name(), tc.args)
 			classes, err := cmd.Flags().GetStringSlice("class")
 			require.NoError(t, err)
-			req, err := buildRequest([]string{"n1"}, "", classes, "", nil)
+			req, err := buildRequest([]string{"n1"}, "", classes, nil, "", nil)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err, "%s %v", cmd.Name(), tc.args)
 				continue
@@ -305,14 +305,14 @@ func TestRequestWritesClasses(t *testing.T) {
 				load = stepsClusterWithoutAgent
 			}
 			c, cl := load(t, objs...)
-			req, err := buildRequest([]string{"n1"}, "", tc.classes, "", nil)
+			req, err := buildRequest([]string{"n1"}, "", tc.classes, nil, "", nil)
 			require.NoError(t, err)
 			res, err := cl.Preview(t.Context(), c, fake.NewClientset(webPod()), req)
 			require.NoError(t, err)
 			var out, errOut bytes.Buffer
 			o := testOptions()
 			o.out, o.errOut = &out, &errOut
-			require.NoError(t, o.requestAll(t.Context(), c, cl, res, req, "CVE-2026-1234", tc.existing != nil))
+			require.NoError(t, o.requestAll(t.Context(), c, cl, res, req, "CVE-2026-1234", tc.existing != nil, &changeFlags{}))
 			require.Equal(t, tc.out, out.String())
 			var nm lullv1alpha1.NodeMaintenance
 			require.NoError(t, c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &nm))

@@ -170,6 +170,9 @@ type Node struct {
 	// rule gave (pkg/policy's decision, as the drainer records it in
 	// status.decision.classes).
 	Classes []lullv1alpha1.ClassDecision `json:"classes,omitempty"`
+	// Changes are the rules that decided each change, and the steps each
+	// contributed (status.decision.changes).
+	Changes []lullv1alpha1.ChangeDecision `json:"changes,omitempty"`
 	// Steps is the merged plan in the order it would be carried out: each
 	// step with the classes that need it, its timeout (host steps) and the
 	// steps it makes pointless (covers).
@@ -210,7 +213,9 @@ type Result struct {
 	// commas; Classes lists them.
 	Class   string   `json:"class"`
 	Classes []string `json:"classes,omitempty"`
-	Nodes   []Node   `json:"nodes"`
+	// Changes is the requested change set, if any.
+	Changes *lullv1alpha1.Changes `json:"changes,omitempty"`
+	Nodes   []Node                `json:"nodes"`
 }
 
 // roundOverhead is added to the longest grace period for a drain estimate:
@@ -380,7 +385,7 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 		return nil, err
 	}
 	classes := req.AllClasses()
-	res := &Result{At: cl.Now, Class: strings.Join(classes, ","), Classes: classes}
+	res := &Result{At: cl.Now, Class: strings.Join(classes, ","), Classes: classes, Changes: req.Changes}
 	var starting []string // nodes this preview starts now: they use budget
 	for _, node := range targets {
 		p, err := cl.previewNode(ctx, c, kube, req, node, &starting)
@@ -481,7 +486,7 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, req Requ
 // action and its rule, each class's rule, and the merged steps.
 func (p *Node) decided(d lullv1alpha1.Decision) {
 	p.Action, p.Rule = d.Action, d.RuleRef()
-	p.Classes, p.Steps = d.Classes, d.Steps
+	p.Classes, p.Changes, p.Steps = d.Classes, d.Changes, d.Steps
 }
 
 // drains reports whether the plan drains the node, as the drainer reads
