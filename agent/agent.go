@@ -1,9 +1,10 @@
 // Package agent is lull-agent: one per node, it carries out the host steps
-// (RestartService, Reboot, PowerOff) of the NodeMaintenance of its own node,
-// only while the drainer has put the request in phase Acting and only while
-// the node's disruption lease is the one the request's fencing token names
-// (docs/actions.md, docs/agent.md). It records each step's start, end and
-// result in the request's status; the drainer decides everything else.
+// (DaemonReload, ReloadService, RestartService, Reboot, PowerOff) of the
+// NodeMaintenance of its own node, only while the drainer has put the
+// request in phase Acting and only while the node's disruption lease is
+// the one the request's fencing token names (docs/actions.md,
+// docs/agent.md). It records each step's start, end and result in the
+// request's status; the drainer decides everything else.
 package agent
 
 import (
@@ -37,9 +38,10 @@ const (
 )
 
 // Executor carries a host step out on the node. Run returns the last line
-// of what the step printed; ctx ends at the step's deadline.
+// of what the step printed (and, for a step whose effect is verified,
+// what was seen of it); ctx ends at the step's deadline.
 type Executor interface {
-	Run(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error)
+	Run(ctx context.Context, s Step) (string, error)
 }
 
 // Agent reconciles its node's NodeMaintenance.
@@ -59,6 +61,9 @@ type Agent struct {
 	Clock           clock.Clock
 	Recorder        events.EventRecorder
 	Metrics         *Metrics
+	// Files writes a request's NodeConfig (WriteFiles); nil: this agent
+	// writes no files, and such a step fails saying so.
+	Files *Files
 
 	// issued remembers the reboots this process issued (request UID and
 	// the step's start): a reboot stays Running until the drainer sees the
@@ -218,7 +223,13 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 	defer cancel()
 	logger.Info("Running", "step", st.Label(), "deadline", deadline)
 	started := a.Clock.Now()
-	out, err := a.Exec.Run(runCtx, *st)
+	var out string
+	var err error
+	if st.Type == lullv1alpha1.StepWriteFiles {
+		out, err = a.writeFiles(runCtx, nm)
+	} else {
+		out, err = a.Exec.Run(runCtx, Step{Action: *st, Units: changedUnits(nm)})
+	}
 	if ctx.Err() != nil {
 		// The agent is stopping (not the step's deadline): the step stays
 		// Running, and the next agent on the node runs it again.
@@ -236,6 +247,23 @@ func (a *Agent) run(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.No
 		return reconcile.Result{}, nil
 	}
 	return a.record(ctx, nm, i, result, message(out, err, result, st.Timeout.Duration))
+}
+
+// changedUnits are the units nm changes (its decision's changes of kind
+// unit), each once: a DaemonReload is done when none needs one any more.
+func changedUnits(nm *lullv1alpha1.NodeMaintenance) []string {
+	if nm.Status.Decision == nil {
+		return nil
+	}
+	var units []string
+	seen := map[string]bool{}
+	for _, c := range nm.Status.Decision.Changes {
+		if c.Kind == lullv1alpha1.ChangeUnit && c.Name != "" && !seen[c.Name] {
+			seen[c.Name] = true
+			units = append(units, c.Name)
+		}
+	}
+	return units
 }
 
 // deadline bounds a step by the agent's clock: the context ends when the
@@ -328,7 +356,7 @@ func (a *Agent) record(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, i 
 			reason = ReasonActionTimedOut
 		}
 		then := "; the request fails"
-		if nm.Status.Actions[i].Type == lullv1alpha1.StepRestartService {
+		if nm.Status.Actions[i].Type.FallsBack() {
 			then = "; lull falls back to a reboot"
 		}
 		a.event(nm, corev1.EventTypeWarning, reason, fmt.Sprintf("%s %s: %s%s", label, state, msg, then))

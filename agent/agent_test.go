@@ -105,16 +105,17 @@ func ended(a lullv1alpha1.ActionStatus, state lullv1alpha1.ActionState, at time.
 // fakeExec records the steps it is asked to run and runs them with run
 // (or succeeds at once, printing "done").
 type fakeExec struct {
-	ran []lullv1alpha1.ActionStatus
-	run func(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error)
+	ran   []lullv1alpha1.ActionStatus
+	steps []Step // as given, with what of the request they need
+	run   func(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error)
 }
 
-func (f *fakeExec) Run(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error) {
-	f.ran = append(f.ran, a)
+func (f *fakeExec) Run(ctx context.Context, s Step) (string, error) {
+	f.ran, f.steps = append(f.ran, s.Action), append(f.steps, s)
 	if f.run == nil {
 		return "done", nil
 	}
-	return f.run(ctx, a)
+	return f.run(ctx, s.Action)
 }
 
 // env is an agent for node n1 on a fake client, a fake clock at t0, a

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/pkg/serving"
@@ -28,6 +30,11 @@ type Options struct {
 	MetricsAddr, ProbeAddr                           string
 	MetricsSecure                                    bool
 	MetricsCertDir                                   string
+	// ConfigNamespace holds the NodeConfigs; AdmissionConfigMap (in
+	// Namespace) the writable and protected paths. NoWrite: WriteFiles
+	// steps fail.
+	ConfigNamespace, AdmissionConfigMap string
+	NoWrite                             bool
 }
 
 // AddFlags registers the flags.
@@ -37,9 +44,18 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", lease.DefaultNamespace, "namespace of the node disruption leases")
 	fs.StringVar(&o.DrainerIdentity, "drainer-identity", "lull-drainer", "holder identity (family) of lull's drainer on node leases")
 	fs.StringVar(&o.Commands.HostRoot, "host-root", "/host", `where the host's root file system is mounted; commands run chrooted into it ("/": no chroot)`)
+	fs.StringVar(&o.Commands.DaemonReload, "daemon-reload-command", "systemctl daemon-reload", "shell command having systemd load its unit files again (empty: DaemonReload steps fail)")
+	fs.StringVar(&o.Commands.Reload, "reload-command", `systemctl reload "$LULL_UNIT"`, "shell command reloading the unit $LULL_UNIT (empty: ReloadService steps fail)")
 	fs.StringVar(&o.Commands.Restart, "restart-command", `systemctl restart "$LULL_UNIT"`, "shell command restarting the unit $LULL_UNIT (empty: RestartService steps fail)")
-	fs.StringVar(&o.Commands.UnitState, "unit-state-command", `systemctl show --property=InvocationID,ActiveState "$LULL_UNIT"`,
-		"shell command printing the unit $LULL_UNIT's InvocationID and ActiveState as KEY=value lines; run before and after a restart, which is done only when the InvocationID changed and the unit is active (empty: RestartService steps fail)")
+	fs.StringVar(&o.Commands.UnitState, "unit-state-command", `systemctl show --property=InvocationID,ActiveState,NeedDaemonReload,ReloadResult,StateChangeTimestampMonotonic "$LULL_UNIT"`,
+		"shell command printing properties of the unit $LULL_UNIT as KEY=value lines, run before and after a step's command: a restart is done only when the InvocationID changed and the unit is active; "+
+			"a reload only when StateChangeTimestampMonotonic advanced, ReloadResult (if printed) is success, the InvocationID is the same and the unit is active; "+
+			"a daemon-reload only when each unit the request changes reports NeedDaemonReload=no (empty: RestartService and ReloadService steps fail, and DaemonReload steps of requests that change units)")
+	fs.StringVar(&o.Commands.ManagerState, "manager-state-command", "systemctl show --property=UnitsLoadTimestampMonotonic",
+		"shell command printing systemd's UnitsLoadTimestampMonotonic as a KEY=value line, run before and after a daemon-reload, which is done only when it advanced (empty: DaemonReload steps fail)")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", lullv1alpha1.ConfigNamespace, "namespace of the NodeConfigs a WriteFiles step writes")
+	fs.StringVar(&o.AdmissionConfigMap, "admission-configmap", "lull-admission", "ConfigMap in --namespace whose writablePaths and protectedPaths bound what a WriteFiles step may write (the admission guard's; unreadable: nothing is written)")
+	fs.BoolVar(&o.NoWrite, "no-write", false, "write no files: WriteFiles steps fail (for an agent whose host root is not writable)")
 	fs.StringVar(&o.Commands.Reboot, "reboot-command", "systemctl reboot", "shell command rebooting the node (empty: Reboot steps fail)")
 	fs.StringVar(&o.Commands.PowerOff, "poweroff-command", "systemctl poweroff", "shell command powering the node off (empty: PowerOff steps fail)")
 	fs.BoolVar(&o.SimulatePower, "simulate-power", false, "reboot and power off at the API level only (kwok nodes): Ready=False, a new boot ID, Ready=True")
@@ -106,6 +122,10 @@ func Run(args []string) int {
 	a := &Agent{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Node: o.Node, LeaseNamespace: o.LeaseNamespace,
 		DrainerIdentity: o.DrainerIdentity, Exec: exec, Clock: clk, Recorder: mgr.GetEventRecorder("lull-agent"),
 		Metrics: NewMetrics(crmetrics.Registry)}
+	if !o.NoWrite {
+		a.Files = &Files{Live: mgr.GetAPIReader(), HostRoot: o.Commands.HostRoot, ConfigNamespace: o.ConfigNamespace,
+			Admission: types.NamespacedName{Namespace: o.Namespace, Name: o.AdmissionConfigMap}}
+	}
 	if err := a.SetupWithManager(mgr); err != nil {
 		logger.Error(err, "Setting up the controller")
 		return 1

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,6 +67,9 @@ func TestCommandsRun(t *testing.T) {
 		{name: "an empty command: the step is disabled on this agent",
 			commands: Commands{HostRoot: "/", Restart: "echo restarted"}, step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot},
 			wantErr: "Reboot is disabled on this agent (its command is empty)"},
+		{name: "WriteFiles is not the commands' to carry out",
+			commands: Commands{HostRoot: "/", Restart: "echo restarted"}, step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepWriteFiles},
+			wantErr: "WriteFiles is carried out by the agent's writer"},
 		{name: "a step the agent does not do",
 			commands: Commands{HostRoot: "/", Restart: "echo restarted"}, step: lullv1alpha1.ActionStatus{Type: lullv1alpha1.ActionDrain},
 			wantErr: `lull-agent does not know the step "Drain"`},
@@ -76,7 +81,7 @@ func TestCommandsRun(t *testing.T) {
 			wantErr: "echo rebooting: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := tc.commands.Run(context.Background(), tc.step)
+			out, err := tc.commands.Run(context.Background(), Step{Action: tc.step})
 			require.Equal(t, tc.want, out)
 			if tc.wantErr == "" {
 				require.NoError(t, err)
@@ -91,7 +96,7 @@ func TestCommandsRun(t *testing.T) {
 func TestCommandsFailureMessage(t *testing.T) {
 	_, state := fakeUnit(t)
 	c := Commands{HostRoot: "/", Restart: `echo "Job for $LULL_UNIT.service failed."; exit 1`, UnitState: state}
-	out, err := c.Run(context.Background(), lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"})
+	out, err := c.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}})
 	require.Error(t, err)
 	require.Equal(t, lullv1alpha1.ActionFailed, outcome(lullv1alpha1.StepRestartService, context.Background(), err))
 	require.Equal(t, `echo "Job for $LULL_UNIT.service failed."; exit 1: exit status 1; last output: Job for chronyd.service failed.`,
@@ -109,7 +114,7 @@ func TestCommandsKilledAtTheDeadline(t *testing.T) {
 	_, state := fakeUnit(t)
 	c := Commands{HostRoot: "/", Restart: "echo started; exec sleep 30", UnitState: state}
 	began := time.Now()
-	out, err := c.Run(ctx, lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"})
+	out, err := c.Run(ctx, Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}})
 	took := time.Since(began)
 
 	require.Error(t, err)
@@ -195,7 +200,7 @@ func TestSimulatedReboot(t *testing.T) {
 	e := newSimEnv(t, node(bootID))
 	done := make(chan runResult, 1)
 	go func() {
-		out, err := e.s.Run(context.Background(), lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot})
+		out, err := e.s.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot}})
 		done <- runResult{out, err}
 	}()
 	require.Eventually(t, e.clock.HasWaiters, waitLimit, time.Millisecond, "the reboot waits for its boot time")
@@ -235,7 +240,7 @@ func TestSimulatedRebootCancelled(t *testing.T) {
 	defer cancel()
 	done := make(chan runResult, 1)
 	go func() {
-		out, err := e.s.Run(ctx, lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot})
+		out, err := e.s.Run(ctx, Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot}})
 		done <- runResult{out, err}
 	}()
 	require.Eventually(t, e.clock.HasWaiters, waitLimit, time.Millisecond)
@@ -284,7 +289,7 @@ func TestSimulatedPower(t *testing.T) {
 			offs := 0
 			e.s.Off = func(context.Context) error { offs++; return nil }
 
-			out, err := e.s.Run(context.Background(), tc.step)
+			out, err := e.s.Run(context.Background(), Step{Action: tc.step})
 			require.Equal(t, tc.want, out)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
@@ -332,11 +337,6 @@ func fakeUnit(t *testing.T) (bump, state string) { return agenttest.FakeUnit(t.T
 // active again, not when the command exits 0 (issue 29).
 func TestCommandsRestartVerified(t *testing.T) {
 	chronyd := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}
-	file := func(t *testing.T, name, content string) string {
-		p := filepath.Join(t.TempDir(), name)
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
-		return p
-	}
 	for _, tc := range []struct {
 		name    string
 		c       func(t *testing.T) Commands
@@ -357,6 +357,10 @@ func TestCommandsRestartVerified(t *testing.T) {
 			return Commands{HostRoot: "/", Restart: "echo abc > " + f,
 				UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; echo ActiveState=$(test -s %[1]s && echo active || echo inactive)`, f)}
 		}, want: "unit chronyd restarted (InvocationID abc, was none) and active"},
+		{name: "a unit-state command that prints only InvocationID and ActiveState (the old default) still does for a restart", c: func(t *testing.T) Commands {
+			f := file(t, "id", "1")
+			return Commands{HostRoot: "/", Restart: "echo 2 > " + f, UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; echo ActiveState=active`, f)}
+		}, want: "unit chronyd restarted (InvocationID 2, was 1) and active"},
 		{name: "restarted but failed", c: func(t *testing.T) Commands {
 			f := file(t, "id", "1")
 			return Commands{HostRoot: "/", Restart: "echo 2 > " + f,
@@ -379,7 +383,7 @@ func TestCommandsRestartVerified(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.c(t)
-			out, err := c.Run(context.Background(), chronyd)
+			out, err := c.Run(context.Background(), Step{Action: chronyd})
 			require.Equal(t, tc.want, out)
 			if tc.wantErr == "" {
 				require.NoError(t, err)
@@ -408,7 +412,7 @@ case $n in 1|2) echo InvocationID=1; echo ActiveState=active;; 3) echo Invocatio
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := c.Run(context.Background(), lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"})
+		out, err := c.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}})
 		done <- result{out, err}
 	}()
 	limit := time.After(10 * time.Second)
@@ -429,5 +433,341 @@ case $n in 1|2) echo InvocationID=1; echo ActiveState=active;; 3) echo Invocatio
 				clk.Step(200 * time.Millisecond)
 			}
 		}
+	}
+}
+
+// sh runs command as the agent's commands run, for a test's setup.
+func sh(t *testing.T, command string) {
+	t.Helper()
+	out, err := exec.Command("/bin/sh", "-c", command).CombinedOutput()
+	require.NoError(t, err, "%s: %s", command, out)
+}
+
+// file is a file of the test's holding content.
+func file(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+// A ReloadService is done when the unit went through reloading (its
+// StateChangeTimestampMonotonic advanced), the reload succeeded
+// (ReloadResult, when reported) and the unit is active under the same
+// InvocationID; not when the command exits 0.
+func TestCommandsReloadVerified(t *testing.T) {
+	chronyd := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReloadService, Unit: "chronyd"}
+	// unit is a unit whose StateChangeTimestampMonotonic is in changed
+	// (1 at first, as the reload command leaves it) and which prints
+	// extra after it.
+	unit := func(t *testing.T, extra string) (changed, state string) {
+		changed = file(t, "changed", "1")
+		return changed, fmt.Sprintf(`echo InvocationID=7; echo "StateChangeTimestampMonotonic=$(cat %s)"; `, changed) + extra
+	}
+	for _, tc := range []struct {
+		name    string
+		c       func(t *testing.T) Commands
+		want    string
+		wantErr string
+	}{
+		{name: "through reloading, ReloadResult success, the same InvocationID and active: done", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", Reload: `echo "reloading $LULL_UNIT"; ` + u.Reload, UnitState: u.State}
+		}, want: "reloading chronyd; unit chronyd reloaded (ReloadResult success, InvocationID 1 unchanged) and active"},
+		{name: "a systemd that reports no ReloadResult: the state change and the InvocationID tell", c: func(t *testing.T) Commands {
+			changed, state := unit(t, "echo ActiveState=active")
+			return Commands{HostRoot: "/", Reload: "echo 5 > " + changed, UnitState: state}
+		}, want: "unit chronyd reloaded (no ReloadResult reported, InvocationID 7 unchanged) and active"},
+		{name: "a command that exits 0 and reloads nothing fails the step, saying what was seen", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", Reload: `echo "Running in chroot, ignoring command 'reload'"`, UnitState: u.State, Settle: time.Nanosecond}
+		}, want: "Running in chroot, ignoring command 'reload'",
+			wantErr: "exited 0 but did not reload unit chronyd: it never went through reloading (StateChangeTimestampMonotonic still 1, ActiveState active); " +
+				"a systemctl that takes itself for being in a chroot ignores the command and exits 0"},
+		{name: "a reload that failed, by its ReloadResult, fails the step, though the unit is still active", c: func(t *testing.T) Commands {
+			changed, state := unit(t, "echo ActiveState=active; ")
+			return Commands{HostRoot: "/", Reload: "echo 2 > " + changed,
+				UnitState: state + fmt.Sprintf(`test "$(cat %s)" = 1 && echo ReloadResult=success || echo ReloadResult=exit-code`, changed)}
+		}, wantErr: "unit chronyd went through a reload that failed: ReloadResult=exit-code (the unit is still active, InvocationID 7)"},
+		{name: "a new InvocationID is a restart, not a reload: the step fails, saying so", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", Reload: u.Restart, UnitState: u.State}
+		}, wantErr: "unit chronyd was restarted, not reloaded: its InvocationID is 2, was 1 (active)"},
+		{name: "a unit that failed while reloading", c: func(t *testing.T) Commands {
+			changed, state := unit(t, "")
+			return Commands{HostRoot: "/", Reload: "echo 2 > " + changed,
+				UnitState: state + fmt.Sprintf(`test "$(cat %s)" = 1 && echo ActiveState=active || echo ActiveState=failed`, changed)}
+		}, wantErr: "unit chronyd failed while reloading (ActiveState failed)"},
+		{name: "still reloading when the settle time has passed", c: func(t *testing.T) Commands {
+			changed, state := unit(t, "")
+			return Commands{HostRoot: "/", Reload: "echo 2 > " + changed, Settle: time.Nanosecond,
+				UnitState: state + fmt.Sprintf(`test "$(cat %s)" = 1 && echo ActiveState=active || echo ActiveState=reloading`, changed)}
+		}, wantErr: "unit chronyd went through a reload but is reloading, not active, 1ns after the command"},
+		{name: "a reload command that fails fails the step with its last output", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", Reload: `echo "Failed to reload $LULL_UNIT.service: Job type reload is not applicable for unit $LULL_UNIT.service." >&2; exit 1`, UnitState: u.State}
+		}, want: "Failed to reload chronyd.service: Job type reload is not applicable for unit chronyd.service.", wantErr: "exit status 1"},
+		{name: "no reload command: the step is disabled", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", Restart: u.Restart, UnitState: u.State}
+		}, wantErr: "ReloadService is disabled on this agent (its command is empty)"},
+		{name: "no state command: not run, since it could not be verified", c: func(t *testing.T) Commands {
+			return Commands{HostRoot: "/", Reload: "echo reloaded"}
+		}, wantErr: "ReloadService cannot be verified on this agent (--unit-state-command is empty), so it is not run"},
+		{name: "a unit-state command without StateChangeTimestampMonotonic (the old default) cannot show a reload: not run", c: func(t *testing.T) Commands {
+			return Commands{HostRoot: "/", Reload: "echo reloaded", UnitState: "echo InvocationID=1; echo ActiveState=active"}
+		}, wantErr: "reading the state of unit chronyd before reloading it: echo InvocationID=1; echo ActiveState=active printed no StateChangeTimestampMonotonic " +
+			"(a reload is seen by the unit's state changing)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c(t)
+			out, err := c.Run(context.Background(), Step{Action: chronyd})
+			require.Equal(t, tc.want, out)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}
+
+// A DaemonReload is done when systemd's UnitsLoadTimestampMonotonic
+// advanced and none of the request's changed units needs a daemon-reload
+// any more; not when the command exits 0.
+func TestCommandsDaemonReloadVerified(t *testing.T) {
+	reload := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepDaemonReload}
+	changed := []string{"chronyd.service", "foo.service"}
+	for _, tc := range []struct {
+		name    string
+		c       func(t *testing.T) Commands
+		units   []string
+		want    string
+		wantErr string
+	}{
+		{name: "systemd reloaded and the changed units no longer need it: done", units: changed, c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			sh(t, u.EditUnitFile)
+			return Commands{HostRoot: "/", DaemonReload: "echo reloading; " + u.DaemonReload, ManagerState: u.ManagerState, UnitState: u.State}
+		}, want: "reloading; systemd reloaded its units (UnitsLoadTimestampMonotonic 2, was 1); no changed unit needs a daemon-reload (chronyd.service, foo.service)"},
+		{name: "a request that changes no unit needs no unit-state command", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", DaemonReload: u.DaemonReload, ManagerState: u.ManagerState}
+		}, want: "systemd reloaded its units (UnitsLoadTimestampMonotonic 2, was 1); the request changes no unit"},
+		{name: "a command that exits 0 and reloads nothing fails the step, saying what was seen", units: changed, c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", DaemonReload: `echo "Running in chroot, ignoring command 'daemon-reload'"`, ManagerState: u.ManagerState,
+				UnitState: u.State, Settle: time.Nanosecond}
+		}, want: "Running in chroot, ignoring command 'daemon-reload'",
+			wantErr: "exited 0 but systemd did not reload its units: UnitsLoadTimestampMonotonic is 1, was 1 before the command; " +
+				"a systemctl that takes itself for being in a chroot ignores the command and exits 0"},
+		{name: "a changed unit that still needs a daemon-reload after it fails the step", units: changed, c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", DaemonReload: u.DaemonReload + "; " + u.EditUnitFile, ManagerState: u.ManagerState, UnitState: u.State,
+				Settle: time.Nanosecond}
+		}, wantErr: "systemd reloaded its units (UnitsLoadTimestampMonotonic 2, was 1), but 1ns after the command these still need a daemon-reload: " +
+			"chronyd.service (NeedDaemonReload=yes), foo.service (NeedDaemonReload=yes) (a unit file changed again after the reload?)"},
+		{name: "a daemon-reload command that fails fails the step with its last output", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", DaemonReload: `echo "Failed to reload daemon: Access denied" >&2; exit 1`, ManagerState: u.ManagerState}
+		}, want: "Failed to reload daemon: Access denied", wantErr: "exit status 1"},
+		{name: "no daemon-reload command: the step is disabled", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", ManagerState: u.ManagerState, UnitState: u.State}
+		}, wantErr: "DaemonReload is disabled on this agent (its command is empty)"},
+		{name: "no manager-state command: not run, since it could not be verified", c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", DaemonReload: u.DaemonReload, UnitState: u.State}
+		}, wantErr: "DaemonReload cannot be verified on this agent (--manager-state-command is empty), so it is not run"},
+		{name: "changed units and no unit-state command: not run", units: changed, c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", DaemonReload: u.DaemonReload, ManagerState: u.ManagerState}
+		}, wantErr: "DaemonReload cannot be verified on this agent (--unit-state-command is empty: it says whether the changed units chronyd.service, foo.service " +
+			"still need a daemon-reload), so it is not run"},
+		{name: "a unit-state command without NeedDaemonReload (the old default) cannot tell: the step fails", units: changed, c: func(t *testing.T) Commands {
+			u := agenttest.NewUnit(t.TempDir())
+			return Commands{HostRoot: "/", DaemonReload: u.DaemonReload, ManagerState: u.ManagerState, UnitState: "echo InvocationID=1; echo ActiveState=active"}
+		}, wantErr: "echo InvocationID=1; echo ActiveState=active printed no NeedDaemonReload " +
+			"for unit chronyd.service, so whether it still needs a daemon-reload cannot be seen"},
+		{name: "a manager-state command that prints no UnitsLoadTimestampMonotonic (a systemd without it)", c: func(t *testing.T) Commands {
+			return Commands{HostRoot: "/", DaemonReload: "true", ManagerState: "echo hello"}
+		}, wantErr: `reading systemd's state before the daemon-reload: echo hello printed no UnitsLoadTimestampMonotonic (want a KEY=value line, as systemctl show prints it): "hello"`},
+		{name: "a manager-state command that prints no number", c: func(t *testing.T) Commands {
+			return Commands{HostRoot: "/", DaemonReload: "true", ManagerState: "echo UnitsLoadTimestampMonotonic=[not set]"}
+		}, wantErr: `printed UnitsLoadTimestampMonotonic="[not set]", not a number`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c(t)
+			out, err := c.Run(context.Background(), Step{Action: reload, Units: tc.units})
+			require.Equal(t, tc.want, out)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}
+
+// A DaemonReload reads each changed unit's state with the unit in
+// $LULL_UNIT, and systemd's without one.
+func TestCommandsDaemonReloadReadsEachUnit(t *testing.T) {
+	u := agenttest.NewUnit(t.TempDir())
+	log := filepath.Join(t.TempDir(), "log")
+	c := Commands{HostRoot: "/", DaemonReload: u.DaemonReload,
+		ManagerState: fmt.Sprintf(`echo "manager $LULL_STEP [$LULL_UNIT]" >> %s; %s`, log, u.ManagerState),
+		UnitState:    fmt.Sprintf(`echo "unit $LULL_STEP [$LULL_UNIT]" >> %s; %s`, log, u.State)}
+	_, err := c.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepDaemonReload}, Units: []string{"a.service", "b.socket"}})
+	require.NoError(t, err)
+	got, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.Equal(t, "manager DaemonReload []\nmanager DaemonReload []\nunit DaemonReload [a.service]\nunit DaemonReload [b.socket]\n", string(got))
+}
+
+// runOnClock runs step with c on its fake clock clk, stepping the clock
+// whenever the run waits on it, until the run ends or stop says to stop
+// stepping (nil: never).
+func runOnClock(t *testing.T, ctx context.Context, c *Commands, clk *clocktesting.FakeClock, step Step, stop func() bool) runResult {
+	t.Helper()
+	done := make(chan runResult, 1)
+	go func() {
+		out, err := c.Run(ctx, step)
+		done <- runResult{out, err}
+	}()
+	limit := time.After(10 * time.Second)
+	for {
+		select {
+		case r := <-done:
+			return r
+		case <-limit:
+			t.Fatal("the step did not end")
+		case <-time.After(time.Millisecond):
+			if clk.HasWaiters() && (stop == nil || !stop()) {
+				clk.Step(200 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// A reload or a daemon-reload the command only queues (systemctl
+// --no-block) shows a moment later: the agent looks again on its clock
+// until Settle has passed. The reads, not the test's timing, advance the
+// stand-in's state.
+func TestCommandsReloadsSettle(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		step      Step
+		c         func(reads string) Commands
+		want      string
+		wantReads string
+	}{
+		{name: "a reload: the unit goes through reloading, then is active",
+			step: Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReloadService, Unit: "chronyd"}},
+			c: func(reads string) Commands {
+				// Read 1 before the command, 2 just after it (nothing
+				// yet), 3 reloading, 4 active after the reload.
+				return Commands{UnitState: fmt.Sprintf(`n=$(( $(cat %[1]s 2>/dev/null || echo 0) + 1 )); echo $n > %[1]s; echo InvocationID=1
+case $n in 1|2) echo StateChangeTimestampMonotonic=100; echo ActiveState=active;; 3) echo StateChangeTimestampMonotonic=200; echo ActiveState=reloading;;
+*) echo StateChangeTimestampMonotonic=300; echo ActiveState=active; echo ReloadResult=success;; esac`, reads)}
+			},
+			want: "unit chronyd reloaded (ReloadResult success, InvocationID 1 unchanged) and active", wantReads: "4"},
+		{name: "a daemon-reload: systemd reloads, then the unit no longer needs it",
+			step: Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepDaemonReload}, Units: []string{"chronyd.service"}},
+			c: func(reads string) Commands {
+				// Manager read 1 before the command, 2 just after it
+				// (not yet), 3 and on reloaded; the unit needs the
+				// reload at its first read, not at its second.
+				return Commands{
+					ManagerState: fmt.Sprintf(`n=$(( $(cat %[1]s 2>/dev/null || echo 0) + 1 )); echo $n > %[1]s
+test $n -le 2 && echo UnitsLoadTimestampMonotonic=100 || echo UnitsLoadTimestampMonotonic=200`, reads),
+					UnitState: fmt.Sprintf(`n=$(( $(cat %[1]s.unit 2>/dev/null || echo 0) + 1 )); echo $n > %[1]s.unit; echo ActiveState=active
+test $n = 1 && echo NeedDaemonReload=yes || echo NeedDaemonReload=no`, reads)}
+			},
+			want: "systemd reloaded its units (UnitsLoadTimestampMonotonic 200, was 100); no changed unit needs a daemon-reload (chronyd.service)", wantReads: "4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := filepath.Join(t.TempDir(), "reads")
+			clk := clocktesting.NewFakeClock(t0)
+			c := tc.c(reads)
+			c.HostRoot, c.Reload, c.DaemonReload, c.Clock, c.Settle = "/", "true", "true", clk, time.Minute
+			r := runOnClock(t, context.Background(), &c, clk, tc.step, nil)
+			require.NoError(t, r.err)
+			require.Equal(t, tc.want, r.out)
+			n, err := os.ReadFile(reads)
+			require.NoError(t, err)
+			require.Equal(t, tc.wantReads, strings.TrimSpace(string(n)), "read again until the effect showed")
+			require.Less(t, clk.Since(t0), c.Settle, "within the settle time")
+		})
+	}
+}
+
+// A reload or a daemon-reload whose effect has not shown when the step's
+// context ends (its deadline) ends at once: the step has timed out.
+func TestCommandsReloadsEndWithTheirContext(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		step Step
+		c    func(u agenttest.Unit) Commands
+	}{
+		{name: "a reload", step: Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReloadService, Unit: "chronyd"}},
+			c: func(u agenttest.Unit) Commands { return Commands{Reload: "echo queued", UnitState: u.State} }},
+		{name: "a daemon-reload", step: Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepDaemonReload}, Units: []string{"chronyd.service"}},
+			c: func(u agenttest.Unit) Commands {
+				return Commands{DaemonReload: "echo queued", ManagerState: u.ManagerState, UnitState: u.State}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(t0)
+			c := tc.c(agenttest.NewUnit(t.TempDir()))
+			c.HostRoot, c.Clock, c.Settle = "/", clk, time.Hour
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// The agent's deadline ends the context after a few looks.
+			r := runOnClock(t, ctx, &c, clk, tc.step, func() bool {
+				if clk.Since(t0) >= time.Second {
+					cancel()
+					return true
+				}
+				return false
+			})
+			require.ErrorIs(t, r.err, context.Canceled)
+			require.Equal(t, "queued", r.out)
+			require.Equal(t, lullv1alpha1.ActionTimedOut, outcome(tc.step.Action.Type, ctx, r.err))
+		})
+	}
+}
+
+// The agent hands a step the units its request changes (its decision's
+// changes of kind unit, each once), and a DaemonReload or ReloadService
+// that fails falls back to a reboot, as a RestartService does.
+func TestReloadStepsOnTheAgent(t *testing.T) {
+	for _, tc := range []struct {
+		step      lullv1alpha1.ActionStatus
+		wantEvent string
+	}{
+		{step: step(lullv1alpha1.StepDaemonReload, "", 5*time.Minute, lullv1alpha1.ActionPending),
+			wantEvent: "Warning ActionFailed DaemonReload Failed: it did not; last output: out; lull falls back to a reboot"},
+		{step: step(lullv1alpha1.StepReloadService, "chronyd.service", 5*time.Minute, lullv1alpha1.ActionPending),
+			wantEvent: "Warning ActionFailed ReloadService chronyd.service Failed: it did not; last output: out; lull falls back to a reboot"},
+	} {
+		t.Run(string(tc.step.Type), func(t *testing.T) {
+			nm := request(tc.step)
+			nm.Status.Decision = &lullv1alpha1.Decision{Action: tc.step.Type, Changes: []lullv1alpha1.ChangeDecision{
+				{Kind: lullv1alpha1.ChangeFile, Name: "/etc/systemd/system/chronyd.service.d/lull.conf", Rule: "r"},
+				{Kind: lullv1alpha1.ChangeUnit, Name: "chronyd.service", Rule: "r"},
+				{Kind: lullv1alpha1.ChangeUnit, Name: "foo.socket", Rule: "r"},
+				{Kind: lullv1alpha1.ChangeUnit, Name: "chronyd.service", Rule: "other"},
+			}}
+			e := newEnv(t, nm, drainerLease(), node(bootID))
+			e.exec.run = func(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error) {
+				return "out", errors.New("it did not")
+			}
+
+			_, err := e.reconcile(e.ctx, testNode)
+			require.NoError(t, err)
+			require.Len(t, e.exec.steps, 1)
+			require.Equal(t, []string{"chronyd.service", "foo.socket"}, e.exec.steps[0].Units)
+			require.Equal(t, []string{"Normal ActionStarted lull-agent started " + tc.step.Label(), tc.wantEvent}, e.events())
+		})
 	}
 }

@@ -898,8 +898,10 @@ func TestHelmInstall(t *testing.T) {
 			"--set", c+".tolerations[0].key="+realNodeTaint, "--set", c+".tolerations[0].operator=Exists",
 			"--set", c+".tolerations[0].effect=NoSchedule")
 	}
-	// The agent on the real node must restart, reboot and power off nothing.
-	set = append(set, "--set", "agent.commands.restart=echo restarted $LULL_UNIT", "--set", "agent.commands.reboot=", "--set", "agent.commands.powerOff=")
+	// The agent on the real node (this machine) must reload, restart,
+	// reboot, power off and write nothing.
+	set = append(set, "--set", "agent.commands.restart=echo restarted $LULL_UNIT", "--set", "agent.commands.reload=", "--set", "agent.commands.daemonReload=",
+		"--set", "agent.commands.reboot=", "--set", "agent.commands.powerOff=", "--set", "agent.writeFiles=false")
 	helm(append([]string{"install", "lull", chart[0], "--namespace", "default", "--wait", "--timeout", "3m"}, set...)...)
 	t.Logf("helm install -> all Deployments Available: %v", time.Since(start).Round(100*time.Millisecond))
 	for _, name := range []string{"lull-scheduler", "lull-drainer"} {

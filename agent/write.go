@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/hostfiles"
+)
+
+// systemdDir is where unit files and drop-ins are written.
+const systemdDir = "/etc/systemd/system/"
+
+// Files carries out a request's WriteFiles step: it writes the NodeConfig
+// the request's decision names to the node (docs/changes.md, "The write
+// phase"). It trusts nothing it is handed:
+//
+//   - the NodeConfig is read from the API server; one changed since it was
+//     created (generation above 1) or created after the request started
+//     is refused, since the plan was not decided from it;
+//   - every file must be among the request's decided changes (a file
+//     change, or the unit file or a drop-in of a unit change), so nothing
+//     the plan did not account for is written;
+//   - every path must be on the admin's allowlist (writablePaths and
+//     protectedPaths in the admission guard's ConfigMap, read now; a
+//     ConfigMap that cannot be read refuses everything) and off
+//     hostfiles.DefaultProtected;
+//   - pkg/hostfiles then checks drift before writing anything, writes each
+//     file atomically, reads it back, and restores every file on failure.
+type Files struct {
+	// Live reads the API server.
+	Live client.Reader
+	// HostRoot is where the host's / is mounted.
+	HostRoot string
+	// ConfigNamespace holds the NodeConfigs.
+	ConfigNamespace string
+	// Admission is the guard's ConfigMap (writablePaths, protectedPaths).
+	Admission types.NamespacedName
+}
+
+// Write writes the request's NodeConfig and returns what was written.
+func (f *Files) Write(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (string, error) {
+	d := nm.Status.Decision
+	if d == nil || d.Config == "" {
+		return "", fmt.Errorf("the request's decision names no NodeConfig to write")
+	}
+	var nc lullv1alpha1.NodeConfig
+	key := types.NamespacedName{Namespace: f.ConfigNamespace, Name: d.Config}
+	if err := f.Live.Get(ctx, key, &nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("NodeConfig %s not found: nothing written", key)
+		}
+		return "", fmt.Errorf("reading NodeConfig %s: %w", key, err)
+	}
+	if nc.Generation > 1 {
+		return "", fmt.Errorf("NodeConfig %s was changed after it was created (generation %d): the plan was not decided from what it holds now; nothing written", key, nc.Generation)
+	}
+	if started := nm.Status.StartedAt; started != nil && nc.CreationTimestamp.After(started.Time) {
+		return "", fmt.Errorf("NodeConfig %s was created at %s, after the request started (%s): it is not the one the plan was decided from; nothing written",
+			key, nc.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"), started.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	if unplanned := notPlanned(d, nc.Spec.Files); len(unplanned) > 0 {
+		return "", fmt.Errorf("NodeConfig %s names %s, which the request's changes do not list, so its plan did not account for it; nothing written",
+			key, strings.Join(unplanned, ", "))
+	}
+	writable, protected, err := f.allowlist(ctx)
+	if err != nil {
+		return "", err
+	}
+	w := &hostfiles.Writer{Root: f.HostRoot, Writable: writable, Protected: append(append([]string{}, hostfiles.DefaultProtected...), protected...)}
+	res, err := w.Apply(nc.Spec.Files)
+	if err != nil {
+		var drift *hostfiles.DriftError
+		if errors.As(err, &drift) {
+			return "", fmt.Errorf("drift: %w; nothing written (the files were changed since the configuration the request was planned from)", err)
+		}
+		return res.Summary(), err
+	}
+	return res.Summary(), nil
+}
+
+// writeFiles runs a WriteFiles step with the agent's Files.
+func (a *Agent) writeFiles(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (string, error) {
+	if a.Files == nil {
+		return "", fmt.Errorf("this lull-agent writes no files (it runs without a writable host root)")
+	}
+	return a.Files.Write(ctx, nm)
+}
+
+// notPlanned are the NodeConfig's paths that no decided change covers.
+func notPlanned(d *lullv1alpha1.Decision, files []lullv1alpha1.ConfigFile) []string {
+	paths := map[string]bool{}
+	var units []string
+	for _, c := range d.Changes {
+		switch c.Kind {
+		case lullv1alpha1.ChangeFile:
+			paths[c.Name] = true
+		case lullv1alpha1.ChangeUnit:
+			units = append(units, c.Name)
+		}
+	}
+	var out []string
+	for _, f := range files {
+		if paths[f.Path] || unitPath(f.Path, units) {
+			continue
+		}
+		out = append(out, f.Path)
+	}
+	return out
+}
+
+// unitPath reports whether path is the unit file, or a drop-in, of one of
+// units.
+func unitPath(path string, units []string) bool {
+	rest, ok := strings.CutPrefix(path, systemdDir)
+	if !ok {
+		return false
+	}
+	for _, u := range units {
+		if rest == u {
+			return true
+		}
+		if dropin, ok := strings.CutPrefix(rest, u+".d/"); ok && dropin != "" && !strings.Contains(dropin, "/") {
+			return true
+		}
+	}
+	return false
+}
+
+// allowlist reads writablePaths and protectedPaths from the admission
+// guard's ConfigMap, the lists the guard refuses NodeConfigs by; without
+// it nothing is written (fail closed, as the guard does).
+func (f *Files) allowlist(ctx context.Context) (writable, protected []string, err error) {
+	var cm corev1.ConfigMap
+	if err := f.Live.Get(ctx, f.Admission, &cm); err != nil {
+		return nil, nil, fmt.Errorf("reading the writable and protected paths (ConfigMap %s): %w; nothing written", f.Admission, err)
+	}
+	writable, protected = globList(cm.Data["writablePaths"]), globList(cm.Data["protectedPaths"])
+	if len(writable) == 0 {
+		return nil, nil, fmt.Errorf("ConfigMap %s sets no writablePaths: lull-agent writes nothing", f.Admission)
+	}
+	return writable, protected, nil
+}
+
+func globList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/hostfiles"
+	"lull.dev/lull/pkg/scheme"
+)
+
+var writeStart = time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+
+// writeCase is a request whose decision writes NodeConfig "c1" (files
+// /etc/chrony.conf and the unit tour.service), the NodeConfig, and a host
+// root holding the old chrony.conf.
+func writeCase(t *testing.T, mutate func(nm *lullv1alpha1.NodeMaintenance, nc *lullv1alpha1.NodeConfig, cm *corev1.ConfigMap)) (*Files, *lullv1alpha1.NodeMaintenance, string) {
+	t.Helper()
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/chrony.conf"), []byte("pool a\n"), 0o644))
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: lullv1alpha1.NodeMaintenanceStatus{
+		StartedAt: &metav1.Time{Time: writeStart},
+		Decision: &lullv1alpha1.Decision{Config: "c1", Changes: []lullv1alpha1.ChangeDecision{
+			{Kind: lullv1alpha1.ChangeFile, Name: "/etc/chrony.conf"}, {Kind: lullv1alpha1.ChangeUnit, Name: "tour.service"}}}}}
+	nc := &lullv1alpha1.NodeConfig{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: lullv1alpha1.ConfigNamespace, Generation: 1,
+		CreationTimestamp: metav1.Time{Time: writeStart.Add(-time.Minute)}},
+		Spec: lullv1alpha1.NodeConfigSpec{Files: []lullv1alpha1.ConfigFile{
+			{Path: "/etc/chrony.conf", Previous: hostfiles.SHA256([]byte("pool a\n")), Contents: []byte("pool b\n")},
+			{Path: "/etc/systemd/system/tour.service.d/10-lull.conf", Contents: []byte("[Service]\nEnvironment=X=1\n")},
+		}}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lull-admission", Namespace: "lull-system"},
+		Data: map[string]string{"writablePaths": "/etc/**", "protectedPaths": "/etc/kubernetes/**, /etc/shadow"}}
+	if mutate != nil {
+		mutate(nm, nc, cm)
+	}
+	objs := []client.Object{nc}
+	if cm != nil {
+		objs = append(objs, cm)
+	}
+	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
+	return &Files{Live: c, HostRoot: root, ConfigNamespace: lullv1alpha1.ConfigNamespace,
+		Admission: types.NamespacedName{Namespace: "lull-system", Name: "lull-admission"}}, nm, root
+}
+
+func TestWriteFiles(t *testing.T) {
+	f, nm, root := writeCase(t, nil)
+	msg, err := f.Write(t.Context(), nm)
+	require.NoError(t, err)
+	require.Contains(t, msg, "2 files written and verified")
+	b, err := os.ReadFile(filepath.Join(root, "etc/chrony.conf"))
+	require.NoError(t, err)
+	require.Equal(t, "pool b\n", string(b))
+	_, err = os.Stat(filepath.Join(root, "etc/systemd/system/tour.service.d/10-lull.conf"))
+	require.NoError(t, err)
+	// Done again (an agent that restarted after writing): nothing to do.
+	_, err = f.Write(t.Context(), nm)
+	require.NoError(t, err)
+}
+
+// Everything the agent refuses leaves the node's files as they were.
+func TestWriteFilesRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(nm *lullv1alpha1.NodeMaintenance, nc *lullv1alpha1.NodeConfig, cm *corev1.ConfigMap)
+		drift  bool
+		want   string
+	}{
+		{name: "drift", drift: true, want: "drift: "},
+		{name: "a file the plan did not decide", mutate: func(_ *lullv1alpha1.NodeMaintenance, nc *lullv1alpha1.NodeConfig, _ *corev1.ConfigMap) {
+			nc.Spec.Files = append(nc.Spec.Files, lullv1alpha1.ConfigFile{Path: "/etc/sudoers.d/x", Contents: []byte("ALL")})
+		}, want: "names /etc/sudoers.d/x, which the request's changes do not list"},
+		{name: "a drop-in of another unit", mutate: func(_ *lullv1alpha1.NodeMaintenance, nc *lullv1alpha1.NodeConfig, _ *corev1.ConfigMap) {
+			nc.Spec.Files[1].Path = "/etc/systemd/system/kubelet.service.d/10-lull.conf"
+		}, want: "names /etc/systemd/system/kubelet.service.d/10-lull.conf"},
+		{name: "changed since created", mutate: func(_ *lullv1alpha1.NodeMaintenance, nc *lullv1alpha1.NodeConfig, _ *corev1.ConfigMap) {
+			nc.Generation = 2
+		}, want: "was changed after it was created (generation 2)"},
+		{name: "created after the request started", mutate: func(_ *lullv1alpha1.NodeMaintenance, nc *lullv1alpha1.NodeConfig, _ *corev1.ConfigMap) {
+			nc.CreationTimestamp = metav1.Time{Time: writeStart.Add(time.Minute)}
+		}, want: "after the request started"},
+		{name: "missing", mutate: func(nm *lullv1alpha1.NodeMaintenance, _ *lullv1alpha1.NodeConfig, _ *corev1.ConfigMap) {
+			nm.Status.Decision.Config = "gone"
+		}, want: "NodeConfig lull-configs/gone not found"},
+		{name: "no allowlist", mutate: func(_ *lullv1alpha1.NodeMaintenance, _ *lullv1alpha1.NodeConfig, cm *corev1.ConfigMap) {
+			cm.Name = "other"
+		}, want: "reading the writable and protected paths"},
+		{name: "off the allowlist", mutate: func(_ *lullv1alpha1.NodeMaintenance, _ *lullv1alpha1.NodeConfig, cm *corev1.ConfigMap) {
+			cm.Data["writablePaths"] = "/etc/chrony/**"
+		}, want: "/etc/chrony.conf"},
+		{name: "protected", mutate: func(_ *lullv1alpha1.NodeMaintenance, _ *lullv1alpha1.NodeConfig, cm *corev1.ConfigMap) {
+			cm.Data["protectedPaths"] = "/etc/chrony.conf"
+		}, want: "/etc/chrony.conf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, nm, root := writeCase(t, tc.mutate)
+			if tc.drift {
+				require.NoError(t, os.WriteFile(filepath.Join(root, "etc/chrony.conf"), []byte("pool edited-by-hand\n"), 0o644))
+			}
+			before, err := os.ReadFile(filepath.Join(root, "etc/chrony.conf"))
+			require.NoError(t, err)
+			_, err = f.Write(t.Context(), nm)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			if tc.drift {
+				require.Contains(t, err.Error(), hostfiles.SHA256([]byte("pool a\n")), "the hash it wanted")
+				require.Contains(t, err.Error(), hostfiles.SHA256(before), "the hash it found")
+			}
+			after, err := os.ReadFile(filepath.Join(root, "etc/chrony.conf"))
+			require.NoError(t, err)
+			require.Equal(t, string(before), string(after), "nothing written")
+			_, err = os.Stat(filepath.Join(root, "etc/systemd/system"))
+			require.True(t, os.IsNotExist(err), "no directory made")
+		})
+	}
+}
