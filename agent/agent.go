@@ -109,7 +109,9 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		return reconcile.Result{}, nil
 	}
 	i := lullv1alpha1.NextAction(nm.Status.Actions)
-	if i < 0 {
+	if i < 0 || lullv1alpha1.UnhandledFailure(nm.Status.Actions) >= 0 {
+		// All done, or a step failed: the drainer decides what follows
+		// (a fallback reboot, or the request fails), never the next step.
 		return reconcile.Result{}, nil
 	}
 	if why, err := a.fenced(ctx, nm); err != nil || why != "" {

@@ -23,8 +23,8 @@ const systemdDir = "/etc/systemd/system/"
 // phase"). It trusts nothing it is handed:
 //
 //   - the NodeConfig is read from the API server; one changed since it was
-//     created (generation above 1) or created after the request started
-//     is refused, since the plan was not decided from it;
+//     created (generation above 1) is refused (the guard refuses such a
+//     change; one made while it was off is not trusted);
 //   - every file must be among the request's decided changes (a file
 //     change, or the unit file or a drop-in of a unit change), so nothing
 //     the plan did not account for is written;
@@ -61,10 +61,6 @@ func (f *Files) Write(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (st
 	}
 	if nc.Generation > 1 {
 		return "", fmt.Errorf("NodeConfig %s was changed after it was created (generation %d): the plan was not decided from what it holds now; nothing written", key, nc.Generation)
-	}
-	if started := nm.Status.StartedAt; started != nil && nc.CreationTimestamp.After(started.Time) {
-		return "", fmt.Errorf("NodeConfig %s was created at %s, after the request started (%s): it is not the one the plan was decided from; nothing written",
-			key, nc.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"), started.UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	if unplanned := notPlanned(d, nc.Spec.Files); len(unplanned) > 0 {
 		return "", fmt.Errorf("NodeConfig %s names %s, which the request's changes do not list, so its plan did not account for it; nothing written",

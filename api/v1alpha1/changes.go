@@ -205,8 +205,8 @@ type NodeConfig struct {
 
 // NodeConfigSpec lists the files to write. The admission guard refuses a
 // change to it once created (lull-nodeconfigs), and lull-agent writes none
-// that was changed (generation above 1) or created after its request
-// started.
+// that was changed (generation above 1), nor a file its request's decided
+// changes do not list.
 type NodeConfigSpec struct {
 	// Files to write or remove, each path once.
 	// +kubebuilder:validation:MinItems=1

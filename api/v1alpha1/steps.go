@@ -175,6 +175,26 @@ type ActionStatus struct {
 // Label is the step as people write it: "RestartService chronyd".
 func (a *ActionStatus) Label() string { return StepLabel(a.Type, a.Unit) }
 
+// UnhandledFailure is the index of a step that failed or timed out and
+// that nothing handled yet (a fallback reboot after it handles it), -1 if
+// none. While there is one, no further step runs: the drainer decides
+// (a fallback reboot, or the request fails).
+func UnhandledFailure(as []ActionStatus) int {
+	for i := range as {
+		if as[i].State != ActionFailed && as[i].State != ActionTimedOut {
+			continue
+		}
+		handled := false
+		for _, b := range as[i+1:] {
+			handled = handled || b.Fallback
+		}
+		if !handled {
+			return i
+		}
+	}
+	return -1
+}
+
 // NextAction is the index of the first step not done (the one lull-agent
 // runs or is to run next), -1 when all are.
 func NextAction(as []ActionStatus) int {

@@ -137,7 +137,7 @@ func (s *step) act() (reconcile.Result, error) {
 		s.event(corev1.EventTypeNormal, ReasonActing, "lull-agent carries out: "+actionsLine(s.status.Actions))
 	}
 	s.follow()
-	if i := failedAt(s.status.Actions); i >= 0 {
+	if i := lullv1alpha1.UnhandledFailure(s.status.Actions); i >= 0 {
 		return s.failed(i)
 	}
 	next := nextAction(s.status.Actions)
@@ -236,24 +236,6 @@ func nextAction(as []lullv1alpha1.ActionStatus) *lullv1alpha1.ActionStatus {
 		return &as[i]
 	}
 	return nil
-}
-
-// failedAt is the index of a step that failed or timed out, not yet
-// handled (a fallback reboot after it handles it); -1 if none.
-func failedAt(as []lullv1alpha1.ActionStatus) int {
-	for i := range as {
-		if as[i].State != lullv1alpha1.ActionFailed && as[i].State != lullv1alpha1.ActionTimedOut {
-			continue
-		}
-		handled := false
-		for _, b := range as[i+1:] {
-			handled = handled || b.Fallback
-		}
-		if !handled {
-			return i
-		}
-	}
-	return -1
 }
 
 // failed handles a step that failed or timed out. A daemon-reload, service
