@@ -103,9 +103,11 @@ func (r *Reconciler) finished(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		controllerutil.RemoveFinalizer(nm, Finalizer)
 		return client.IgnoreNotFound(r.update(ctx, nm))
 	}
-	if node != nil && hasLabel(node, r.Options.MaintenanceLabel) && requestedByLabel(nm) {
-		// The node was labelled again: a new request replaces the record
-		// of the old one.
+	if node != nil && hasLabel(node, r.Options.MaintenanceLabel) {
+		// The node was labelled (again): a new request replaces the record
+		// of the old one, whoever made it (kubectl lull request deletes a
+		// finished record the same way). Kept, the record would hold the
+		// name and the label would ask for nothing.
 		klog.FromContext(ctx).V(2).Info("Label set again; replacing the completed request")
 		return client.IgnoreNotFound(r.Client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}))
 	}

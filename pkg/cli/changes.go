@@ -127,14 +127,21 @@ func (f *changeFlags) ensureConfig(ctx context.Context, c client.Client, out io.
 		if !equality.Semantic.DeepEqual(have.Spec, nc.Spec) {
 			return fmt.Errorf("NodeConfig %s/%s exists with other files; delete it or rename yours", nc.Namespace, nc.Name)
 		}
-		fmt.Fprintf(out, "nodeconfig/%s unchanged: %d files to write\n", nc.Name, len(nc.Spec.Files))
+		fmt.Fprintf(out, "nodeconfig/%s unchanged: %s to write\n", nc.Name, files(len(nc.Spec.Files)))
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("creating NodeConfig %s/%s: %w", nc.Namespace, nc.Name, err)
 	}
-	fmt.Fprintf(out, "nodeconfig/%s created: %d files to write\n", nc.Name, len(nc.Spec.Files))
+	fmt.Fprintf(out, "nodeconfig/%s created: %s to write\n", nc.Name, files(len(nc.Spec.Files)))
 	return nil
+}
+
+func files(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
 }
 
 // maxChangeLines bounds how many changes the human output lists; -o yaml

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"lull.dev/lull/agent"
 	"lull.dev/lull/agent/agenttest"
@@ -155,4 +156,23 @@ func TestChangesDaemonReloadFailsFallsBackToReboot(t *testing.T) {
 	require.Equal(t, metav1.ConditionTrue, nmCond(nm, "FellBack"))
 	require.Zero(t, e.podsOn("n1"), "the fallback reboot drained first")
 	require.NotEqual(t, "boot-1", e.nodeObj("n1").Status.NodeInfo.BootID)
+}
+
+// A finished request, whoever made it, makes way for the label: labelling
+// the node after a kubectl lull request (here, one planned from a change)
+// completed makes a new request. Found by the systemd machine's scenarios,
+// where a label after a CLI request asked for nothing.
+func TestLabelReplacesFinishedRequestOfAnyOrigin(t *testing.T) {
+	e := newChangeEnv(t)
+	e.start(nil)
+	e.startAgent(&agent.Commands{})
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1",
+		Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByCLI}},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Changes: &lullv1alpha1.Changes{SSHKeys: []string{"core"}}}}
+	require.NoError(t, e.c.Create(e.ctx, nm))
+	old := e.waitNM("n1", "Completed", phaseIs(lullv1alpha1.PhaseCompleted))
+	e.label("n1", ptr.To("kernel-update"))
+	e.waitNM("n1", "a new request from the label", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		return nm.UID != old.UID && nm.Spec.Class == "kernel-update"
+	})
 }

@@ -146,6 +146,9 @@ func policy(t *testing.T) {
 			{Name: "missing", Class: "e2e-missing", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-missing.service"}}},
 			{Name: "reboot", Class: "e2e-reboot", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
 			{Name: "power", Class: "e2e-power", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepPowerOff}}},
+			// Issue 30: a change of the tour's configuration restarts the
+			// tour (the shipped policy decides the kernel arguments).
+			{Name: "tour-files", Files: []string{"/etc/lull-tour/**"}, Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-tour.service"}}},
 		}}}
 	err := c.Create(t.Context(), p)
 	if err != nil && !strings.Contains(err.Error(), "already exists") {
@@ -230,6 +233,43 @@ func TestHostStepsOnSystemd(t *testing.T) {
 		require.NotEqual(t, boot, node(t).Status.NodeInfo.BootID, "the machine rebooted")
 	})
 
+	// Issue 30: planned from two configurations, the change written by
+	// lull-agent under the lease and verified on disk, then applied.
+	t.Run("a changed configuration file: written, verified, its unit restarted, no cordon", func(t *testing.T) {
+		shell(t, "sh", "-c", "mkdir -p /etc/lull-tour && printf 'hello\\n' >/etc/lull-tour/greeting && chmod 0644 /etc/lull-tour/greeting")
+		old := tree(t, map[string]string{"etc/lull-tour/greeting": "hello\n"})
+		next := tree(t, map[string]string{"etc/lull-tour/greeting": "hello, lull\n"})
+		before := shell(t, "systemctl", "show", "-p", "InvocationID", "--value", "lull-tour.service")
+		out := lullctl(t, "plan", machine, "--from", old, "--to", next)
+		require.Contains(t, out, "file /etc/lull-tour/greeting (rule e2e-machine/tour-files): RestartService lull-tour.service")
+		nm, took := lullRequest(t, lullv1alpha1.PhaseCompleted, "--from", old, "--to", next, "--write")
+		summary["write + restart"] = took
+		require.Equal(t, "WriteFiles, RestartService lull-tour.service", stepsLine(nm.Status.Actions))
+		for _, a := range nm.Status.Actions {
+			require.Equal(t, lullv1alpha1.ActionSucceeded, a.State, "%s: %s", a.Label(), a.Message)
+		}
+		require.Contains(t, nm.Status.Actions[0].Message, "1 file written and verified: /etc/lull-tour/greeting")
+		require.Equal(t, "hello, lull", shell(t, "cat", "/etc/lull-tour/greeting"), "the new content on the machine's disk")
+		require.Equal(t, "644 root root", shell(t, "stat", "-c", "%a %U %G", "/etc/lull-tour/greeting"))
+		after := shell(t, "systemctl", "show", "-p", "InvocationID", "--value", "lull-tour.service")
+		require.NotEqual(t, before, after, "the unit was restarted")
+		require.False(t, nm.Status.CordonedByLull, "no cordon")
+		require.False(t, node(t).Spec.Unschedulable)
+	})
+
+	t.Run("a kernel argument change: Drain + Reboot", func(t *testing.T) {
+		boot := node(t).Status.NodeInfo.BootID
+		old := tree(t, map[string]string{"etc/kernel/cmdline": "quiet\n"})
+		next := tree(t, map[string]string{"etc/kernel/cmdline": "quiet lull.e2e=1\n"})
+		nm, took := lullRequest(t, lullv1alpha1.PhaseCompleted, "--from", old, "--to", next)
+		summary["kernel argument: drain + reboot"] = took
+		require.Equal(t, "Cordon, Drain, Reboot", policySteps(nm))
+		require.Equal(t, "default/kernel-arguments", nm.Status.Decision.Changes[0].RuleRef())
+		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[len(nm.Status.Actions)-1].State)
+		require.NotEqual(t, boot, node(t).Status.NodeInfo.BootID, "the machine rebooted")
+		require.False(t, node(t).Spec.Unschedulable, "uncordoned")
+	})
+
 	t.Run("PowerOff: the machine stays off, cordoned and leased, until completed", func(t *testing.T) {
 		nm, took := request(t, "e2e-power", 4*time.Minute, lullv1alpha1.PhasePoweredOff)
 		summary["power-off"] = took
@@ -304,4 +344,61 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// tree writes files (path → content) under a new directory standing for
+// a node's /.
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(content), 0o644))
+	}
+	return root
+}
+
+// lullctl runs kubectl-lull as the cluster's admin (a maintainer).
+func lullctl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(framework.BinDir(), "kubectl-lull"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "kubectl lull %v: %s", args, out)
+	return string(out)
+}
+
+// lullRequest requests maintenance of the machine with kubectl lull
+// request and waits until its request is in phase; it returns the request
+// and how long that took.
+func lullRequest(t *testing.T, phase lullv1alpha1.MaintenancePhase, args ...string) (*lullv1alpha1.NodeMaintenance, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	out := lullctl(t, append([]string{"request", machine, "--reason", "e2e " + t.Name()}, args...)...)
+	t.Logf("kubectl lull request: %s", out)
+	var nm lullv1alpha1.NodeMaintenance
+	poll(t, "request in "+string(phase), 4*time.Minute, func(ctx context.Context) (bool, string) {
+		if err := c.Get(ctx, client.ObjectKey{Name: machine}, &nm); err != nil {
+			return false, err.Error()
+		}
+		return nm.Status.Phase == phase && nm.Spec.Changes != nil && nm.CreationTimestamp.After(start.Add(-time.Second)),
+			fmt.Sprintf("phase %s: %s", nm.Status.Phase, nm.Status.WaitingFor)
+	})
+	return &nm, time.Since(start)
+}
+
+func stepsLine(as []lullv1alpha1.ActionStatus) string {
+	parts := make([]string, len(as))
+	for i := range as {
+		parts[i] = as[i].Label()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func policySteps(nm *lullv1alpha1.NodeMaintenance) string {
+	parts := make([]string, len(nm.Status.Decision.Steps))
+	for i, st := range nm.Status.Decision.Steps {
+		parts[i] = lullv1alpha1.StepLabel(st.Type, st.Unit)
+	}
+	return strings.Join(parts, ", ")
 }
