@@ -137,6 +137,11 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 	if nm := cl.Requests[n.Name]; nm != nil {
 		st.Classes = nm.Spec.AllClasses()
 		st.Class, st.Phase, st.WaitingFor, st.Reason = strings.Join(st.Classes, ","), phaseOrPending(nm), nm.Status.WaitingFor, nm.Spec.Reason
+		if st.Class == "" && !nm.Spec.Changes.Empty() {
+			// A request planned from a change names no class: say what
+			// changes instead.
+			st.Class = "changes: " + nm.Spec.Changes.Summary()
+		}
 		st.Pods, st.Blockers, st.Actions = nm.Status.Pods, nm.Status.Blockers, nm.Status.Actions
 		if d := nm.Status.Decision; d != nil {
 			st.Action, st.Rule, st.Steps = d.Action, d.RuleRef(), d.Steps
