@@ -18,7 +18,7 @@ if [[ "$LULL_INSTALL" == pods ]]; then
   # CRDs first (the default policy is one of their objects), then the rest.
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" kustomize "$DIR/install" >"$DIR/install/rendered.yaml"
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply --server-side -f "${ROOT}/manifests/crds" >/dev/null
-  wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev crd/disruptionpolicies.lull.dev
+  wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev crd/disruptionpolicies.lull.dev crd/nodeconfigs.lull.dev
   "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply --server-side -f "$DIR/install/rendered.yaml" >/dev/null
   wait_for "lull-scheduler and lull-drainer Available" 180 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" -n lull-system \
     wait --for=condition=Available --timeout=5s deployment/lull-scheduler deployment/lull-drainer
@@ -32,7 +32,7 @@ fi
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/crds" >/dev/null
 # lull-system and lull-leases, as the install creates them.
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/install/namespace.yaml" >/dev/null
-wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev crd/disruptionpolicies.lull.dev
+wait_for "lull CRDs established" 30 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" wait --for=condition=Established --timeout=5s crd/maintenancewindows.lull.dev crd/nodemaintenances.lull.dev crd/disruptionpolicies.lull.dev crd/nodeconfigs.lull.dev
 # The shipped default DisruptionPolicy (ssh-keys -> None, kernel-update -> Drain, ...).
 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" apply -f "${ROOT}/manifests/policy" >/dev/null
 # The admission guard, as installed (docs/security.md): every scenario runs

@@ -836,7 +836,7 @@ func TestUninstall(t *testing.T) {
 	// gone before its bindings would refuse what it protects), then the rest.
 	kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-k", filepath.Join(framework.RepoRoot(), "manifests", "admission"))
 	kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-f", filepath.Join(cluster.Dir, "install", "rendered.yaml"))
-	for _, ns := range []string{"lull-system", "lull-leases"} {
+	for _, ns := range []string{"lull-system", "lull-leases", "lull-configs"} {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "namespace %s still there: %v", ns, err)
 	}
@@ -920,7 +920,7 @@ func TestHelmInstall(t *testing.T) {
 
 	helm("uninstall", "lull", "--namespace", "default", "--wait", "--timeout", "3m")
 	// Helm leaves CRDs; docs/install.md deletes them by name.
-	kubectl(t, "delete", "crd", "nodemaintenances.lull.dev", "maintenancewindows.lull.dev", "disruptionpolicies.lull.dev", "--wait=true", "--timeout=2m")
+	kubectl(t, "delete", "crd", "nodemaintenances.lull.dev", "maintenancewindows.lull.dev", "disruptionpolicies.lull.dev", "nodeconfigs.lull.dev", "--wait=true", "--timeout=2m")
 	poll(t, "namespace lull-system gone", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, "lull-system", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
