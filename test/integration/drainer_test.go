@@ -673,7 +673,7 @@ func TestNodeMaintenanceAdmission(t *testing.T) {
 	}{
 		"name differs from node": {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.NodeName = "other" }, "a NodeMaintenance is named after its node"},
 		"class with capitals":    {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "Kernel Update" }, "spec.class"},
-		"empty class":            {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "" }, "set class (one kind of change) or classes (several)"},
+		"empty class":            {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "" }, "say what changes: class or classes"},
 		"negative grace period": {func(nm *lullv1alpha1.NodeMaintenance) {
 			nm.Spec.Drain = &lullv1alpha1.DrainOptions{GracePeriodSeconds: ptr.To[int64](-1)}
 		}, "gracePeriodSeconds"},

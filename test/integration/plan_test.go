@@ -131,8 +131,9 @@ func TestDrainerAppliesDisruptionPolicy(t *testing.T) {
 		if err := e.c.Get(ctx, client.ObjectKey{Name: "default"}, &p); err != nil {
 			return false, err
 		}
-		return p.Status.Order == 1 && len(p.Status.EffectiveRules) == len(p.Spec.Rules)+1 &&
-			p.Status.Summary == "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain chrony-config=RestartService:chronyd *=Drain+Reboot", nil
+		// The rules, then the built-in defaults for classes and for changes.
+		return p.Status.Order == 1 && len(p.Status.EffectiveRules) == len(p.Spec.Rules)+2 &&
+			strings.HasPrefix(p.Status.Summary, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain chrony-config=RestartService:chronyd *=Drain+Reboot files:"), nil
 	}), "DisruptionPolicy status")
 
 	// None.
