@@ -35,6 +35,10 @@ type Options struct {
 	// steps fail.
 	ConfigNamespace, AdmissionConfigMap string
 	NoWrite                             bool
+	// The reboot sentinel (Sentinel): off unless RebootSentinel.
+	RebootSentinel                               bool
+	SentinelFile, SentinelCommand, SentinelClass string
+	SentinelPeriod                               time.Duration
 }
 
 // AddFlags registers the flags.
@@ -56,6 +60,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", lullv1alpha1.ConfigNamespace, "namespace of the NodeConfigs a WriteFiles step writes")
 	fs.StringVar(&o.AdmissionConfigMap, "admission-configmap", "lull-admission", "ConfigMap in --namespace whose writablePaths and protectedPaths bound what a WriteFiles step may write (the admission guard's; unreadable: nothing is written)")
 	fs.BoolVar(&o.NoWrite, "no-write", false, "write no files: WriteFiles steps fail (for an agent whose host root is not writable)")
+	fs.BoolVar(&o.RebootSentinel, "reboot-sentinel", false, "request a reboot of this node when its reboot sentinel says so (docs/agent.md, \"The reboot sentinel\")")
+	fs.StringVar(&o.SentinelFile, "reboot-sentinel-file", "/var/run/reboot-required", "the sentinel: a file on the host whose presence means a reboot is needed (<file>.pkgs lists the packages)")
+	fs.StringVar(&o.SentinelCommand, "reboot-sentinel-command", "", "a shell command run chrooted into the host instead of the file check: exit 0 means a reboot is needed")
+	fs.StringVar(&o.SentinelClass, "reboot-sentinel-class", lullv1alpha1.DefaultSentinelClass, "the maintenance class of the requests the sentinel files (the shipped policy drains and reboots it; the admission guard's sentinelClass must be the same)")
+	fs.DurationVar(&o.SentinelPeriod, "reboot-sentinel-period", time.Minute, "how often the sentinel is checked")
 	fs.StringVar(&o.Commands.Reboot, "reboot-command", "systemctl reboot", "shell command rebooting the node (empty: Reboot steps fail)")
 	fs.StringVar(&o.Commands.PowerOff, "poweroff-command", "systemctl poweroff", "shell command powering the node off (empty: PowerOff steps fail)")
 	fs.BoolVar(&o.SimulatePower, "simulate-power", false, "reboot and power off at the API level only (kwok nodes): Ready=False, a new boot ID, Ready=True")
@@ -129,6 +138,14 @@ func Run(args []string) int {
 	if err := a.SetupWithManager(mgr); err != nil {
 		logger.Error(err, "Setting up the controller")
 		return 1
+	}
+	if o.RebootSentinel {
+		s := &Sentinel{Live: mgr.GetAPIReader(), Client: mgr.GetClient(), Node: o.Node, Commands: &o.Commands, File: o.SentinelFile,
+			Command: o.SentinelCommand, Class: o.SentinelClass, Period: o.SentinelPeriod, Clock: clk, Recorder: mgr.GetEventRecorder("lull-agent")}
+		if err := mgr.Add(s); err != nil {
+			logger.Error(err, "Adding the reboot sentinel")
+			return 1
+		}
 	}
 	if err := mgr.Add(heartbeat); err != nil {
 		logger.Error(err, "Adding the heartbeat")

@@ -20,10 +20,23 @@ const (
 	ExpectedRuntimeAnnotation = "lull.dev/expected-runtime"
 	// RequestedByAnnotation on a NodeMaintenance says who made it:
 	// RequestedByLabel (the drainer, for a labelled node; removing the
-	// label completes it) or RequestedByCLI (`kubectl lull request`).
+	// label completes it), RequestedByCLI (`kubectl lull request`) or
+	// RequestedBySentinel (lull-agent, for its node's reboot sentinel).
 	RequestedByAnnotation = "lull.dev/requested-by"
 	RequestedByLabel      = "label"
 	RequestedByCLI        = "kubectl-lull"
+	RequestedBySentinel   = "reboot-sentinel"
+
+	// ConditionRebootSentinel on a request lull-agent made for its node's
+	// reboot sentinel says whether the sentinel went away after the
+	// request: True (reason StillPresent) when the node rebooted and the
+	// sentinel is still there, which is reported and never rebooted again
+	// in a loop; False (reason Cleared) once it is gone. lull-agent writes
+	// it, and no other condition.
+	ConditionRebootSentinel = "RebootSentinel"
+	// DefaultSentinelClass is the class of the requests a reboot sentinel
+	// files; the shipped policy drains and reboots it.
+	DefaultSentinelClass = "reboot-required"
 
 	// ClassPattern is the form of a maintenance class (spec.class, and so
 	// the label's value), at most MaxClassLength characters; the CRDs'

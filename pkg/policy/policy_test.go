@@ -99,7 +99,7 @@ func TestShippedDefaultPolicy(t *testing.T) {
 	for class, want := range map[string]lullv1alpha1.DisruptionAction{
 		"ssh-keys": lullv1alpha1.ActionNone, "registry-mirror": lullv1alpha1.ActionNone, "node-config": lullv1alpha1.ActionCordon,
 		"kernel-update": lullv1alpha1.ActionDrain, "kernel-livepatch": lullv1alpha1.ActionDrain, "hardware": lullv1alpha1.ActionDrain,
-		"chrony-config": lullv1alpha1.StepRestartService,
+		"chrony-config": lullv1alpha1.StepRestartService, "reboot-required": lullv1alpha1.StepReboot,
 		// When unsure, the disruptive action: drained and rebooted.
 		"anything-else": lullv1alpha1.StepReboot,
 	} {
@@ -113,7 +113,7 @@ func TestShippedDefaultPolicy(t *testing.T) {
 	require.Equal(t, "default/unknown-classes", eff[len(eff)-2].ShadowedBy, "its last class rule replaces the built-in default for classes")
 	require.Empty(t, eff[len(eff)-1].ShadowedBy)
 	require.Equal(t, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain "+
-		"chrony-config=RestartService:chronyd *=Drain+Reboot "+
+		"chrony-config=RestartService:chronyd reboot-required=Drain+Reboot *=Drain+Reboot "+
 		"files:/etc/containerd/certs.d/**=None files:/etc/chrony.conf,/etc/chrony.d/**=RestartService:chronyd "+
 		"files:/etc/chrony/**=RestartService:chrony sshKeys:*=None units:*=DaemonReload+RestartService:<unit> "+
 		"kernelArguments:*=Drain+Reboot osImage=Drain+Reboot files:/**=Drain+Reboot", Summary(&p))

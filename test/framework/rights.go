@@ -108,6 +108,8 @@ var Rights = []Right{
 	{"lull-agent", "update", "nodemaintenances.lull.dev/status", "", true}, // records its steps (its own node's only: the guard)
 	{"lull-agent", "patch", "nodemaintenances.lull.dev/status", "", false},
 	{"lull-agent", "update", "nodemaintenances.lull.dev", "", false},
+	{"lull-agent", "create", "nodemaintenances.lull.dev", "", true}, // its reboot sentinel's request (its own node, that class only: the guard)
+	{"lull-agent", "delete", "nodemaintenances.lull.dev", "", true}, // withdrawn, or a finished record replaced (the guard)
 	{"lull-agent", "list", "nodemaintenances.lull.dev", "", true},
 	{"lull-agent", "patch", "nodes", "", false},
 	{"lull-agent", "patch", "nodes/status", "", false},

@@ -264,6 +264,40 @@ func TestGuard(t *testing.T) {
 		})
 	})
 
+	// Issue 31: lull-agent files and withdraws its own node's reboot
+	// request for the reboot sentinel, and nothing else.
+	t.Run("issue 31: the reboot sentinel's requests", func(t *testing.T) {
+		sentinel := func(node, class, extra string) string {
+			return fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: %s, annotations: {lull.dev/requested-by: reboot-sentinel}}\n"+
+				"spec: {nodeName: %s, class: %s, reason: 'reboot required: /var/run/reboot-required'%s}\n", node, node, class, extra)
+		}
+		own := refusedBy("lull-agent-requests", "may request maintenance only of its own node")
+		only := refusedBy("lull-agent-requests", "may request only a reboot for its reboot sentinel")
+		g.steps(t, []guardStep{
+			{name: "the agent requests a reboot of its node", as: agentOn("n5"), args: []string{"create", "-f", g.file("s-n5.yaml", sentinel("n5", "reboot-required", ""))}},
+			{name: "not of another node", as: agentOn("n1"), args: []string{"create", "-f", g.file("s-n6.yaml", sentinel("n6", "reboot-required", ""))}, refused: own},
+			{name: "not another class", as: agentOn("n6"), args: []string{"create", "-f", g.file("s-k.yaml", sentinel("n6", "kernel-update", ""))}, refused: only},
+			{name: "no deadline", as: agentOn("n6"), args: []string{"create", "-f", g.file("s-d.yaml", sentinel("n6", "reboot-required", ", deadline: '2030-01-01T00:00:00Z'"))},
+				refused: []string{"is forbidden: ValidatingAdmissionPolicy"}}, // lull-agent-requests or lull-emergency-options, whichever is asked first
+			{name: "not unannotated", as: agentOn("n6"), args: []string{"create", "-f", g.file("s-a.yaml", nodeMaintenance("n6", ""))}, refused: only},
+			{name: "no token bound to a node", as: serviceAccount("lull-system", "lull-agent", ""), args: []string{"create", "-f", g.file("s-n6b.yaml", sentinel("n6", "reboot-required", ""))},
+				refused: refusedBy("lull-agent-requests")},
+			{name: "it may not change its request", as: agentOn("n5"), args: mergePatch("nodemaintenance", "n5", `{"spec":{"reason":"x"}}`),
+				refused: refusedBy("lull-nodemaintenances", "may create, update or delete NodeMaintenances")},
+			{name: "it withdraws its request before it starts", as: agentOn("n5"), args: []string{"delete", "nodemaintenance", "n5", "--wait=false"}},
+			{name: "a maintainer requests maintenance of n5", as: mo, args: []string{"create", "-f", g.file("nm-n5.yaml", nodeMaintenance("n5", ""))}},
+			{name: "the agent cannot end it", as: agentOn("n5"), args: []string{"delete", "nodemaintenance", "n5", "--wait=false"},
+				refused: refusedBy("lull-agent-requests", "may delete only its reboot-sentinel request that has not started, or a finished record")},
+			{name: "lull-drainer completes it", as: drainer, args: statusPatch("nodemaintenance", "n5", `{"status":{"phase":"Completed"}}`)},
+			{name: "the agent reports its sentinel on it", as: agentOn("n5"), args: statusPatch("nodemaintenance", "n5",
+				`{"status":{"conditions":[{"type":"RebootSentinel","status":"True","reason":"StillPresent","message":"still there","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`)},
+			{name: "no other condition", as: agentOn("n5"), args: statusPatch("nodemaintenance", "n5",
+				`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"X","message":"x","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`),
+				refused: refusedBy("lull-agent", "status.conditions")},
+			{name: "the agent replaces the finished record", as: agentOn("n5"), args: []string{"delete", "nodemaintenance", "n5", "--wait=false"}},
+		})
+	})
+
 	// Finding 3: deleting a NodeMaintenance (one or a collection) needed
 	// only RBAC, and the drainer then ended the request mid-work; its
 	// status (whether lull cordoned the node, its windows, its lease) was

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -175,4 +176,50 @@ func TestLabelReplacesFinishedRequestOfAnyOrigin(t *testing.T) {
 	e.waitNM("n1", "a new request from the label", func(nm *lullv1alpha1.NodeMaintenance) bool {
 		return nm.UID != old.UID && nm.Spec.Class == "kernel-update"
 	})
+}
+
+// The reboot sentinel end to end on a real API server: the file appears,
+// lull-agent requests a reboot of its node, the drainer drains it and the
+// agent reboots it, and the request completes; a sentinel still there
+// after the reboot is reported on the request and requests nothing more;
+// gone, it is recorded as cleared.
+func TestSentinelDrivesAReboot(t *testing.T) {
+	e := newDrainEnv(t)
+	e.node("n1", nil)
+	e.readyNode("n1", "boot-1")
+	e.pods("n1", "web", 1)
+	e.installDefaultPolicy()
+	violations := e.fencedWatcher("n1")
+	e.start(nil)
+	e.startAgent(e.newAgent("n1", &agent.SimulatedPower{Client: cp.Client, Node: "n1", BootTime: 50 * time.Millisecond, Clock: clock.RealClock{},
+		Commands: &agent.Commands{HostRoot: "/"}}))
+	file := filepath.Join(t.TempDir(), "reboot-required")
+	s := &agent.Sentinel{Live: cp.Client, Client: cp.Client, Node: "n1", Commands: &agent.Commands{HostRoot: "/"}, File: file,
+		Class: lullv1alpha1.DefaultSentinelClass, Period: time.Second, Clock: e.clock}
+	require.NoError(t, s.Check(e.ctx))
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	require.NoError(t, os.WriteFile(file+".pkgs", []byte("linux-image-amd64\n"), 0o644))
+	require.NoError(t, s.Check(e.ctx))
+	nm := e.waitNM("n1", "Completed", phaseIs(lullv1alpha1.PhaseCompleted))
+	require.Equal(t, "reboot required: "+file+" (packages: linux-image-amd64)", nm.Spec.Reason)
+	require.Equal(t, "Cordon, Drain, Reboot", policy.StepsLine(nm.Status.Decision.Steps))
+	require.Equal(t, "default/reboot-required", nm.Status.Decision.RuleRef())
+	require.NotEqual(t, "boot-1", e.nodeObj("n1").Status.NodeInfo.BootID, "rebooted")
+	require.Zero(t, e.podsOn("n1"), "drained first")
+
+	require.NoError(t, s.Check(e.ctx))
+	nm = e.waitNM("n1", "the sentinel reported", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		c := meta.FindStatusCondition(nm.Status.Conditions, lullv1alpha1.ConditionRebootSentinel)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "StillPresent"
+	})
+	uid := nm.UID
+	require.NoError(t, s.Check(e.ctx))
+	require.Equal(t, uid, e.waitNM("n1", "the same request", phaseIs(lullv1alpha1.PhaseCompleted)).UID, "no second reboot")
+	require.NoError(t, os.Remove(file))
+	require.NoError(t, s.Check(e.ctx))
+	e.waitNM("n1", "the sentinel cleared", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		c := meta.FindStatusCondition(nm.Status.Conditions, lullv1alpha1.ConditionRebootSentinel)
+		return c != nil && c.Status == metav1.ConditionFalse
+	})
+	require.Empty(t, violations())
 }
