@@ -270,6 +270,37 @@ func TestHostStepsOnSystemd(t *testing.T) {
 		require.False(t, node(t).Spec.Unschedulable, "uncordoned")
 	})
 
+	// Issue 31: the node says it needs a reboot (the package manager's
+	// sentinel); lull-agent requests it, lull drains and reboots the
+	// machine, and the sentinel, on /run, is gone after the boot.
+	t.Run("a reboot sentinel on the machine: requested, drained, rebooted, cleared", func(t *testing.T) {
+		boot := node(t).Status.NodeInfo.BootID
+		start := time.Now()
+		shell(t, "sh", "-c", "echo '*** System restart required ***' >/var/run/reboot-required && echo linux-image-e2e >/var/run/reboot-required.pkgs")
+		var nm lullv1alpha1.NodeMaintenance
+		poll(t, "the sentinel's request Completed", 4*time.Minute, func(ctx context.Context) (bool, string) {
+			if err := c.Get(ctx, client.ObjectKey{Name: machine}, &nm); err != nil {
+				return false, err.Error()
+			}
+			return nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedBySentinel && nm.Status.Phase == lullv1alpha1.PhaseCompleted,
+				fmt.Sprintf("%s %s: %s", nm.Spec.Class, nm.Status.Phase, nm.Status.WaitingFor)
+		})
+		summary["reboot sentinel: request, drain, reboot"] = time.Since(start)
+		require.Equal(t, lullv1alpha1.DefaultSentinelClass, nm.Spec.Class)
+		require.Equal(t, "reboot required: /var/run/reboot-required (packages: linux-image-e2e)", nm.Spec.Reason)
+		require.Equal(t, "Cordon, Drain, Reboot", policySteps(&nm))
+		require.NotEqual(t, boot, node(t).Status.NodeInfo.BootID, "the machine rebooted")
+		require.False(t, node(t).Spec.Unschedulable, "uncordoned")
+		poll(t, "the sentinel recorded as cleared", time.Minute, func(ctx context.Context) (bool, string) {
+			if err := c.Get(ctx, client.ObjectKey{Name: machine}, &nm); err != nil {
+				return false, err.Error()
+			}
+			cd := meta.FindStatusCondition(nm.Status.Conditions, lullv1alpha1.ConditionRebootSentinel)
+			return cd != nil && cd.Status == metav1.ConditionFalse, fmt.Sprint(cd)
+		})
+		require.Equal(t, "absent", shell(t, "sh", "-c", "test -e /var/run/reboot-required && echo present || echo absent"), "/run is new after the boot")
+	})
+
 	t.Run("PowerOff: the machine stays off, cordoned and leased, until completed", func(t *testing.T) {
 		nm, took := request(t, "e2e-power", 4*time.Minute, lullv1alpha1.PhasePoweredOff)
 		summary["power-off"] = took
