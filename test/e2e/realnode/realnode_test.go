@@ -313,7 +313,9 @@ func TestServiceAccountRights(t *testing.T) {
 
 // TestAgentOnRealNode: lull-agent runs as a DaemonSet pod from the install
 // manifests on the real node, with its shipped ServiceAccount, RBAC and
-// security context (root with only CAP_SYS_CHROOT, the host's / read-only),
+// security context (root with only CAP_SYS_CHROOT, the host's / read-only:
+// real-node-0 is this machine, so the local overlay takes the writable
+// /etc and CAP_CHOWN, CAP_FOWNER of WriteFiles away),
 // renews its heartbeat lease, and carries out a RestartService step through
 // the local cluster's harmless command (hack/local-overlay: it prints the
 // unit and the host's name; the image has no shell, so the step
