@@ -61,7 +61,7 @@ type Sentinel struct {
 	// writes.
 	Live   client.Reader
 	Client client.Client
-	Node string
+	Node   string
 	// Commands runs the check chrooted into the host's root.
 	Commands *Commands
 	// File is the sentinel's path on the host; Command, when set, is run
