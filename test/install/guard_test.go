@@ -147,6 +147,11 @@ type guardStep struct {
 	as      []string
 	args    []string
 	refused []string
+	// eventually: asked again for up to a minute until it is refused, for
+	// a server dry run (--dry-run=server) that waits for a policy the API
+	// server has not compiled yet (each policy becomes active on its own;
+	// under load, seconds apart).
+	eventually bool
 }
 
 // refusedBy is the refusal of a ValidatingAdmissionPolicy, with pieces
@@ -162,6 +167,12 @@ func (g *guarded) steps(t *testing.T, steps []guardStep) {
 	t.Helper()
 	for i, s := range steps {
 		out, err := g.kubectl(append(append([]string{}, s.as...), s.args...)...)
+		if s.eventually {
+			_ = wait.PollUntilContextTimeout(g.t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				out, err = g.kubectl(append(append([]string{}, s.as...), s.args...)...)
+				return err != nil, nil
+			})
+		}
 		switch {
 		case len(s.refused) == 0 && err != nil:
 			t.Errorf("step %d %q: refused, want allowed:\n%v", i+1, s.name, err)
@@ -614,6 +625,8 @@ func TestGuardFollowsNamespace(t *testing.T) {
 				refused: refusedBy("lull-agent", "lull-agent on node n1 may write only its own lease "+ns+"/lull-agent-n1")},
 			{name: "an agent writes its own", as: agent("n1"), args: []string{"create", "-f", lease(g, "n1")}},
 			{name: "a maintainer requests maintenance", as: mo, args: []string{"create", "-f", g.file("nm-n1.yaml", nodeMaintenance("n1", ""))}},
+			{name: "the status guard is active (a dry run)", as: append(serviceAccount("lull-system", "lull-drainer", ""), "--as-group="+framework.GuardOperators),
+				args: append(statusPatch("nodemaintenance", "n1", `{"status":{"phase":"Completed"}}`), "--dry-run=server"), refused: refusedBy("lull-nodemaintenance-status"), eventually: true},
 			{name: "lull-drainer of " + ns + " records progress", as: append(serviceAccount(ns, "lull-drainer", ""), "--as-group="+framework.GuardOperators),
 				args: statusPatch("nodemaintenance", "n1", `{"status":{"phase":"Pending"}}`)},
 			{name: "lull-drainer of lull-system is not lull's drainer here", as: append(serviceAccount("lull-system", "lull-drainer", ""), "--as-group="+framework.GuardOperators),
