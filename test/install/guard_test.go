@@ -258,6 +258,8 @@ func TestGuard(t *testing.T) {
 		}
 		notYours := refusedBy("lull-nodeconfigs", "may create or delete NodeConfigs")
 		g.steps(t, []guardStep{
+			{name: "the NodeConfig guard is active (a dry run)", as: alice, args: []string{"create", "--dry-run=server", "-f", g.file("nc-probe.yaml", nodeConfig("probe", "/etc/chrony.conf"))},
+				refused: notYours, eventually: true},
 			{name: "a maintainer makes one", as: mo, args: []string{"create", "-f", g.file("nc-chrony.yaml", nodeConfig("chrony", "/etc/chrony.conf", "/etc/chrony.d/pool.conf"))}},
 			{name: "an operator cannot", as: alice, args: []string{"create", "-f", g.file("nc-a.yaml", nodeConfig("a", "/etc/chrony.conf"))}, refused: notYours},
 			{name: "nobody changes it, maintainers included", as: em,
@@ -285,6 +287,8 @@ func TestGuard(t *testing.T) {
 		own := refusedBy("lull-agent-requests", "may request maintenance only of its own node")
 		only := refusedBy("lull-agent-requests", "may request only a reboot for its reboot sentinel")
 		g.steps(t, []guardStep{
+			{name: "the sentinel guard is active (a dry run)", as: agentOn("n1"), args: []string{"create", "--dry-run=server", "-f", g.file("s-probe.yaml", sentinel("n6", "reboot-required", ""))},
+				refused: own, eventually: true},
 			{name: "the agent requests a reboot of its node", as: agentOn("n5"), args: []string{"create", "-f", g.file("s-n5.yaml", sentinel("n5", "reboot-required", ""))}},
 			{name: "not of another node", as: agentOn("n1"), args: []string{"create", "-f", g.file("s-n6.yaml", sentinel("n6", "reboot-required", ""))}, refused: own},
 			{name: "not another class", as: agentOn("n6"), args: []string{"create", "-f", g.file("s-k.yaml", sentinel("n6", "kernel-update", ""))}, refused: only},
