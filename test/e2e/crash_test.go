@@ -321,7 +321,18 @@ func TestSystemCrashAnywhere(t *testing.T) {
 				done = false
 				continue
 			}
+			var node corev1.Node
+			if e.c.Get(ctx, client.ObjectKey{Name: n}, &node) != nil {
+				done = false
+				continue
+			}
+			_, labelled := node.Labels["lull.dev/maintenance"]
 			switch {
+			case labelled && nm.Status.Phase.Finished():
+				// A new round's label the drainer has not turned into a
+				// request yet: not done (ending here left its requests
+				// behind, found by CI on 010d918).
+				done = false
 			case nm.Status.Phase == lullv1alpha1.PhaseDrained:
 				e.patchNode(n, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
 				if !counted[string(nm.UID)] {
