@@ -215,11 +215,9 @@ func (s *Sentinel) replace(ctx context.Context, old *lullv1alpha1.NodeMaintenanc
 	if err := s.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the finished NodeMaintenance %s to request a reboot: %w", old.Name, err)
 	}
-	err := s.request(ctx, r)
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
+	// A record still going makes the create fail AlreadyExists, which
+	// request takes as "look again next time".
+	return s.request(ctx, r)
 }
 
 // withdraw deletes the node's sentinel request that has not started: the

@@ -15,9 +15,6 @@ import (
 	"lull.dev/lull/pkg/hostfiles"
 )
 
-// systemdDir is where unit files and drop-ins are written.
-const systemdDir = "/etc/systemd/system/"
-
 // Files carries out a request's WriteFiles step: it writes the NodeConfig
 // the request's decision names to the node (docs/changes.md, "The write
 // phase"). It trusts nothing it is handed:
@@ -92,42 +89,20 @@ func (a *Agent) writeFiles(ctx context.Context, nm *lullv1alpha1.NodeMaintenance
 
 // notPlanned are the NodeConfig's paths that no decided change covers.
 func notPlanned(d *lullv1alpha1.Decision, files []lullv1alpha1.ConfigFile) []string {
-	paths := map[string]bool{}
-	var units []string
+	planned := map[lullv1alpha1.Change]bool{}
 	for _, c := range d.Changes {
-		switch c.Kind {
-		case lullv1alpha1.ChangeFile:
-			paths[c.Name] = true
-		case lullv1alpha1.ChangeUnit:
-			units = append(units, c.Name)
-		}
+		planned[c.Change()] = true
 	}
 	var out []string
 	for _, f := range files {
-		if paths[f.Path] || unitPath(f.Path, units) {
+		unit, isUnit := lullv1alpha1.UnitOfFile(f.Path)
+		if planned[lullv1alpha1.Change{Kind: lullv1alpha1.ChangeFile, Name: f.Path}] ||
+			isUnit && planned[lullv1alpha1.Change{Kind: lullv1alpha1.ChangeUnit, Name: unit}] {
 			continue
 		}
 		out = append(out, f.Path)
 	}
 	return out
-}
-
-// unitPath reports whether path is the unit file, or a drop-in, of one of
-// units.
-func unitPath(path string, units []string) bool {
-	rest, ok := strings.CutPrefix(path, systemdDir)
-	if !ok {
-		return false
-	}
-	for _, u := range units {
-		if rest == u {
-			return true
-		}
-		if dropin, ok := strings.CutPrefix(rest, u+".d/"); ok && dropin != "" && !strings.Contains(dropin, "/") {
-			return true
-		}
-	}
-	return false
 }
 
 // allowlist reads writablePaths and protectedPaths from the admission

@@ -134,26 +134,64 @@ func (c *Changes) Summary() string {
 		return "no change"
 	}
 	var parts []string
-	count := func(n int, what string) {
+	count := func(n int, one, many string) {
 		switch {
 		case n == 1:
-			parts = append(parts, "1 "+what)
+			parts = append(parts, "1 "+one)
 		case n > 1:
-			parts = append(parts, fmt.Sprintf("%d %ss", n, what))
+			parts = append(parts, fmt.Sprintf("%d %s", n, many))
 		}
 	}
-	count(len(c.Files), "file")
-	count(len(c.Units), "unit")
-	count(len(c.SSHKeys), "user's SSH keys")
-	count(len(c.KernelArguments), "kernel argument")
+	count(len(c.Files), "file", "files")
+	count(len(c.Units), "unit", "units")
+	count(len(c.SSHKeys), "user's SSH keys", "users' SSH keys")
+	count(len(c.KernelArguments), "kernel argument", "kernel arguments")
 	if c.OSImage != "" {
 		parts = append(parts, "the OS image")
 	}
-	count(len(c.Extensions), "extension")
+	count(len(c.Extensions), "extension", "extensions")
 	if c.KernelType != "" {
 		parts = append(parts, "the kernel type")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// What says what a request changes, for people: "class kernel-update",
+// "classes a, b", "changes (2 files)", or a class and changes.
+func What(classes []string, changes *Changes) string {
+	var parts []string
+	switch {
+	case len(classes) == 1:
+		parts = append(parts, "class "+classes[0])
+	case len(classes) > 1:
+		parts = append(parts, "classes "+strings.Join(classes, ", "))
+	}
+	if !changes.Empty() {
+		parts = append(parts, "changes ("+changes.Summary()+")")
+	}
+	return strings.Join(parts, " and ")
+}
+
+// SystemdUnitDir is where a node's unit files are written: a unit's file
+// at <dir><unit>, its drop-ins at <dir><unit>.d/<name>.
+const SystemdUnitDir = "/etc/systemd/system/"
+
+// UnitOfFile is the unit whose file, or drop-in, path is; false for any
+// other path.
+func UnitOfFile(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, SystemdUnitDir)
+	if !ok || rest == "" {
+		return "", false
+	}
+	unit, dropin, nested := strings.Cut(rest, "/")
+	if !nested {
+		return unit, true
+	}
+	unit, ok = strings.CutSuffix(unit, ".d")
+	if !ok || unit == "" || dropin == "" || strings.Contains(dropin, "/") {
+		return "", false
+	}
+	return unit, true
 }
 
 // ChangeDecision is the rule that decided one change of a request and the

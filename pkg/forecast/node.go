@@ -2,7 +2,6 @@ package forecast
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -296,18 +295,8 @@ func (n *Node) bound(t time.Time) {
 	}
 }
 
-// What says what the maintenance changes, for people: "class
-// kernel-update", "changes (2 files)", or both.
-func (m *Maintenance) What() string {
-	var parts []string
-	if len(m.Classes) > 0 {
-		parts = append(parts, "class "+strings.Join(m.Classes, ", "))
-	}
-	if !m.Changes.Empty() {
-		parts = append(parts, "changes ("+m.Changes.Summary()+")")
-	}
-	return strings.Join(parts, " and ")
-}
+// What says what the maintenance changes, for people.
+func (m *Maintenance) What() string { return lullv1alpha1.What(m.Classes, m.Changes) }
 
 // maintenanceOf derives the active request from the node's NodeMaintenance
 // and its label. The label alone counts as a request from the moment it is

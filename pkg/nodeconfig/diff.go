@@ -2,8 +2,6 @@ package nodeconfig
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +9,7 @@ import (
 	"strings"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/hostfiles"
 )
 
 // DefaultOSImage stands for the OS image in a change set when the new
@@ -255,8 +254,7 @@ func fileAt(m map[string]File, p string) *File {
 func configFile(p string, a, b *File) lullv1alpha1.ConfigFile {
 	cf := lullv1alpha1.ConfigFile{Path: p}
 	if a != nil {
-		sum := sha256.Sum256(a.Contents)
-		cf.Previous = hex.EncodeToString(sum[:])
+		cf.Previous = hostfiles.SHA256(a.Contents)
 	}
 	if b == nil {
 		cf.Absent = true

@@ -10,6 +10,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
 
 // Config is one node configuration, whatever it was read from.
@@ -83,7 +85,7 @@ const (
 	rootOwner    = "root"
 	defaultMode  = 0o644
 	linkMode     = 0o777
-	systemdDir   = "/etc/systemd/system/"
+	systemdDir   = lullv1alpha1.SystemdUnitDir
 	kernelCmd    = "/etc/kernel/cmdline"
 	maskTarget   = "/dev/null"
 	authKeys     = ".ssh/authorized_keys"

@@ -275,22 +275,12 @@ func Summary(p *lullv1alpha1.DisruptionPolicy) string {
 
 // Describe says in one line what a decision means for a request.
 func Describe(classes []string, changes *lullv1alpha1.Changes, d lullv1alpha1.Decision) string {
-	var whats []string
-	switch {
-	case len(classes) == 1:
-		whats = append(whats, "class "+classes[0])
-	case len(classes) > 1:
-		whats = append(whats, "classes "+strings.Join(classes, ", "))
-	}
-	if !changes.Empty() {
-		whats = append(whats, "changes ("+changes.Summary()+")")
-	}
-	what := strings.Join(whats, " and ")
+	what := lullv1alpha1.What(classes, changes)
 	needs := "needs"
 	switch {
 	case what == "":
 		what = "the request"
-	case len(classes) > 1 || len(whats) > 1 || (len(classes) == 0 && len(changes.List()) > 1):
+	case len(classes) > 1 || (len(classes) > 0 && !changes.Empty()) || (len(classes) == 0 && len(changes.List()) > 1):
 		needs = "need"
 	}
 	rule := "rule " + d.RuleRef()
