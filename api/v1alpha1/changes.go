@@ -125,8 +125,21 @@ func (c *Changes) List() []Change {
 	return out
 }
 
-// Empty reports whether nothing changes.
-func (c *Changes) Empty() bool { return len(c.List()) == 0 }
+// Empty reports whether nothing changes (config names no change). It
+// allocates nothing: the forecast asks it at every computation.
+func (c *Changes) Empty() bool {
+	if c == nil {
+		return true
+	}
+	for _, l := range [][]string{c.Files, c.Units, c.SSHKeys, c.KernelArguments, c.Extensions} {
+		for _, n := range l {
+			if n != "" {
+				return false
+			}
+		}
+	}
+	return c.OSImage == "" && c.KernelType == ""
+}
 
 // Summary says what changes in a few words: "2 files, 1 unit".
 func (c *Changes) Summary() string {

@@ -294,6 +294,8 @@ func TestGuard(t *testing.T) {
 			{name: "not another class", as: agentOn("n6"), args: []string{"create", "-f", g.file("s-k.yaml", sentinel("n6", "kernel-update", ""))}, refused: only},
 			{name: "no deadline", as: agentOn("n6"), args: []string{"create", "-f", g.file("s-d.yaml", sentinel("n6", "reboot-required", ", deadline: '2030-01-01T00:00:00Z'"))},
 				refused: []string{"is forbidden: ValidatingAdmissionPolicy"}}, // lull-agent-requests or lull-emergency-options, whichever is asked first
+			{name: "no finalizer of its own", as: agentOn("n6"), args: []string{"create", "-f", g.file("s-f.yaml",
+				strings.Replace(sentinel("n6", "reboot-required", ""), "metadata: {", "metadata: {finalizers: [example.com/hold], ", 1))}, refused: only},
 			{name: "not unannotated", as: agentOn("n6"), args: []string{"create", "-f", g.file("s-a.yaml", nodeMaintenance("n6", ""))}, refused: only},
 			{name: "no token bound to a node", as: serviceAccount("lull-system", "lull-agent", ""), args: []string{"create", "-f", g.file("s-n6b.yaml", sentinel("n6", "reboot-required", ""))},
 				refused: refusedBy("lull-agent-requests")},
