@@ -435,6 +435,18 @@ func (cl *Cluster) prospective(p *Node, node *corev1.Node, req Request) *lullv1a
 	return nm
 }
 
+// decider is the policy decision for the previewed request: the one the
+// node's forecast already took from the request's spec (ComputeRequest
+// decides with the same merged policies), so a preview of thousands of
+// nodes decides each once; decide where the forecast holds none.
+func decider(fc *forecast.Node, decide func([]string, *lullv1alpha1.Changes) lullv1alpha1.Decision) func([]string, *lullv1alpha1.Changes) lullv1alpha1.Decision {
+	if fc == nil || fc.Maintenance == nil || fc.Maintenance.Name == "" {
+		return decide
+	}
+	d := fc.Maintenance.Decision
+	return func([]string, *lullv1alpha1.Changes) lullv1alpha1.Decision { return d }
+}
+
 // start decides when the request would start with the drainer's gates
 // (pkg/gate), counting the nodes this preview already starts now against
 // the budget.
@@ -443,14 +455,15 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, req Requ
 	if ex := p.Existing; ex != nil && ex.Status.StartedAt != nil {
 		greq.Started, greq.Decision = true, ex.Status.Decision // started requests keep their decision
 	}
+	decide := decider(fc, cl.Forecast.Decide)
 	if ex := p.Existing; ex != nil && ex.Status.Phase.Disrupting() {
-		d, _ := gate.Decide(greq, cl.Forecast.Decide)
+		d, _ := gate.Decide(greq, decide)
 		p.decided(d)
 		p.Start, p.WaitingFor = StartInProgress, ex.Status.WaitingFor
 		return nil
 	}
 	v, err := gate.Check(ctx, greq, gate.Checks{
-		Decide: cl.Forecast.Decide,
+		Decide: decide,
 		// The drainer's judgement, from the snapshot's agent leases.
 		Agent: func(ctx context.Context) (bool, string, error) {
 			return agentlease.Lookup(ctx, c, cl.Options.AgentNamespace, p.Node, cl.Now)
