@@ -177,12 +177,11 @@ func (w *windowDrain) step(e *sysEnv, iv *invariants, spare string, k *killer) b
 		if iv.evictions(w.node) == 0 {
 			return false
 		}
-		var mw lullv1alpha1.MaintenanceWindow
-		require.NoError(t, e.c.Get(ctx, client.ObjectKey{Name: w.app}, &mw))
 		w.closeAt = time.Now().Add(5 * time.Second).Truncate(time.Second)
-		mw.Spec.Schedule.Duration = lullv1alpha1.Duration{Duration: w.closeAt.Sub(w.start)}
 		iv.closes(w.node, w.closeAt)
-		require.NoError(t, e.c.Update(ctx, &mw))
+		e.editWindow(w.app, func(mw *lullv1alpha1.MaintenanceWindow) {
+			mw.Spec.Schedule.Duration = lullv1alpha1.Duration{Duration: w.closeAt.Sub(w.start)}
+		})
 		w.evictedAtClose, w.state = iv.evictions(w.node), 2
 	case 2: // the drainer acted on the close
 		require.True(t, time.Since(w.closeAt) < 3*time.Minute, "%s: the drainer did not act on the close; last status %+v", w.app, nm.Status)
@@ -222,12 +221,11 @@ func (w *windowDrain) step(e *sysEnv, iv *invariants, spare string, k *killer) b
 		}
 		w.evictedInClosed = iv.evictions(w.node) - w.evictedAtClose
 		w.killsWhileClosed = k.count() - w.killsAtUnblock
-		var mw lullv1alpha1.MaintenanceWindow
-		require.NoError(t, e.c.Get(ctx, client.ObjectKey{Name: w.app}, &mw))
-		mw.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverridePermissive, Until: metav1.Time{Time: time.Now().Add(time.Hour)}, Reason: "e2e: reopen"}
 		w.reopened = time.Now()
 		iv.permit(w.node, w.reopened)
-		require.NoError(t, e.c.Update(ctx, &mw))
+		e.editWindow(w.app, func(mw *lullv1alpha1.MaintenanceWindow) {
+			mw.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverridePermissive, Until: metav1.Time{Time: time.Now().Add(time.Hour)}, Reason: "e2e: reopen"}
+		})
 		w.state = 4
 	case 4: // drained in the reopened window: complete it
 		require.True(t, time.Since(w.reopened) < 4*time.Minute, "%s: not drained after reopening; last status %+v", w.app, nm.Status)

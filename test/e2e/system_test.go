@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,6 +80,20 @@ func (e *sysEnv) window(w *lullv1alpha1.MaintenanceWindow) {
 	e.t.Helper()
 	require.NoError(e.t, e.c.Create(e.t.Context(), w))
 	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), w) })
+}
+
+// editWindow changes the window's spec the way a person would, reading it
+// again when the drainer's status write got in between.
+func (e *sysEnv) editWindow(name string, edit func(*lullv1alpha1.MaintenanceWindow)) {
+	e.t.Helper()
+	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var w lullv1alpha1.MaintenanceWindow
+		if err := e.c.Get(e.t.Context(), client.ObjectKey{Name: name}, &w); err != nil {
+			return err
+		}
+		edit(&w)
+		return e.c.Update(e.t.Context(), &w)
+	}))
 }
 
 // oneAtATimeWindow creates the always-open window pool for the nodes
@@ -149,12 +164,11 @@ func TestSystemClosedWindowThenOverride(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, n.Spec.Unschedulable)
 
-	var w lullv1alpha1.MaintenanceWindow
-	require.NoError(t, e.c.Get(t.Context(), client.ObjectKey{Name: "e2e-closed"}, &w))
 	iv.permit(node, time.Now())
-	w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverridePermissive,
-		Until: metav1.Time{Time: time.Now().Add(time.Hour)}, Reason: "emergency: CVE fix"}
-	require.NoError(t, e.c.Update(t.Context(), &w))
+	e.editWindow("e2e-closed", func(w *lullv1alpha1.MaintenanceWindow) {
+		w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverridePermissive,
+			Until: metav1.Time{Time: time.Now().Add(time.Hour)}, Reason: "emergency: CVE fix"}
+	})
 	opened := time.Now()
 	e.waitNM(node, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 	t.Logf("override -> Drained in %v", time.Since(opened).Round(time.Millisecond))
