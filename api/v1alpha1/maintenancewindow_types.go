@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -113,6 +115,125 @@ type MaintenanceWindowSpec struct {
 	// +kubebuilder:default=Pause
 	// +optional
 	WindowEnd WindowEndPolicy `json:"windowEnd,omitempty"`
+
+	// Gates are health checks every node of the window passes before it
+	// starts: matching alerts quiet, no blocking pods on the node, the
+	// nodes the window finished back to health. A gate that cannot be
+	// checked holds (fails closed). Gates never stop work already started.
+	// +optional
+	Gates *Gates `json:"gates,omitempty"`
+}
+
+// Gates hold a window's nodes from starting while the cluster is unwell.
+type Gates struct {
+	// Alerts holds the window while matching alerts fire in Prometheus or
+	// Alertmanager.
+	// +optional
+	Alerts *AlertsGate `json:"alerts,omitempty"`
+	// BlockingPods: a node does not start while a pod matching any of
+	// these selectors runs on it (kured's --blocking-pod-selector).
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	BlockingPods []metav1.LabelSelector `json:"blockingPods,omitempty"`
+	// Recovery: every node this window finished must be Ready, and the
+	// PodDisruptionBudgets that covered the pods evicted from it healthy
+	// again, for a settle time, before the window's next node starts. A
+	// node that comes back unwell halts the wave until it is well.
+	// +optional
+	Recovery *RecoveryGate `json:"recovery,omitempty"`
+}
+
+// AlertsAPI says which server the alerts gate asks.
+// +kubebuilder:validation:Enum=Prometheus;Alertmanager
+type AlertsAPI string
+
+const (
+	// AlertsPrometheus: GET <url>/api/v1/alerts.
+	AlertsPrometheus AlertsAPI = "Prometheus"
+	// AlertsAlertmanager: GET <url>/api/v2/alerts (active alerts, not
+	// silenced, not inhibited).
+	AlertsAlertmanager AlertsAPI = "Alertmanager"
+)
+
+// AlertsGate asks Prometheus or Alertmanager which alerts fire.
+type AlertsGate struct {
+	// URL of the server, such as http://prometheus.monitoring:9090.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^https?://[^/?#@\s]+(/[^?#\s]*)?$')`,message="url must be an http:// or https:// URL without credentials, query or fragment, such as http://prometheus.monitoring:9090"
+	// +required
+	URL string `json:"url"`
+	// API: Prometheus (default) or Alertmanager.
+	// +kubebuilder:default=Prometheus
+	// +optional
+	API AlertsAPI `json:"api,omitempty"`
+	// SecretName names a Secret in lull's configuration namespace
+	// (lull-configs; lull-drainer's --config-namespace) with the
+	// credentials: key token (a bearer token), or keys username and
+	// password (basic auth), and key ca.crt (PEM) to trust for https. The
+	// Secret must carry the label lull.dev/alerts-credentials: "true", so
+	// that a window cannot send another Secret's token to its URL.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// Matchers select the alerts that hold the window; every matcher must
+	// match. PromQL label matchers: alertname="NodeDown",
+	// severity=~"critical|page", team!="dev". None: every alert holds.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:XValidation:rule=`self.matches(r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"([^"\\]|\\.)*"\s*$')`,message=`a matcher is a label name, an operator (=, !=, =~ or !~) and a double-quoted value, such as severity="critical"`
+	// +listType=atomic
+	// +optional
+	Matchers []string `json:"matchers,omitempty"`
+	// IgnoreAlerts are alert names (regular expressions matching the whole
+	// name) that never hold the window, whatever the matchers say (kured's
+	// --alert-filter-regexp).
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	// +optional
+	IgnoreAlerts []string `json:"ignoreAlerts,omitempty"`
+	// FiringOnly: only firing alerts hold; pending ones (Prometheus alerts
+	// whose for: has not elapsed yet) do not (kured's --alert-firing-only).
+	// +optional
+	FiringOnly bool `json:"firingOnly,omitempty"`
+	// Period is how often lull asks: a Go duration from 5s to 10m, default 30s.
+	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) >= duration('5s') && duration(self) <= duration('10m'))",message="period must be from 5s to 10m, such as 30s"
+	// +optional
+	Period *Duration `json:"period,omitempty"`
+}
+
+// RecoveryGate waits for the nodes a window finished to be well.
+type RecoveryGate struct {
+	// SettleTime is how long a finished node, and the budgets of the pods
+	// evicted from it, must stay well before the next node starts: a Go
+	// duration from 0s to 24h, default 2m.
+	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) >= duration('0s') && duration(self) <= duration('24h'))",message="settleTime must be from 0s to 24h, such as 2m"
+	// +optional
+	SettleTime *Duration `json:"settleTime,omitempty"`
+}
+
+// Defaults of the gates.
+const (
+	DefaultAlertsPeriod    = 30 * time.Second
+	DefaultRecoverySettle  = 2 * time.Minute
+	AlertsCredentialsLabel = "lull.dev/alerts-credentials"
+)
+
+// AlertsPeriod is how often the alerts gate asks.
+func (g *AlertsGate) AlertsPeriod() time.Duration {
+	if g == nil || g.Period == nil || g.Period.Duration <= 0 {
+		return DefaultAlertsPeriod
+	}
+	return g.Period.Duration
+}
+
+// Settle is the recovery gate's settle time.
+func (g *RecoveryGate) Settle() time.Duration {
+	if g == nil || g.SettleTime == nil || g.SettleTime.Invalid != "" {
+		return DefaultRecoverySettle
+	}
+	return g.SettleTime.Duration
 }
 
 // Override replaces a window's strategy until a time.
@@ -302,6 +423,12 @@ const (
 	// WindowConditionPermitted: material changes may start now. Its
 	// lastTransitionTime is when lull saw the window open (or close).
 	WindowConditionPermitted = "Permitted"
+	// WindowConditionAlertsQuiet: no alert the alerts gate matches fires
+	// (False: some fire, or the server could not be asked).
+	WindowConditionAlertsQuiet = "AlertsQuiet"
+	// WindowConditionRecovered: every node the window finished is back to
+	// health (False: one is settling or came back unwell).
+	WindowConditionRecovered = "Recovered"
 )
 
 // CurrentWindow is the state now and the interval it holds for.
@@ -357,6 +484,22 @@ type MaintenanceWindowStatus struct {
 	// NodesWaiting is how many selected nodes have a request waiting.
 	// +optional
 	NodesWaiting int32 `json:"nodesWaiting,omitempty"`
+	// Alerts is what the alerts gate found when it last asked; the
+	// AlertsQuiet condition says what it means for the window.
+	// +optional
+	Alerts *AlertsStatus `json:"alerts,omitempty"`
+}
+
+// AlertsStatus is the alerts gate's last answer.
+type AlertsStatus struct {
+	// CheckedAt is when lull last asked (successfully or not). A gate not
+	// asked for three periods holds, as an unanswered one does.
+	CheckedAt metav1.Time `json:"checkedAt"`
+	// Firing are the matching alerts that fired then (at most 10).
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	Firing []string `json:"firing,omitempty"`
 }
 
 // MaintenanceWindow says when material changes may start on the nodes it selects.

@@ -47,7 +47,7 @@ const (
 
 // MaintenancePhase is where a maintenance request is in its life. It is for
 // people; machines read the conditions.
-// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;WaitingForAgent;Cordoning;Cordoned;Draining;Drained;Acting;PoweredOff;Uncordoning;Completed;Failed;NodeNotFound
+// +kubebuilder:validation:Enum=Pending;WaitingForWindow;WaitingForBudget;WaitingForLease;WaitingForAgent;WaitingForGates;Cordoning;Cordoned;Draining;Drained;Acting;PoweredOff;Uncordoning;Completed;Failed;NodeNotFound
 type MaintenancePhase string
 
 const (
@@ -58,6 +58,9 @@ const (
 	// PhaseWaitingForAgent: the plan has host steps and no lull-agent is
 	// running on the node.
 	PhaseWaitingForAgent MaintenancePhase = "WaitingForAgent"
+	// PhaseWaitingForGates: a health gate of the node's windows holds it
+	// (alerts firing, blocking pods, a finished node not recovered).
+	PhaseWaitingForGates MaintenancePhase = "WaitingForGates"
 	PhaseCordoning       MaintenancePhase = "Cordoning"
 	// PhaseCordoned: the node is cordoned and held for a class whose
 	// policy action is Cordon (nothing is evicted).
@@ -84,6 +87,21 @@ const (
 func (p MaintenancePhase) Disrupting() bool {
 	switch p {
 	case PhaseCordoning, PhaseCordoned, PhaseDraining, PhaseDrained, PhaseActing, PhasePoweredOff:
+		return true
+	}
+	return false
+}
+
+// Phases are every phase, in the order a request goes through them.
+var Phases = []MaintenancePhase{PhasePending, PhaseWaitingForWindow, PhaseWaitingForAgent, PhaseWaitingForGates,
+	PhaseWaitingForBudget, PhaseWaitingForLease, PhaseCordoning, PhaseCordoned, PhaseDraining, PhaseDrained,
+	PhaseActing, PhasePoweredOff, PhaseUncordoning, PhaseCompleted, PhaseFailed, PhaseNodeNotFound}
+
+// Waiting reports whether the request waits to start ("" is a request
+// the drainer has not seen yet).
+func (p MaintenancePhase) Waiting() bool {
+	switch p {
+	case "", PhasePending, PhaseWaitingForWindow, PhaseWaitingForAgent, PhaseWaitingForGates, PhaseWaitingForBudget, PhaseWaitingForLease:
 		return true
 	}
 	return false
@@ -338,6 +356,13 @@ type NodeMaintenanceStatus struct {
 	// +optional
 	// +listType=atomic
 	Blockers []Blocker `json:"blockers,omitempty"`
+	// PodDisruptionBudgets covered pods lull evicted from the node
+	// (namespace/name, sorted; at most 32). After the request, the
+	// recovery gate of the node's windows waits for them to be healthy.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	PodDisruptionBudgets []string `json:"podDisruptionBudgets,omitempty"`
 	// WasUnschedulable records whether the node was already cordoned
 	// before lull touched it; lull never uncordons such a node.
 	// +optional

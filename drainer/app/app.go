@@ -41,13 +41,15 @@ import (
 type Options struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
-	LeaseDuration           time.Duration
-	RenewDeadline           time.Duration
-	RetryPeriod             time.Duration
-	MetricsAddr             string
-	MetricsSecure           bool
-	MetricsCertDir          string
-	ProbeAddr               string
+	// ConfigNamespace holds the Secrets of the windows' alerts gates.
+	ConfigNamespace string
+	LeaseDuration   time.Duration
+	RenewDeadline   time.Duration
+	RetryPeriod     time.Duration
+	MetricsAddr     string
+	MetricsSecure   bool
+	MetricsCertDir  string
+	ProbeAddr       string
 	// PprofAddr serves net/http/pprof (unauthenticated); empty: off.
 	PprofAddr string
 	// QPS and Burst bound the drainer's requests to the API server.
@@ -105,6 +107,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Maintenance.Identity, "identity", "", "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
 	settings.AddAgentNamespaceFlag(fs, &o.Maintenance.AgentNamespace)
 	fs.StringVar(&o.Maintenance.BudgetNamespace, "budget-namespace", "lull-system", "namespace of the budget ledger ConfigMap lull-budget")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", lullv1alpha1.ConfigNamespace, "namespace of the Secrets with the alerts gates' credentials (spec.gates.alerts.secretName)")
 	fs.DurationVar(&o.Maintenance.LeaseDuration, "lease-duration", time.Minute, "duration of the node leases lull holds (renewed every third of it)")
 	fs.DurationVar(&o.Maintenance.DrainTimeout, "drain-timeout", time.Hour, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")
 	fs.DurationVar(&o.Maintenance.RetryDelay, "eviction-retry-delay", 2*time.Second, "first delay between eviction rounds; doubles while blocked")
@@ -166,6 +169,7 @@ func run(o Options) int {
 	crmetrics.Registry.MustRegister(collector)
 	if err := (&windowctrl.Reconciler{
 		Client: mgr.GetClient(), Clock: clk, Metrics: collector, Options: o.Settings.WindowOptions(),
+		Secrets: mgr.GetAPIReader(), SecretNamespace: o.ConfigNamespace,
 	}).SetupWithManager(mgr); err != nil {
 		logger.Error(err, "Setting up the MaintenanceWindow controller")
 		return 1

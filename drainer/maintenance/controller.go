@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -190,6 +191,11 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// A policy change decides again for requests not yet started.
 		Watches(&lullv1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequests),
 			ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A window's health gates opening (its AlertsQuiet or Recovered
+		// condition turning True, or a gate edited) lets waiting requests
+		// start.
+		Watches(&lullv1alpha1.MaintenanceWindow{}, handler.EnqueueRequestsFromMapFunc(r.heldRequests),
+			ctrl.WithPredicates(gatesChanged())).
 		WatchesRawSource(source.Channel(r.Wake, byName)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Workers}).
 		Complete(r)
@@ -277,10 +283,37 @@ func actionsChanged() predicate.Funcs {
 
 // waitingRequests enqueues every request still waiting to start.
 func (r *Reconciler) waitingRequests(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool {
-		return p == "" || p == lullv1alpha1.PhasePending || p == lullv1alpha1.PhaseWaitingForBudget ||
-			p == lullv1alpha1.PhaseWaitingForWindow || p == lullv1alpha1.PhaseWaitingForLease || p == lullv1alpha1.PhaseWaitingForAgent
-	})
+	return r.requestsIn(ctx, lullv1alpha1.MaintenancePhase.Waiting)
+}
+
+// heldRequests enqueues every request a health gate holds.
+func (r *Reconciler) heldRequests(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool { return p == lullv1alpha1.PhaseWaitingForGates })
+}
+
+// gatesChanged passes window updates that may open a health gate: the
+// gates' spec, or a gate condition's status.
+func gatesChanged() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		DeleteFunc: func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*lullv1alpha1.MaintenanceWindow)
+			n, ok2 := e.ObjectNew.(*lullv1alpha1.MaintenanceWindow)
+			if !ok1 || !ok2 {
+				return true
+			}
+			if !equality.Semantic.DeepEqual(o.Spec.Gates, n.Spec.Gates) {
+				return true
+			}
+			for _, t := range []string{lullv1alpha1.WindowConditionAlertsQuiet, lullv1alpha1.WindowConditionRecovered} {
+				if meta.IsStatusConditionTrue(o.Status.Conditions, t) != meta.IsStatusConditionTrue(n.Status.Conditions, t) {
+					return true
+				}
+			}
+			return false
+		},
+	}
 }
 
 func (r *Reconciler) drainingRequests(ctx context.Context, _ client.Object) []reconcile.Request {

@@ -77,6 +77,7 @@ func (s *step) drain() (reconcile.Result, error) {
 		return reconcile.Result{}, fmt.Errorf("drain round on node %s: %w", s.node.Name, err)
 	}
 	s.count(round, evictErr)
+	s.coveredBudgets(round)
 	if round.Listed && len(round.Pods) == 0 && len(round.Refused) == 0 {
 		s.status.Pods.Evicted, s.status.Pods.Pending = s.status.Pods.Total, 0
 		return s.drained()
@@ -102,6 +103,23 @@ func (s *step) drain() (reconcile.Result, error) {
 		s.r.memo.blocked(s.node.Name, s.nm.UID, s.now, budgets, left, listed)
 	}
 	return res, err
+}
+
+// maxCoveredBudgets bounds status.podDisruptionBudgets (the CRD's MaxItems).
+const maxCoveredBudgets = 32
+
+// coveredBudgets adds the budgets of the pods the round evicted to the
+// request's status: the recovery gate waits for them after the request.
+func (s *step) coveredBudgets(round *drain.Round) {
+	for id := range round.Covered {
+		if len(s.status.PodDisruptionBudgets) >= maxCoveredBudgets {
+			return
+		}
+		if !slices.Contains(s.status.PodDisruptionBudgets, id) {
+			s.status.PodDisruptionBudgets = append(s.status.PodDisruptionBudgets, id)
+			slices.Sort(s.status.PodDisruptionBudgets)
+		}
+	}
 }
 
 // onlyBudgetsBlock returns the PodDisruptionBudgets that block the pods

@@ -7,6 +7,7 @@ import corev1 "k8s.io/api/core/v1"
 const (
 	ReasonStarted                 = "Started"
 	ReasonWaitingForLease         = "WaitingForLease"
+	ReasonHeldByGate              = "HeldByGate"
 	ReasonCordoned                = "Cordoned"
 	ReasonPaused                  = "Paused"
 	ReasonDrainBlocked            = "DrainBlocked"

@@ -27,6 +27,7 @@ func (s *step) gate() (reconcile.Result, error) {
 		Decision: s.recordedDecision(), Forecast: s.fc, Now: s.now}, gate.Checks{
 		Decide: s.r.Forecast.Decide,
 		Agent:  func(context.Context) (bool, string, error) { return s.agentAlive() },
+		Health: s.health,
 		Budget: s.reserveBudget,
 		Lease: func(context.Context) (*lease.HeldError, error) {
 			info, err := s.acquire()
@@ -60,6 +61,12 @@ func (s *step) gate() (reconcile.Result, error) {
 		return s.waitForWindow(v)
 	}
 	s.cond(ConditionWindowPermits, true, v.Window.Reason, v.Window.Message)
+	if v.Gate == gate.Health {
+		return s.waitForGates(v)
+	}
+	if v.Health.Reason != "" {
+		s.cond(ConditionGatesPass, true, v.Health.Reason, v.Health.Message)
+	}
 	if v.Gate == gate.Budget {
 		return s.waitForBudget(v)
 	}
@@ -101,6 +108,35 @@ func (s *step) waitForWindow(v gate.Verdict) (reconcile.Result, error) {
 	}
 	s.releaseIfHeld()
 	return s.save(lullv1alpha1.PhaseWaitingForWindow, lookAgain(v.RetryAfter))
+}
+
+// health runs the health gates of the node's windows (none: a zero
+// verdict, and no GatesPass condition).
+func (s *step) health(ctx context.Context) (gate.HealthVerdict, error) {
+	ws, err := s.windows()
+	if err != nil || !gate.HasGates(ws) {
+		return gate.HealthVerdict{}, err
+	}
+	return gate.CheckHealth(ctx, gate.HealthSource{Reader: s.r.Client, Pods: gate.PodsFromAPI(s.r.Kube)}, ws, s.node.Name, s.now)
+}
+
+// waitForGates keeps a request a health gate holds waiting, holding
+// nothing: no lease, no budget slot.
+func (s *step) waitForGates(v gate.Verdict) (reconcile.Result, error) {
+	s.releaseIfHeld()
+	if s.status.Phase != lullv1alpha1.PhaseWaitingForGates {
+		kind := corev1.EventTypeNormal
+		if v.Reason == gate.ReasonNodeUnwell || v.Reason == gate.ReasonAlertsUnknown {
+			kind = corev1.EventTypeWarning
+		}
+		s.event(kind, ReasonHeldByGate, v.Message)
+	}
+	s.cond(ConditionGatesPass, false, v.Reason, v.Message)
+	s.status.WaitingFor = v.Message
+	// Pods leaving and nodes turning Ready do not wake the request (the
+	// drainer watches neither for this): it looks again by itself, at
+	// least every MaxRetryDelay.
+	return s.save(lullv1alpha1.PhaseWaitingForGates, lookAgain(min(v.RetryAfter, s.r.Options.MaxRetryDelay)))
 }
 
 // lookAgain is when a waiting request looks at its gates again by itself:

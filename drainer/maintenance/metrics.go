@@ -92,10 +92,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(gaugesErrorDesc, prometheus.GaugeValue, 0)
 	perPhase := map[lullv1alpha1.MaintenancePhase]int{}
-	for _, p := range []lullv1alpha1.MaintenancePhase{lullv1alpha1.PhasePending, lullv1alpha1.PhaseWaitingForWindow,
-		lullv1alpha1.PhaseWaitingForBudget, lullv1alpha1.PhaseWaitingForLease, lullv1alpha1.PhaseCordoning, lullv1alpha1.PhaseCordoned,
-		lullv1alpha1.PhaseDraining, lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseUncordoning,
-		lullv1alpha1.PhaseCompleted, lullv1alpha1.PhaseFailed, lullv1alpha1.PhaseNodeNotFound} {
+	for _, p := range lullv1alpha1.Phases {
 		perPhase[p] = 0
 	}
 	for _, nm := range list.Items {

@@ -20,9 +20,12 @@ const (
 	ConditionWindowPermits = "WindowPermits"
 	ConditionBudget        = "BudgetAvailable"
 	ConditionLeaseHeld     = "LeaseHeld"
-	ConditionCordoned      = "Cordoned"
-	ConditionDrained       = "Drained"
-	ConditionBlocked       = "Blocked"
+	// ConditionGatesPass: the health gates of the node's windows (spec.gates)
+	// let it start; set only when the windows have gates.
+	ConditionGatesPass = "GatesPass"
+	ConditionCordoned  = "Cordoned"
+	ConditionDrained   = "Drained"
+	ConditionBlocked   = "Blocked"
 )
 
 // cond sets a condition on the status being built.

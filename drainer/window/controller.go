@@ -47,6 +47,10 @@ type Reconciler struct {
 	Clock   clock.PassiveClock
 	Options engine.Options
 	Metrics *Collector
+	// Secrets reads the alerts gates' Secrets (the API server, not a
+	// cache: the drainer caches no Secrets), in SecretNamespace.
+	Secrets         client.Reader
+	SecretNamespace string
 	// Wake, when set, triggers reconciles of every window (tests step a
 	// fake clock and then wake the controller).
 	Wake <-chan event.GenericEvent
@@ -153,6 +157,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
+	gatesAgain := r.gates(ctx, &mw, status, now)
+
 	if !equality.Semantic.DeepEqual(&mw.Status, status) {
 		mw.Status = *status
 		if err := r.Client.Status().Update(ctx, &mw); err != nil {
@@ -163,11 +169,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		logger.V(2).Info("Updated window status", "permitted", res.Permitted, "reason", res.Reason, "until", res.Until)
 	}
-	if !res.Until.Before(engine.Forever) {
-		return reconcile.Result{}, nil
+	// Wake up exactly at the next transition (not by polling), or when a
+	// gate wants another look.
+	var again time.Duration
+	if res.Until.Before(engine.Forever) {
+		again = res.Until.Sub(now) + time.Millisecond
 	}
-	// Wake up exactly at the next transition (not by polling).
-	return reconcile.Result{RequeueAfter: res.Until.Sub(now) + time.Millisecond}, nil
+	if gatesAgain > 0 && (again == 0 || gatesAgain < again) {
+		again = gatesAgain
+	}
+	return reconcile.Result{RequeueAfter: again}, nil
 }
 
 type nodeCounts struct{ selected, inMaintenance, waiting int32 }

@@ -281,6 +281,13 @@ func renderWindows(w io.Writer, views []WindowView, h humanOptions) error {
 		}
 		fmt.Fprintf(w, "%s (%s, %s): %s; %d node(s), at most %d disrupted at once\n", v.Name, v.Strategy, v.TimeZone, state, v.Nodes, v.MaxUnavailable)
 		fmt.Fprintf(w, "  %s\n", v.Message)
+		for _, g := range v.Gates {
+			state := "passes"
+			if g.Holds {
+				state = "HOLDS (" + g.Reason + ")"
+			}
+			fmt.Fprintf(w, "  gate %s %s: %s\n", g.Gate, state, g.Message)
+		}
 		switch {
 		case len(v.Periods) == 0 && v.Ended:
 			fmt.Fprintln(w, "  no permitted period: the recurrence has ended")
@@ -327,6 +334,8 @@ func describeStart(n plan.Node, now time.Time) string {
 		return fmt.Sprintf("starts when %s releases the node's lease", n.LeaseHolder)
 	case plan.StartAgent:
 		return "starts when lull-agent runs on the node"
+	case plan.StartGates:
+		return "starts when the health gates of its windows pass"
 	case plan.StartInProgress:
 		return "already in progress"
 	case plan.StartNoWindow:

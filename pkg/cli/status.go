@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
@@ -18,6 +19,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/gate"
 	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/pkg/window"
 )
@@ -336,6 +338,46 @@ type WindowView struct {
 	Nodes          int      `json:"nodes"`
 	MaxUnavailable int      `json:"maxUnavailable"`
 	Periods        []Period `json:"periods"`
+	// Gates are the window's health gates and what they say now.
+	Gates []GateView `json:"gates,omitempty"`
+}
+
+// GateView is one health gate of a window.
+type GateView struct {
+	Gate    string `json:"gate"`
+	Holds   bool   `json:"holds"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message"`
+}
+
+// gateViews says what a window's gates say: the alerts gate as the drainer
+// judges it from the window's status (pkg/gate), the recovery gate as the
+// drainer last recorded it; blocking pods are judged node by node.
+func gateViews(mw *lullv1alpha1.MaintenanceWindow, now time.Time) []GateView {
+	g := mw.Spec.Gates
+	if g == nil {
+		return nil
+	}
+	var out []GateView
+	if g.Alerts != nil {
+		v := gate.Alerts(mw, now)
+		out = append(out, GateView{Gate: "alerts", Holds: v.Hold, Reason: v.Reason, Message: v.Message})
+	}
+	if n := len(g.BlockingPods); n > 0 {
+		sels := make([]string, n)
+		for i := range g.BlockingPods {
+			sels[i] = metav1.FormatLabelSelector(&g.BlockingPods[i])
+		}
+		out = append(out, GateView{Gate: "blockingPods", Message: "a node does not start while pods matching " + strings.Join(sels, " or ") + " run on it"})
+	}
+	if g.Recovery != nil {
+		v := GateView{Gate: "recovery", Holds: true, Reason: gate.ReasonUnknown, Message: "lull-drainer has not judged it yet"}
+		if c := meta.FindStatusCondition(mw.Status.Conditions, lullv1alpha1.WindowConditionRecovered); c != nil && c.ObservedGeneration == mw.Generation {
+			v.Holds, v.Reason, v.Message = c.Status != metav1.ConditionTrue, c.Reason, c.Message
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // Period is a permitted period, in the window's zone and in UTC.
@@ -372,6 +414,7 @@ func windowViews(ws []lullv1alpha1.MaintenanceWindow, nodes []corev1.Node, now t
 			}
 		}
 		v.MaxUnavailable, _ = budget.MaxUnavailable(mw, v.Nodes)
+		v.Gates = gateViews(mw, now)
 		for j, iv := range compiled.Upcoming(now, count) {
 			if j == 0 && iv.Start.Equal(r.Next.Start) {
 				iv.Start = r.ShownStart(&mw.Status, mw.Generation) // stable for an always-open window

@@ -123,6 +123,9 @@ type Round struct {
 	// when it only asked again for pods an earlier round left (Again): an
 	// Again round that leaves nothing does not show the node empty.
 	Listed bool
+	// Covered names the PodDisruptionBudgets (namespace/name) that cover
+	// the pods this round evicted.
+	Covered map[string]bool
 
 	pdbs *pdbIndex
 }
@@ -196,13 +199,27 @@ func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
 	case Evicted:
 		r.Progress = true
 		r.Gone++
-		return r.pdbs.consume(p)
+		return r.consume(p)
 	case Refused:
 		r.Blocked[p.Namespace+"/"+p.Name] = p
 	case Vanished:
 		r.Gone++
 	}
 	return nil
+}
+
+// consume counts an eviction against the pod's budgets for the rest of
+// the round and notes them as covering an evicted pod.
+func (r *Round) consume(p *corev1.Pod) error {
+	matching, err := r.pdbs.matching(p)
+	for _, pdb := range matching {
+		pdb.Status.DisruptionsAllowed--
+		if r.Covered == nil {
+			r.Covered = map[string]bool{}
+		}
+		r.Covered[pdb.Namespace+"/"+pdb.Name] = true
+	}
+	return err
 }
 
 // Blockers names, per PodDisruptionBudget (namespace/name), the blocked
@@ -287,16 +304,6 @@ func (x *pdbIndex) exhausted(p *corev1.Pod) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// consume counts an eviction against the pod's budgets for the rest of
-// the round, so a budget allowing one disruption gets one request.
-func (x *pdbIndex) consume(p *corev1.Pod) error {
-	matching, err := x.matching(p)
-	for _, pdb := range matching {
-		pdb.Status.DisruptionsAllowed--
-	}
-	return err
 }
 
 // Preview is what a drain's first round would do now.

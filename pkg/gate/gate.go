@@ -1,8 +1,9 @@
 // Package gate decides whether a maintenance request may start now: the
 // policy decision, lull-agent on the node (for a plan with host steps),
 // the node's windows (minTimeRemaining included, as the forecast decides
-// them), the windows' disruption budget and the node's disruption lease,
-// in that order. lull-drainer gates every request with
+// them), the windows' health gates (alerts, blocking pods, recovery), the
+// windows' disruption budget and the node's disruption lease, in that
+// order. lull-drainer gates every request with
 // it and `kubectl lull plan` previews with it, so the two cannot disagree
 // about the order or the answer.
 package gate
@@ -35,6 +36,7 @@ const (
 	// Window: the node's windows (or too little time left in them) keep
 	// the request from starting.
 	Window Name = "Window"
+	// Health (health.go): a health gate of the node's windows holds it.
 	// Budget: the windows' disruption budget is in use by other nodes.
 	Budget Name = "Budget"
 	// Lease: another actor holds the node's disruption lease.
@@ -100,6 +102,9 @@ type Checks struct {
 	// Agent reports whether lull-agent runs on the node, and if not why
 	// (asked only for a plan with host steps; nil: not known, not asked).
 	Agent func(ctx context.Context) (bool, string, error)
+	// Health runs the health gates of the node's windows (CheckHealth;
+	// nil: the windows have none).
+	Health func(ctx context.Context) (HealthVerdict, error)
 	// Budget counts the budget (and, for the drainer, takes a slot).
 	Budget func(ctx context.Context) (budget.Result, error)
 	// Lease returns who else holds the node's lease (nil: the request
@@ -120,6 +125,8 @@ type Verdict struct {
 	Decision lullv1alpha1.Decision
 	// Window is the window gate's answer, once reached.
 	Window WindowVerdict
+	// Health is the health gates' answer, once reached.
+	Health HealthVerdict
 	// Budget is the budget's answer, once reached.
 	Budget budget.Result
 	// Held is the other holder of the lease (Gate Lease).
@@ -165,6 +172,17 @@ func Check(ctx context.Context, req Request, c Checks) (Verdict, error) {
 	if v.Window.Wait {
 		v.Gate, v.Reason, v.Message, v.RetryAfter = Window, v.Window.Reason, v.Window.Message, v.Window.RetryAfter
 		return v, nil
+	}
+	if c.Health != nil && !req.Started {
+		h, err := c.Health(ctx)
+		if err != nil {
+			return v, fmt.Errorf("health gate: %w", err)
+		}
+		v.Health = h
+		if h.Hold {
+			v.Gate, v.Reason, v.Message, v.RetryAfter = Health, h.Reason, h.Message, h.RetryAfter
+			return v, nil
+		}
 	}
 	b, err := c.Budget(ctx)
 	if err != nil {

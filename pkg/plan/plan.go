@@ -146,6 +146,9 @@ const (
 	// StartAgent: the plan has host steps and no lull-agent runs on the
 	// node; the request waits in phase WaitingForAgent until one does.
 	StartAgent Start = "WaitingForAgent"
+	// StartGates: a health gate of the node's windows holds it (alerts,
+	// blocking pods, recovery); it starts when the gates pass.
+	StartGates Start = "WaitingForGates"
 	// StartInProgress: the node's request has already started.
 	StartInProgress Start = "InProgress"
 )
@@ -410,7 +413,7 @@ func (cl *Cluster) previewNode(ctx context.Context, c client.Reader, kube kubern
 	}
 	var ws []*lullv1alpha1.MaintenanceWindow
 	p.Windows, ws = cl.windowsOf(fc)
-	if err := cl.start(ctx, c, &p, req, fc, ws, starting); err != nil {
+	if err := cl.start(ctx, c, kube, &p, req, fc, ws, starting); err != nil {
 		return p, err
 	}
 	if p.drains() {
@@ -450,7 +453,7 @@ func decider(fc *forecast.Node, decide func([]string, *lullv1alpha1.Changes) lul
 // start decides when the request would start with the drainer's gates
 // (pkg/gate), counting the nodes this preview already starts now against
 // the budget.
-func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, req Request, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
+func (cl *Cluster) start(ctx context.Context, c client.Reader, kube kubernetes.Interface, p *Node, req Request, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
 	greq := gate.Request{Classes: req.AllClasses(), Changes: req.Changes, Forecast: fc, Now: cl.Now}
 	if ex := p.Existing; ex != nil && ex.Status.StartedAt != nil {
 		greq.Started, greq.Decision = true, ex.Status.Decision // started requests keep their decision
@@ -467,6 +470,12 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, p *Node, req Requ
 		// The drainer's judgement, from the snapshot's agent leases.
 		Agent: func(ctx context.Context) (bool, string, error) {
 			return agentlease.Lookup(ctx, c, cl.Options.AgentNamespace, p.Node, cl.Now)
+		},
+		Health: func(ctx context.Context) (gate.HealthVerdict, error) {
+			if !gate.HasGates(ws) {
+				return gate.HealthVerdict{}, nil
+			}
+			return gate.CheckHealth(ctx, gate.HealthSource{Reader: c, Pods: gate.PodsFromAPI(kube)}, ws, p.Node, cl.Now)
 		},
 		Budget: func(ctx context.Context) (budget.Result, error) {
 			return budget.Check(ctx, c, c, budget.Request{Node: p.Node, Windows: ws,
@@ -524,6 +533,8 @@ func startOf(v gate.Verdict) Start {
 		return StartHolder
 	case gate.Agent:
 		return StartAgent
+	case gate.Health:
+		return StartGates
 	}
 	return StartNow
 }

@@ -52,6 +52,9 @@ var Rights = []Right{
 	{"lull-drainer", "patch", "nodes", "", true},
 	{"lull-drainer", "delete", "nodes", "", false},
 	{"lull-drainer", "patch", "nodes/status", "", false},
+	{"lull-drainer", "get", "secrets", "lull-configs", true}, // alerts gates' credentials, used only when labelled
+	{"lull-drainer", "list", "secrets", "lull-configs", false},
+	{"lull-drainer", "get", "secrets", "default", false},
 	{"lull-drainer", "list", "poddisruptionbudgets.policy", "default", true},
 	{"lull-drainer", "create", "nodemaintenances.lull.dev", "", true},
 	{"lull-drainer", "delete", "nodemaintenances.lull.dev", "", true},

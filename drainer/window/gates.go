@@ -1,0 +1,156 @@
+package window
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/alerts"
+	"lull.dev/lull/pkg/gate"
+)
+
+// recoveryRecheck is how often the Recovered condition is judged again.
+const recoveryRecheck = 30 * time.Second
+
+// maxFiringListed is how many firing alerts the window's status lists.
+const maxFiringListed = 10
+
+// gates brings the window's gate conditions up to date: it asks the
+// alerts gate's server when a period has passed (or the spec changed)
+// and judges the recovery gate. It returns when to look again (0: no
+// gate needs it).
+func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow, status *lullv1alpha1.MaintenanceWindowStatus, now time.Time) time.Duration {
+	var g lullv1alpha1.Gates
+	if mw.Spec.Gates != nil {
+		g = *mw.Spec.Gates
+	}
+	var again time.Duration
+	soonest := func(d time.Duration) {
+		if d > 0 && (again == 0 || d < again) {
+			again = d
+		}
+	}
+	if g.Alerts == nil {
+		meta.RemoveStatusCondition(&status.Conditions, lullv1alpha1.WindowConditionAlertsQuiet)
+		status.Alerts = nil
+	} else {
+		period := g.Alerts.AlertsPeriod()
+		c := meta.FindStatusCondition(status.Conditions, lullv1alpha1.WindowConditionAlertsQuiet)
+		if status.Alerts == nil || c == nil || c.ObservedGeneration != mw.Generation || !now.Before(status.Alerts.CheckedAt.Add(period)) {
+			r.askAlerts(ctx, mw, status, now)
+		}
+		soonest(status.Alerts.CheckedAt.Add(period).Sub(now))
+	}
+	if g.Recovery == nil {
+		meta.RemoveStatusCondition(&status.Conditions, lullv1alpha1.WindowConditionRecovered)
+	} else {
+		v, err := r.recovery(ctx, mw, now)
+		cond := metav1.Condition{Type: lullv1alpha1.WindowConditionRecovered, Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message}
+		switch {
+		case err != nil:
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, "ReadFailed", err.Error()
+			soonest(10 * time.Second)
+		case v.Hold:
+			cond.Status = metav1.ConditionFalse
+			soonest(v.RetryAfter)
+		}
+		// Nodes turning Ready or unready do not wake the window (it
+		// watches their labels only): the condition is judged again at
+		// least this often while the gate exists.
+		soonest(recoveryRecheck)
+		r.setCondition(status, mw.Generation, cond, now)
+	}
+	return again
+}
+
+// recovery judges the window's recovery gate as the drainer's gate does
+// (pkg/gate), for the window as a whole.
+func (r *Reconciler) recovery(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow, now time.Time) (gate.HealthVerdict, error) {
+	var nms lullv1alpha1.NodeMaintenanceList
+	if err := r.Client.List(ctx, &nms, client.UnsafeDisableDeepCopy); err != nil {
+		return gate.HealthVerdict{}, fmt.Errorf("listing NodeMaintenances: %w", err)
+	}
+	return gate.Recovery(ctx, r.Client, mw, nms.Items, "", now)
+}
+
+// askAlerts asks the alerts gate's server and records the answer: the
+// AlertsQuiet condition (False when matching alerts fire or when the
+// server could not be asked: the gate fails closed) and status.alerts.
+func (r *Reconciler) askAlerts(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow, status *lullv1alpha1.MaintenanceWindowStatus, now time.Time) {
+	g := mw.Spec.Gates.Alerts
+	cond := metav1.Condition{Type: lullv1alpha1.WindowConditionAlertsQuiet, Status: metav1.ConditionFalse}
+	status.Alerts = &lullv1alpha1.AlertsStatus{CheckedAt: metav1.Time{Time: now.UTC().Truncate(time.Second)}}
+	firing, err := r.firing(ctx, g)
+	switch {
+	case err != nil:
+		cond.Reason = gate.ReasonAlertsUnknown
+		cond.Message = fmt.Sprintf("%s; the window's nodes do not start until lull can ask again", err)
+		klog.FromContext(ctx).Info("Alerts gate could not ask its server", "url", g.URL, "err", err)
+	case len(firing) > 0:
+		cond.Reason, cond.Message = gate.ReasonAlertsFiring, alerts.Summary(firing, 5)+" ("+g.URL+")"
+		for i, a := range firing {
+			if i == maxFiringListed {
+				break
+			}
+			status.Alerts.Firing = append(status.Alerts.Firing, a.String())
+		}
+	default:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, gate.ReasonAlertsQuiet, "no matching alert fires at "+g.URL
+	}
+	r.setCondition(status, mw.Generation, cond, now)
+}
+
+// firing asks the server, with the credentials from the window's Secret.
+func (r *Reconciler) firing(ctx context.Context, g *lullv1alpha1.AlertsGate) ([]alerts.Alert, error) {
+	f, err := alerts.ParseFilter(g.Matchers, g.IgnoreAlerts, g.FiringOnly)
+	if err != nil {
+		return nil, fmt.Errorf("the alerts gate's filter is invalid: %w", err)
+	}
+	c := &alerts.Client{URL: g.URL, API: alerts.API(g.API)}
+	if g.SecretName != "" {
+		if err := r.credentials(ctx, g.SecretName, c); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, alerts.DefaultTimeout)
+	defer cancel()
+	return c.Firing(ctx, f)
+}
+
+// credentials reads the alerts gate's Secret from lull-drainer's
+// namespace. Only a Secret labelled lull.dev/alerts-credentials=true is
+// used: a window's author must not be able to send any Secret of that
+// namespace (a service account token, say) to a URL of their choice.
+func (r *Reconciler) credentials(ctx context.Context, name string, c *alerts.Client) error {
+	var s corev1.Secret
+	if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: r.SecretNamespace, Name: name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("Secret %s/%s with the alerts gate's credentials does not exist", r.SecretNamespace, name)
+		}
+		return fmt.Errorf("reading Secret %s/%s with the alerts gate's credentials: %w", r.SecretNamespace, name, err)
+	}
+	if s.Labels[lullv1alpha1.AlertsCredentialsLabel] != "true" {
+		return fmt.Errorf("Secret %s/%s lacks the label %s=true that lets lull send its credentials to an alerts server",
+			r.SecretNamespace, name, lullv1alpha1.AlertsCredentialsLabel)
+	}
+	c.BearerToken, c.Username, c.Password = string(s.Data["token"]), string(s.Data["username"]), string(s.Data["password"])
+	c.CA = s.Data["ca.crt"]
+	return nil
+}
+
+// setCondition sets a gate condition; its lastTransitionTime is the
+// controller's clock, kept while its status holds.
+func (r *Reconciler) setCondition(status *lullv1alpha1.MaintenanceWindowStatus, gen int64, c metav1.Condition, now time.Time) {
+	c.ObservedGeneration = gen
+	c.LastTransitionTime = metav1.Time{Time: now.UTC().Truncate(time.Second)}
+	meta.SetStatusCondition(&status.Conditions, c)
+}

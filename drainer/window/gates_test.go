@@ -1,0 +1,136 @@
+package window
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/gate"
+	lullscheme "lull.dev/lull/pkg/scheme"
+)
+
+// fakePrometheus answers /api/v1/alerts with what the test sets.
+type fakePrometheus struct {
+	mu     sync.Mutex
+	alerts string // the alerts array's JSON
+	auth   string // the last Authorization header
+	calls  int
+}
+
+func (p *fakePrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	p.auth = r.Header.Get("Authorization")
+	fmt.Fprintf(w, `{"status":"success","data":{"alerts":%s}}`, p.alerts)
+}
+
+func (p *fakePrometheus) set(alerts string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.alerts = alerts
+}
+
+const nodeDown = `[{"labels":{"alertname":"NodeDown","severity":"page","instance":"n7"},"state":"firing","activeAt":"2026-11-25T10:00:00Z"},
+{"labels":{"alertname":"Watchdog","severity":"none"},"state":"firing","activeAt":"2026-11-25T09:00:00Z"}]`
+
+// The window controller asks the alerts gate's server every period and
+// records the answer; any failure to ask holds (fails closed); a Secret
+// lends its token only when labelled for it.
+func TestAlertsGateAsksEveryPeriod(t *testing.T) {
+	prom := &fakePrometheus{alerts: nodeDown}
+	srv := httptest.NewServer(prom)
+	defer srv.Close()
+	secret := func(name string, labelled bool) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "lull-system", Name: name}, Data: map[string][]byte{"token": []byte("s3cret\n")}}
+		if labelled {
+			s.Labels = map[string]string{lullv1alpha1.AlertsCredentialsLabel: "true"}
+		}
+		return s
+	}
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(secret("prom", true), secret("sa-token", false)).Build()
+	r := &Reconciler{Client: c, Secrets: c, SecretNamespace: "lull-system"}
+	mw := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "wave", Generation: 1}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Gates: &lullv1alpha1.Gates{Alerts: &lullv1alpha1.AlertsGate{URL: srv.URL, Matchers: []string{`severity=~"page|critical"`}, SecretName: "prom"}}}}
+	now := time.Date(2026, 11, 25, 10, 5, 0, 0, time.UTC)
+	st := &lullv1alpha1.MaintenanceWindowStatus{}
+	quiet := func() *metav1.Condition { return meta.FindStatusCondition(st.Conditions, lullv1alpha1.WindowConditionAlertsQuiet) }
+
+	again := r.gates(context.Background(), mw, st, now)
+	require.Equal(t, 30*time.Second, again, "asks again after a period")
+	require.Equal(t, metav1.ConditionFalse, quiet().Status)
+	require.Equal(t, gate.ReasonAlertsFiring, quiet().Reason)
+	require.Contains(t, quiet().Message, `1 alert fires: NodeDown{instance="n7",severity="page"} firing since 2026-11-25T10:00:00Z`)
+	require.Equal(t, []string{`NodeDown{instance="n7",severity="page"} firing since 2026-11-25T10:00:00Z`}, st.Alerts.Firing)
+	require.Equal(t, "Bearer s3cret", prom.auth)
+	mw.Status = *st
+	require.True(t, gate.Alerts(mw, now).Hold)
+
+	prom.set(`[]`)
+	r.gates(context.Background(), mw, st, now.Add(10*time.Second))
+	require.Equal(t, 1, prom.calls, "not asked again within the period")
+	r.gates(context.Background(), mw, st, now.Add(30*time.Second))
+	require.Equal(t, 2, prom.calls)
+	require.Equal(t, metav1.ConditionTrue, quiet().Status)
+	require.Equal(t, "no matching alert fires at "+srv.URL, quiet().Message)
+	require.Empty(t, st.Alerts.Firing)
+	mw.Status = *st
+	require.False(t, gate.Alerts(mw, now.Add(30*time.Second)).Hold)
+	require.True(t, gate.Alerts(mw, now.Add(30*time.Second+4*time.Minute)).Hold, "an answer three periods old holds")
+
+	srv.Close()
+	r.gates(context.Background(), mw, st, now.Add(60*time.Second))
+	require.Equal(t, metav1.ConditionFalse, quiet().Status, "an unreachable server holds")
+	require.Equal(t, gate.ReasonAlertsUnknown, quiet().Reason)
+	require.Contains(t, quiet().Message, "the window's nodes do not start until lull can ask again")
+
+	mw.Generation, mw.Spec.Gates.Alerts.SecretName = 2, "sa-token"
+	r.gates(context.Background(), mw, st, now.Add(61*time.Second))
+	require.Equal(t, gate.ReasonAlertsUnknown, quiet().Reason, "a new spec is asked at once")
+	require.Contains(t, quiet().Message, "Secret lull-system/sa-token lacks the label lull.dev/alerts-credentials=true")
+
+	mw.Generation, mw.Spec.Gates.Alerts.SecretName = 3, "missing"
+	r.gates(context.Background(), mw, st, now.Add(62*time.Second))
+	require.Contains(t, quiet().Message, "Secret lull-system/missing with the alerts gate's credentials does not exist")
+
+	mw.Generation, mw.Spec.Gates = 4, nil
+	require.Zero(t, r.gates(context.Background(), mw, st, now.Add(63*time.Second)))
+	require.Nil(t, quiet(), "a window without the gate has no condition")
+	require.Nil(t, st.Alerts)
+}
+
+// The window's Recovered condition says what the drainer's recovery gate
+// says.
+func TestRecoveredCondition(t *testing.T) {
+	now := time.Date(2026, 11, 25, 10, 5, 0, 0, time.UTC)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "PLEG is not healthy", LastTransitionTime: metav1.Time{Time: now.Add(-30 * time.Second)}}}}}
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1"},
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseCompleted, Windows: []string{"wave"},
+			StartedAt: &metav1.Time{Time: now.Add(-10 * time.Minute)}, CompletedAt: &metav1.Time{Time: now.Add(-time.Minute)}}}
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects([]client.Object{node, nm}...).WithStatusSubresource(nm).Build()
+	require.NoError(t, c.Status().Update(context.Background(), nm))
+	r := &Reconciler{Client: c}
+	mw := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "wave", Generation: 1}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Gates: &lullv1alpha1.Gates{Recovery: &lullv1alpha1.RecoveryGate{}}}}
+	st := &lullv1alpha1.MaintenanceWindowStatus{}
+	again := r.gates(context.Background(), mw, st, now)
+	cond := meta.FindStatusCondition(st.Conditions, lullv1alpha1.WindowConditionRecovered)
+	require.Equal(t, metav1.ConditionFalse, cond.Status)
+	require.Equal(t, gate.ReasonNodeUnwell, cond.Reason)
+	require.Contains(t, cond.Message, "node n1 came back unwell after its maintenance")
+	require.Contains(t, cond.Message, "Ready is False since 2026-11-25T10:04:30Z (KubeletNotReady: PLEG is not healthy)")
+	require.Equal(t, 30*time.Second, again)
+}

@@ -1,0 +1,353 @@
+package alerts
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// DefaultTimeout bounds a question when Client.HTTP is nil.
+	DefaultTimeout = 10 * time.Second
+	// maxBody is the largest answer read; a larger one is an error.
+	maxBody = 8 << 20
+	// maxQuoted is the most of an answer's body an error quotes.
+	maxQuoted = 200
+)
+
+// Client asks one server which alerts fire.
+type Client struct {
+	// URL is the server's base URL, e.g. http://10.244.0.1:9090 or
+	// https://alertmanager.monitoring:9093/; a trailing slash and a path
+	// prefix (https://monitoring.example/prometheus) are allowed.
+	URL string
+	// API says which server answers; "" means Prometheus.
+	API API
+	// HTTP asks; nil: NewHTTPClient(CA, DefaultTimeout). A client given
+	// here brings its own TLS configuration: CA is not used.
+	HTTP *http.Client
+
+	// BearerToken, or else Username and Password (basic auth), are the
+	// credentials to send, typically from a Secret. Setting both is an
+	// error. Leading and trailing white space around the token (such as
+	// the newline of a file turned into a Secret) is dropped.
+	BearerToken string
+	// Username for basic auth.
+	Username string
+	// Password for basic auth.
+	Password string
+	// CA is the PEM bundle that an https server's certificate must chain
+	// to, instead of the system's roots; empty: the system's roots.
+	CA []byte
+}
+
+// NewHTTPClient returns an *http.Client whose requests time out after
+// timeout (0: never), using the proxy from the environment as Go's
+// default client does. When ca is non-empty, https servers must present a
+// certificate that chains to one of its PEM certificates, and to nothing
+// else (not the system's roots); it is an error if ca holds no
+// certificate. Redirects are not followed, so that credentials are never
+// sent elsewhere: a redirect is an error naming where it pointed.
+func NewHTTPClient(ca []byte, timeout time.Duration) (*http.Client, error) {
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil, fmt.Errorf("cannot build an HTTP client: http.DefaultTransport is a %T, not an *http.Transport", http.DefaultTransport)
+	}
+	transport := base.Clone()
+	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(bytes.TrimSpace(ca)) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, fmt.Errorf("the CA bundle holds no PEM certificate (expected -----BEGIN CERTIFICATE----- blocks)")
+		}
+		transport.TLSClientConfig.RootCAs = pool
+	}
+	return &http.Client{
+		Transport: transport,
+		Timeout:   timeout,
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			return fmt.Errorf("the server redirects to %s, which is not followed so that credentials go nowhere else: set the URL to the server that answers", req.URL.Redacted())
+		},
+	}, nil
+}
+
+// Firing returns the alerts that count under f, sorted by name, then
+// labels. Any failure is an error that says which URL was asked and what
+// went wrong: the request cannot be sent or gets no answer, the answer's
+// status is not 2xx, Prometheus answers "status":"error", the answer is
+// not the JSON expected or is larger than 8 MiB. The caller should fail
+// closed on it. Errors quote at most 200 bytes of an answer, and never
+// the credentials.
+func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	api, err := c.api()
+	if err != nil {
+		return nil, err
+	}
+	u, err := c.endpoint(api)
+	if err != nil {
+		return nil, err
+	}
+	where := fmt.Sprintf("asking %s at %s which alerts fire", api, u.Redacted())
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	token := strings.TrimSpace(c.BearerToken)
+	switch {
+	case token != "" && (c.Username != "" || c.Password != ""):
+		return nil, fmt.Errorf("%s: both a bearer token and a username and password are given: give one or the other", where)
+	case token != "":
+		req.Header.Set("Authorization", "Bearer "+token)
+	case c.Username != "" || c.Password != "":
+		req.SetBasicAuth(c.Username, c.Password)
+	}
+
+	hc := c.HTTP
+	if hc == nil {
+		if hc, err = NewHTTPClient(c.CA, DefaultTimeout); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		// This client is used once: let its connections go.
+		defer hc.CloseIdleConnections()
+	}
+
+	resp, err := hc.Do(req)
+	if err != nil {
+		// The request's URL is in where already.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	defer resp.Body.Close()
+
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the answer (status %s): %w", where, resp.Status, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("%s: the server answered %s%s: %s", where, resp.Status, statusHint(resp.StatusCode), c.quote(body))
+	}
+	if len(body) > maxBody {
+		return nil, fmt.Errorf("%s: the answer is larger than %d MiB", where, maxBody>>20)
+	}
+
+	var alerts []Alert
+	if api == Alertmanager {
+		alerts, err = c.alertmanager(body, f)
+	} else {
+		alerts, err = c.prometheus(body, f)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	slices.SortFunc(alerts, compareAlerts)
+	return alerts, nil
+}
+
+// api returns the API the client asks.
+func (c *Client) api() (API, error) {
+	switch {
+	case c.API == "" || strings.EqualFold(string(c.API), string(Prometheus)):
+		return Prometheus, nil
+	case strings.EqualFold(string(c.API), string(Alertmanager)):
+		return Alertmanager, nil
+	default:
+		return "", fmt.Errorf("unknown alerts API %q: use %s or %s", string(c.API), Prometheus, Alertmanager)
+	}
+}
+
+// endpoint returns the URL to ask for api's alerts.
+func (c *Client) endpoint(api API) (*url.URL, error) {
+	if strings.TrimSpace(c.URL) == "" {
+		return nil, fmt.Errorf("no %s URL given: set one such as http://prometheus.monitoring:9090", api)
+	}
+	base, err := url.Parse(strings.TrimSpace(c.URL))
+	if err != nil {
+		// url.Parse's error quotes the URL, which may hold a password.
+		return nil, fmt.Errorf("%s URL is not valid: set one such as http://prometheus.monitoring:9090", api)
+	}
+	if (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("%s URL %s must start with http:// or https:// and name a host, e.g. http://prometheus.monitoring:9090", api, base.Redacted())
+	}
+	if base.Fragment != "" {
+		return nil, fmt.Errorf("%s URL %s has a fragment (#...): remove it", api, base.Redacted())
+	}
+	var u *url.URL
+	if api == Alertmanager {
+		u = base.JoinPath("api", "v2", "alerts")
+		q := u.Query()
+		q.Set("active", "true")
+		q.Set("silenced", "false")
+		q.Set("inhibited", "false")
+		u.RawQuery = q.Encode()
+	} else {
+		u = base.JoinPath("api", "v1", "alerts")
+	}
+	return u, nil
+}
+
+// promAnswer is Prometheus' answer to GET /api/v1/alerts.
+type promAnswer struct {
+	Status    string `json:"status"`
+	ErrorType string `json:"errorType"`
+	Error     string `json:"error"`
+	Data      *struct {
+		Alerts []struct {
+			Labels   map[string]string `json:"labels"`
+			State    string            `json:"state"`
+			ActiveAt string            `json:"activeAt"`
+		} `json:"alerts"`
+	} `json:"data"`
+}
+
+// prometheus returns the alerts that count in Prometheus' answer.
+func (c *Client) prometheus(body []byte, f Filter) ([]Alert, error) {
+	var answer promAnswer
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return nil, fmt.Errorf("the answer is not Prometheus' JSON: %v; it begins %s", err, c.quote(body))
+	}
+	switch {
+	case answer.Status == "error":
+		msg := answer.Error
+		if answer.ErrorType != "" {
+			msg = answer.ErrorType + ": " + msg
+		}
+		return nil, fmt.Errorf("the server answered with an error: %s", c.quote([]byte(msg)))
+	case answer.Status != "success":
+		return nil, fmt.Errorf("the answer's status is %s, not \"success\": is this Prometheus? It begins %s", c.quote([]byte(answer.Status)), c.quote(body))
+	case answer.Data == nil || answer.Data.Alerts == nil:
+		return nil, fmt.Errorf("the answer has no list of alerts (data.alerts): is this Prometheus? It begins %s", c.quote(body))
+	}
+	var out []Alert
+	for _, a := range answer.Data.Alerts {
+		switch {
+		case a.State == "firing":
+		case a.State == "pending" && !f.FiringOnly:
+		default:
+			continue
+		}
+		if !f.counts(a.Labels) {
+			continue
+		}
+		out = append(out, newAlert(a.Labels, a.State, a.ActiveAt))
+	}
+	return out, nil
+}
+
+// amAlert is one alert in Alertmanager's answer to GET /api/v2/alerts.
+type amAlert struct {
+	Labels map[string]string `json:"labels"`
+	Status struct {
+		State string `json:"state"`
+	} `json:"status"`
+	StartsAt string `json:"startsAt"`
+}
+
+// alertmanager returns the alerts that count in Alertmanager's answer.
+func (c *Client) alertmanager(body []byte, f Filter) ([]Alert, error) {
+	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '[' {
+		return nil, fmt.Errorf("the answer is not a JSON list of alerts: is this Alertmanager? It begins %s", c.quote(body))
+	}
+	var answer []amAlert
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return nil, fmt.Errorf("the answer is not Alertmanager's JSON: %v; it begins %s", err, c.quote(body))
+	}
+	var out []Alert
+	for _, a := range answer {
+		if a.Status.State != "active" || !f.counts(a.Labels) {
+			continue
+		}
+		out = append(out, newAlert(a.Labels, "firing", a.StartsAt))
+	}
+	return out, nil
+}
+
+// newAlert returns an alert with a copy of labels, active since the
+// RFC 3339 time since (zero if it is not one).
+func newAlert(labels map[string]string, state, since string) Alert {
+	a := Alert{Name: labels["alertname"], Labels: make(map[string]string, len(labels)), State: state}
+	for k, v := range labels {
+		a.Labels[k] = v
+	}
+	if t, err := time.Parse(time.RFC3339Nano, since); err == nil {
+		a.Since = t
+	}
+	return a
+}
+
+// statusHint says what to check after an HTTP status.
+func statusHint(code int) string {
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return " (check the credentials)"
+	case http.StatusNotFound:
+		return " (check the URL and whether the server is Prometheus or Alertmanager)"
+	default:
+		return ""
+	}
+}
+
+// quote returns at most the first 200 bytes of b, on one line, quoted,
+// with the credentials blanked out should the server echo them.
+func (c *Client) quote(b []byte) string {
+	secrets := c.secrets()
+	// Blank out before cutting, so that no part of a secret is left at
+	// the cut, but not through all of a large body.
+	look := maxQuoted
+	for _, secret := range secrets {
+		look = max(look, maxQuoted+len(secret))
+	}
+	s := string(b[:min(len(b), look)])
+	for _, secret := range secrets {
+		s = strings.ReplaceAll(s, secret, "<redacted>")
+	}
+	cut := len(b) > look || len(s) > maxQuoted
+	if len(s) > maxQuoted {
+		// Cut before the rune the limit falls in, not through it.
+		end := maxQuoted
+		for end > maxQuoted-utf8.UTFMax && !utf8.RuneStart(s[end]) {
+			end--
+		}
+		s = s[:end]
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if cut {
+		return fmt.Sprintf("%q (cut at %d bytes)", s, maxQuoted)
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// secrets returns the credentials an error must not show: the token, the
+// password, and the basic auth value of the Authorization header.
+func (c *Client) secrets() []string {
+	var out []string
+	if token := strings.TrimSpace(c.BearerToken); token != "" {
+		out = append(out, token)
+	}
+	if c.Username != "" || c.Password != "" {
+		out = append(out, base64.StdEncoding.EncodeToString([]byte(c.Username+":"+c.Password)))
+	}
+	if c.Password != "" {
+		out = append(out, c.Password)
+	}
+	return out
+}

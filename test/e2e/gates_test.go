@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/drainer/maintenance"
+	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/pkg/plan"
+)
+
+// heldBy is a request a health gate holds for reason.
+func heldBy(reason string) func(*lullv1alpha1.NodeMaintenance) bool {
+	return func(nm *lullv1alpha1.NodeMaintenance) bool {
+		c := meta.FindStatusCondition(nm.Status.Conditions, maintenance.ConditionGatesPass)
+		return nm.Status.Phase == lullv1alpha1.PhaseWaitingForGates && c != nil && c.Reason == reason
+	}
+}
+
+// gatedWave makes a pool of n nodes with an always-open window (budget 1)
+// carrying gates, and an app with a PodDisruptionBudget on the pool's
+// nodes; the invariant watchers restrict evictions to what the test
+// permits and the budget to one node.
+func (e *sysEnv) gatedWave(pool string, n int, gates *lullv1alpha1.Gates) ([]string, *invariants) {
+	e.t.Helper()
+	nodes := e.pickNodes(pool, n)
+	e.window(&lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: pool},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
+			Strategy:       lullv1alpha1.StrategyPermissive,
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Gates:          gates,
+		},
+	})
+	cluster.GuardedApp(e.t, pool, 2*int32(n), policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+		func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"pool": pool} })
+	waitAppRunning(e.t.Context(), e.t, pool, 2*n)
+	iv := e.watchInvariants(nodes...)
+	for _, node := range nodes {
+		iv.restrict(node)
+	}
+	iv.budget(pool, 1, nodes...)
+	return nodes, iv
+}
+
+func (e *sysEnv) requestAll(nodes []string) {
+	for _, n := range nodes {
+		e.patchNode(n, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
+	}
+}
+
+func (e *sysEnv) cordoned(node string) bool {
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(e.t.Context(), node, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	return n.Spec.Unschedulable
+}
+
+// A real Prometheus alert holds a wave: while LullE2EAlert fires, no node
+// of the window is cordoned, leased or drained, and the preview says so;
+// once it clears, the wave runs one node at a time. Prometheus stopping
+// mid-wave holds the next node (fails closed) until lull can ask again.
+func TestSystemAlertsGateWithRealPrometheus(t *testing.T) {
+	e := newSysEnv(t)
+	prom := startPrometheus(t)
+	prom.fire(true)
+	prom.waitAlert(t, true, time.Minute)
+	const pool = "e2e-alerts"
+	nodes, iv := e.gatedWave(pool, 2, &lullv1alpha1.Gates{Alerts: &lullv1alpha1.AlertsGate{
+		URL: prom.URL, Matchers: []string{`alertname="LullE2EAlert"`, `severity="page"`},
+		Period: &lullv1alpha1.Duration{Duration: 5 * time.Second}}})
+	e.requestAll(nodes)
+	for _, n := range nodes {
+		nm := e.waitNM(n, "held by the firing alert", time.Minute, heldBy(gate.ReasonAlertsFiring))
+		require.Contains(t, nm.Status.WaitingFor, "LullE2EAlert")
+	}
+	p := planOf(t, "kernel-update", nodes[0])
+	require.Equal(t, plan.StartGates, p.Start, "the preview: %s", p.WaitingFor)
+	time.Sleep(10 * time.Second) // two of the gate's periods: still held, nothing touched
+	for _, n := range nodes {
+		require.False(t, e.cordoned(n), "%s cordoned while the alert fires", n)
+		require.Zero(t, iv.evictions(n))
+		e.waitNM(n, "still held", time.Second, heldBy(gate.ReasonAlertsFiring))
+	}
+
+	prom.fire(false)
+	prom.waitAlert(t, false, time.Minute)
+	cleared := time.Now()
+	for _, n := range nodes {
+		iv.permit(n, cleared.Add(-time.Second))
+	}
+	first, second := nodes[0], nodes[1]
+	e.waitNM(first, "started", time.Minute, func(nm *lullv1alpha1.NodeMaintenance) bool {
+		if nm.Status.StartedAt == nil {
+			first, second = second, first
+			return false
+		}
+		return true
+	})
+	// Whichever started first: the budget lets one go at a time.
+	nm := e.waitNM(first, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
+	t.Logf("alert cleared -> %s started in %s", first, nm.Status.StartedAt.Sub(cleared).Round(time.Second))
+
+	prom.stop()
+	e.waitNM(second, "held: Prometheus unreachable", time.Minute, heldBy(gate.ReasonAlertsUnknown))
+	e.complete(first)
+	time.Sleep(6 * time.Second)
+	nm = e.waitNM(second, "still held with Prometheus down", time.Second, heldBy(gate.ReasonAlertsUnknown))
+	require.False(t, e.cordoned(second))
+	t.Logf("fails closed: %s", nm.Status.WaitingFor)
+
+	prom2 := startPrometheus(t)
+	e.editWindow(pool, func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Gates.Alerts.URL = prom2.URL })
+	e.waitNM(second, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
+	e.complete(second)
+	summary("alerts-gate", map[string]any{"violations": iv.check()})
+}
+
+// A pod matching the window's blockingPods holds the node it runs on (and
+// is not evicted); the node starts once the pod is gone.
+func TestSystemBlockingPodHoldsItsNode(t *testing.T) {
+	e := newSysEnv(t)
+	const pool = "e2e-blocking"
+	nodes, iv := e.gatedWave(pool, 1, &lullv1alpha1.Gates{BlockingPods: []metav1.LabelSelector{{MatchLabels: map[string]string{"e2e-blocking": "backup"}}}})
+	node := nodes[0]
+	backup := OptedInDeployment("e2e-backup", 1)
+	backup.Spec.Template.Labels["e2e-blocking"] = "backup"
+	backup.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	_, err := cluster.Clientset.AppsV1().Deployments("default").Create(t.Context(), backup, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { cluster.RemoveApp(t, "e2e-backup") })
+	waitAppRunning(t.Context(), t, "e2e-backup", 1)
+	e.requestAll(nodes)
+	nm := e.waitNM(node, "held by the backup pod", time.Minute, heldBy(gate.ReasonBlockingPods))
+	require.Contains(t, nm.Status.WaitingFor, fmt.Sprintf("run on node %s", node))
+	require.False(t, e.cordoned(node))
+	require.NoError(t, cluster.Clientset.AppsV1().Deployments("default").Delete(t.Context(), "e2e-backup", metav1.DeleteOptions{}))
+	gone := time.Now()
+	iv.permit(node, gone)
+	nm = e.waitNM(node, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
+	t.Logf("backup gone -> started in %s", nm.Status.StartedAt.Sub(gone).Round(time.Second))
+	e.complete(node)
+	summary("blocking-pods-gate", map[string]any{"violations": iv.check()})
+}
+
+// The recovery gate spaces a wave: the next node starts only after the
+// one finished has stayed well for the settle time.
+func TestSystemRecoveryGateSettles(t *testing.T) {
+	e := newSysEnv(t)
+	const pool = "e2e-recovery"
+	settle := 10 * time.Second
+	nodes, iv := e.gatedWave(pool, 2, &lullv1alpha1.Gates{Recovery: &lullv1alpha1.RecoveryGate{SettleTime: &lullv1alpha1.Duration{Duration: settle}}})
+	for _, n := range nodes {
+		iv.permit(n, time.Now())
+	}
+	e.requestAll(nodes)
+	first, second := nodes[0], nodes[1]
+	e.waitNM(first, "started", time.Minute, func(nm *lullv1alpha1.NodeMaintenance) bool {
+		if nm.Status.StartedAt == nil {
+			first, second = second, first
+			return false
+		}
+		return true
+	})
+	nm := e.waitNM(first, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
+	require.NotEmpty(t, nm.Status.PodDisruptionBudgets, "the budget of the evicted pods is recorded")
+	e.complete(first)
+	var done lullv1alpha1.NodeMaintenance
+	require.NoError(t, e.c.Get(t.Context(), client.ObjectKey{Name: first}, &done))
+	e.waitNM(second, "settling", 30*time.Second, heldBy(gate.ReasonSettling))
+	nm = e.waitNM(second, "started", time.Minute, func(nm *lullv1alpha1.NodeMaintenance) bool { return nm.Status.StartedAt != nil })
+	gap := nm.Status.StartedAt.Sub(done.Status.CompletedAt.Time)
+	t.Logf("%s completed -> %s started %s later (settleTime %s)", first, second, gap, settle)
+	require.GreaterOrEqual(t, gap, settle-time.Second, "the next node waited for the settle time") // timestamps are whole seconds
+	e.waitNM(second, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
+	e.complete(second)
+	summary("recovery-gate", map[string]any{"violations": iv.check(), "gap": gap.String()})
+}

@@ -1,0 +1,392 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"lull.dev/lull/test/framework"
+)
+
+// prometheusNodeIP is the local cluster's bridge address (lull0,
+// hack/lib/node.sh NODE_IP): pods on the cluster's real nodes reach it.
+const prometheusNodeIP = "10.244.0.1"
+
+// prometheusAlert is the one alert rule the test's Prometheus evaluates.
+const prometheusAlert = "LullE2EAlert"
+
+// prometheus is a real Prometheus the test runs: it scrapes a gauge the
+// test sets and evaluates one alert rule on it every second.
+type prometheus struct {
+	// URL is Prometheus's HTTP API, http://ADDRESS:PORT.
+	URL string
+	// MetricsURL is the /metrics endpoint it scrapes (served by the test).
+	MetricsURL string
+
+	gauge atomic.Bool
+	stop  func() // stops Prometheus (once; also at the test's end)
+}
+
+// startPrometheus starts _output/bin/prometheus (hack/build-binaries.sh) on
+// a free port of the bridge address 10.244.0.1, with its data under
+// t.TempDir(); it scrapes a /metrics endpoint the test serves on the same
+// address (the gauge lull_e2e_alert) and evaluates the alert LullE2EAlert
+// (lull_e2e_alert > 0, for 0s, severity="page") every second. It returns
+// once /-/ready answers 200 and the endpoint has been scraped (bounded: 60
+// s; a failure prints the tail of Prometheus's log); t.Cleanup stops
+// Prometheus (SIGTERM, SIGKILL after 10 s) and the metrics server.
+//
+// The package's own cluster has simulated nodes only (UpCluster without
+// LULL_REAL_NODE=1), so lull0 exists only while a real-node cluster is up:
+// without the address on this machine both listen on 127.0.0.1 instead,
+// where lull's host processes (the development mode) reach them just as
+// well. Nothing listens on a wildcard address.
+func startPrometheus(t *testing.T) *prometheus {
+	t.Helper()
+	bin := filepath.Join(framework.BinDir(), "prometheus")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s not found: run 'make binaries' (hack/build-binaries.sh prometheus builds it): %v", bin, err)
+	}
+	host := prometheusNodeIP
+	if !localAddress(t, host) {
+		t.Logf("prometheus: %s (lull0) is not on this machine (no real-node cluster up); listening on 127.0.0.1 instead", host)
+		host = "127.0.0.1"
+	}
+	dir := t.TempDir() // created before the cleanups below: removed after them
+
+	p := &prometheus{}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	require.NoError(t, err, "metrics endpoint for prometheus")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		v := 0
+		if p.gauge.Load() {
+			v = 1
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		fmt.Fprintf(w, "# HELP lull_e2e_alert Set by the e2e test: 1 fires %s.\n# TYPE lull_e2e_alert gauge\nlull_e2e_alert %d\n", prometheusAlert, v)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	p.MetricsURL = "http://" + ln.Addr().String() + "/metrics"
+
+	rules := fmt.Sprintf(`groups:
+  - name: lull-e2e
+    interval: 1s
+    rules:
+      - alert: %s
+        expr: lull_e2e_alert > 0
+        for: 0s
+        labels:
+          severity: page
+`, prometheusAlert)
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %q
+scrape_configs:
+  - job_name: lull-e2e
+    static_configs:
+      - targets: [%q]
+`, filepath.Join(dir, "rules.yml"), ln.Addr().String())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yml"), []byte(rules), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644))
+
+	// Prometheus binds its own port: take a free one and hand it over; if
+	// another process takes it in between, try another.
+	logFile := filepath.Join(dir, "prometheus.log")
+	for attempt := 1; ; attempt++ {
+		port, err := freeTCPPort(host)
+		require.NoError(t, err)
+		addr := net.JoinHostPort(host, fmt.Sprint(port))
+		p.URL = "http://" + addr
+		exited, stop, err := runPrometheus(t, bin, dir, addr, logFile)
+		p.stop = stop
+		require.NoError(t, err)
+		deadline := time.Now().Add(60 * time.Second)
+		err = waitReady(p.URL+"/-/ready", exited, deadline)
+		if err == nil {
+			// Ready is not yet scraping: wait for the first good scrape, so
+			// that fire's latency is the steady state's, and a scrape that
+			// fails says so here.
+			if err = p.waitScraped(exited, deadline); err == nil {
+				t.Logf("prometheus: ready at %s, scraping %s (data and log in %s)", p.URL, p.MetricsURL, dir)
+				return p
+			}
+		}
+		log := logTail(logFile, 30)
+		if errors.Is(err, errExited) && strings.Contains(log, "address already in use") && attempt < 3 {
+			t.Logf("prometheus: %s was taken meanwhile; trying another port", addr)
+			continue
+		}
+		t.Fatalf("prometheus at %s: %v; last lines of %s:\n%s", p.URL, err, logFile, log)
+	}
+}
+
+// runPrometheus starts one Prometheus process and registers its stop in
+// t.Cleanup; the returned channel closes when it exits, and the returned
+// function stops it (SIGTERM, SIGKILL after 10 s) once.
+func runPrometheus(t *testing.T, bin, dir, addr, logFile string) (<-chan struct{}, func(), error) {
+	logF, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer logF.Close()
+	cmd := exec.Command(bin,
+		"--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--storage.tsdb.retention.time=1h",
+		"--web.listen-address="+addr,
+		// Apply the scrape targets 1 s after start, not 5 s (a hidden flag).
+		"--scrape.discovery-reload-interval=1s",
+		// Nothing else: offline as configured (no Alertmanager, no remote
+		// write or read), no receivers, admin or lifecycle endpoints.
+	)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logF, logF
+	// Never outlive the test binary, even if it is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				t.Logf("prometheus: no exit 10 s after SIGTERM; killing it")
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return exited, stop, nil
+}
+
+var errExited = errors.New("prometheus exited before it was ready")
+
+// waitReady polls url until it answers 200, the process exits, or the
+// deadline passes.
+func waitReady(url string, exited <-chan struct{}, deadline time.Time) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	last := "no answer yet"
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-exited:
+			return errExited
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer 200 in time (last: %s)", url, last)
+		}
+	}
+}
+
+// waitScraped polls /api/v1/targets until the metrics endpoint's target is
+// up, the process exits, or the deadline passes.
+func (p *prometheus) waitScraped(exited <-chan struct{}, deadline time.Time) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	last := "no answer yet"
+	for {
+		resp, err := client.Get(p.URL + "/api/v1/targets?state=active")
+		if err == nil {
+			var ans struct {
+				Data struct {
+					ActiveTargets []struct {
+						ScrapeURL string `json:"scrapeUrl"`
+						Health    string `json:"health"`
+						LastError string `json:"lastError"`
+					} `json:"activeTargets"`
+				} `json:"data"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&ans)
+			_ = resp.Body.Close()
+			if err == nil {
+				last = "target not discovered yet"
+				for _, tg := range ans.Data.ActiveTargets {
+					if tg.ScrapeURL != p.MetricsURL {
+						continue
+					}
+					if tg.Health == "up" {
+						return nil
+					}
+					last = fmt.Sprintf("target %s: health %q, last error %q", tg.ScrapeURL, tg.Health, tg.LastError)
+				}
+			}
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		select {
+		case <-exited:
+			return errExited
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s was not scraped in time (last: %s)", p.MetricsURL, last)
+		}
+	}
+}
+
+// fire sets the gauge (1 fires the alert, 0 clears it).
+func (p *prometheus) fire(on bool) { p.gauge.Store(on) }
+
+// waitAlert waits (bounded) until GET URL/api/v1/alerts shows LullE2EAlert
+// firing (on) or absent (off).
+func (p *prometheus) waitAlert(t *testing.T, on bool, timeout time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		state, body, err := p.alertState(client)
+		switch {
+		case err != nil:
+			last = err.Error()
+		case on && state == "firing", !on && state == "":
+			return
+		default:
+			last = body
+		}
+		if time.Now().After(deadline) {
+			want := "firing"
+			if !on {
+				want = "absent"
+			}
+			t.Fatalf("prometheus: %s not %s within %s; last /api/v1/alerts: %s", prometheusAlert, want, timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// alertState returns LullE2EAlert's state in /api/v1/alerts ("" when it
+// is not there) and the answer's body.
+func (p *prometheus) alertState(client *http.Client) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/api/v1/alerts", nil)
+	if err != nil {
+		return "", "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", string(b), fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	var ans struct {
+		Status string `json:"status"`
+		Data   struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		return "", string(b), fmt.Errorf("decoding /api/v1/alerts: %w: %s", err, b)
+	}
+	if ans.Status != "success" {
+		return "", string(b), fmt.Errorf("/api/v1/alerts: status %q: %s", ans.Status, b)
+	}
+	for _, a := range ans.Data.Alerts {
+		if a.Labels["alertname"] == prometheusAlert {
+			return a.State, string(b), nil
+		}
+	}
+	return "", string(b), nil
+}
+
+// localAddress says whether ip is assigned to an interface of this machine.
+func localAddress(t *testing.T, ip string) bool {
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.String() == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// freeTCPPort returns a port on host nobody listens on right now.
+func freeTCPPort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// logTail returns the last n lines of a file.
+func logTail(file string, n int) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestRealPrometheusAlertFiresAndClears: a real Prometheus (the pinned
+// build) scraping a gauge the test sets fires LullE2EAlert when the gauge is
+// 1 and drops it when it is 0 again — what the tests that gate maintenance
+// on alerts rely on.
+func TestRealPrometheusAlertFiresAndClears(t *testing.T) {
+	p := startPrometheus(t)
+	p.waitAlert(t, false, 10*time.Second)
+
+	start := time.Now()
+	p.fire(true)
+	p.waitAlert(t, true, 30*time.Second)
+	t.Logf("%s firing %s after the gauge was set to 1", prometheusAlert, time.Since(start).Round(10*time.Millisecond))
+
+	start = time.Now()
+	p.fire(false)
+	p.waitAlert(t, false, 30*time.Second)
+	t.Logf("%s gone %s after the gauge was set to 0", prometheusAlert, time.Since(start).Round(10*time.Millisecond))
+}
