@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -8,9 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,13 +31,16 @@ func heldBy(reason string) func(*lullv1alpha1.NodeMaintenance) bool {
 	}
 }
 
-// gatedWave makes a pool of n nodes with an always-open window (budget 1)
-// carrying gates, and an app with a PodDisruptionBudget on the pool's
-// nodes; the invariant watchers restrict evictions to what the test
-// permits and the budget to one node.
+// gatedWave makes a pool of n nodes to request, plus a spare node, with
+// an always-open window (budget 1) carrying gates and, with two nodes or
+// more, an app with a PodDisruptionBudget on the pool's nodes: its pods
+// go to the spare while the requested nodes are drained (lull-scheduler
+// keeps them off the requested nodes, drained or about to be). The
+// invariant watchers restrict evictions to what the test permits and the
+// budget to one node.
 func (e *sysEnv) gatedWave(pool string, n int, gates *lullv1alpha1.Gates) ([]string, *invariants) {
 	e.t.Helper()
-	nodes := e.pickNodes(pool, n)
+	nodes := e.pickNodes(pool, n+1)[:n]
 	e.window(&lullv1alpha1.MaintenanceWindow{
 		ObjectMeta: metav1.ObjectMeta{Name: pool},
 		Spec: lullv1alpha1.MaintenanceWindowSpec{
@@ -44,9 +50,11 @@ func (e *sysEnv) gatedWave(pool string, n int, gates *lullv1alpha1.Gates) ([]str
 			Gates:          gates,
 		},
 	})
-	cluster.GuardedApp(e.t, pool, 2*int32(n), policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
-		func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"pool": pool} })
-	waitAppRunning(e.t.Context(), e.t, pool, 2*n)
+	if n > 1 {
+		cluster.GuardedApp(e.t, pool, 2*int32(n), policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+			func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"pool": pool} })
+		waitAppRunning(e.t.Context(), e.t, pool, 2*n)
+	}
 	iv := e.watchInvariants(nodes...)
 	for _, node := range nodes {
 		iv.restrict(node)
@@ -55,10 +63,36 @@ func (e *sysEnv) gatedWave(pool string, n int, gates *lullv1alpha1.Gates) ([]str
 	return nodes, iv
 }
 
+// requestAll labels the nodes for maintenance, once every earlier request
+// of theirs is gone (an earlier scenario's, ending).
 func (e *sysEnv) requestAll(nodes []string) {
+	e.t.Helper()
 	for _, n := range nodes {
+		require.NoError(e.t, wait.PollUntilContextTimeout(e.t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			var nm lullv1alpha1.NodeMaintenance
+			err := e.c.Get(ctx, client.ObjectKey{Name: n}, &nm)
+			return apierrors.IsNotFound(err) || (err == nil && nm.Status.Phase.Finished()), nil
+		}), "an earlier request of %s is still active", n)
 		e.patchNode(n, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
 	}
+}
+
+// firstStarted waits until the request of one of two nodes has started
+// and returns that node first.
+func (e *sysEnv) firstStarted(nodes []string, timeout time.Duration) (string, string) {
+	e.t.Helper()
+	var first, second string
+	require.NoError(e.t, wait.PollUntilContextTimeout(e.t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for i, n := range nodes {
+			var nm lullv1alpha1.NodeMaintenance
+			if e.c.Get(ctx, client.ObjectKey{Name: n}, &nm) == nil && nm.Status.StartedAt != nil {
+				first, second = n, nodes[1-i]
+				return true, nil
+			}
+		}
+		return false, nil
+	}), "neither of %v started; %s", nodes, cluster.LogsHint())
+	return first, second
 }
 
 func (e *sysEnv) cordoned(node string) bool {
@@ -100,15 +134,8 @@ func TestSystemAlertsGateWithRealPrometheus(t *testing.T) {
 	for _, n := range nodes {
 		iv.permit(n, cleared.Add(-time.Second))
 	}
-	first, second := nodes[0], nodes[1]
-	e.waitNM(first, "started", time.Minute, func(nm *lullv1alpha1.NodeMaintenance) bool {
-		if nm.Status.StartedAt == nil {
-			first, second = second, first
-			return false
-		}
-		return true
-	})
-	// Whichever started first: the budget lets one go at a time.
+	// Whichever starts first: the budget lets one go at a time.
+	first, second := e.firstStarted(nodes, time.Minute)
 	nm := e.waitNM(first, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 	t.Logf("alert cleared -> %s started in %s", first, nm.Status.StartedAt.Sub(cleared).Round(time.Second))
 
@@ -165,14 +192,7 @@ func TestSystemRecoveryGateSettles(t *testing.T) {
 		iv.permit(n, time.Now())
 	}
 	e.requestAll(nodes)
-	first, second := nodes[0], nodes[1]
-	e.waitNM(first, "started", time.Minute, func(nm *lullv1alpha1.NodeMaintenance) bool {
-		if nm.Status.StartedAt == nil {
-			first, second = second, first
-			return false
-		}
-		return true
-	})
+	first, second := e.firstStarted(nodes, time.Minute)
 	nm := e.waitNM(first, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 	require.NotEmpty(t, nm.Status.PodDisruptionBudgets, "the budget of the evicted pods is recorded")
 	e.complete(first)
