@@ -66,7 +66,9 @@ func TestAlertsGateAsksEveryPeriod(t *testing.T) {
 		Gates: &lullv1alpha1.Gates{Alerts: &lullv1alpha1.AlertsGate{URL: srv.URL, Matchers: []string{`severity=~"page|critical"`}, SecretName: "prom"}}}}
 	now := time.Date(2026, 11, 25, 10, 5, 0, 0, time.UTC)
 	st := &lullv1alpha1.MaintenanceWindowStatus{}
-	quiet := func() *metav1.Condition { return meta.FindStatusCondition(st.Conditions, lullv1alpha1.WindowConditionAlertsQuiet) }
+	quiet := func() *metav1.Condition {
+		return meta.FindStatusCondition(st.Conditions, lullv1alpha1.WindowConditionAlertsQuiet)
+	}
 
 	again := r.gates(context.Background(), mw, st, now)
 	require.Equal(t, 30*time.Second, again, "asks again after a period")
