@@ -158,6 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	gatesAgain := r.gates(ctx, &mw, status, now)
+	r.Metrics.SetGates(mw.Name, gateStates(&mw, status, now))
 
 	if !equality.Semantic.DeepEqual(&mw.Status, status) {
 		mw.Status = *status

@@ -72,6 +72,27 @@ func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWind
 	return again
 }
 
+// gateStates says what the window's alerts and recovery gates say, as a
+// node's gate would judge them from this status (for the metrics).
+func gateStates(mw *lullv1alpha1.MaintenanceWindow, status *lullv1alpha1.MaintenanceWindowStatus, now time.Time) []GateState {
+	if mw.Spec.Gates == nil {
+		return nil
+	}
+	judged := mw.DeepCopy()
+	judged.Status = *status
+	var out []GateState
+	if mw.Spec.Gates.Alerts != nil {
+		v := gate.Alerts(judged, now)
+		out = append(out, GateState{Gate: "alerts", Reason: v.Reason, Holds: v.Hold})
+	}
+	if mw.Spec.Gates.Recovery != nil {
+		if c := meta.FindStatusCondition(status.Conditions, lullv1alpha1.WindowConditionRecovered); c != nil {
+			out = append(out, GateState{Gate: "recovery", Reason: c.Reason, Holds: c.Status != metav1.ConditionTrue})
+		}
+	}
+	return out
+}
+
 // recovery judges the window's recovery gate as the drainer's gate does
 // (pkg/gate), for the window as a whole.
 func (r *Reconciler) recovery(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow, now time.Time) (gate.HealthVerdict, error) {

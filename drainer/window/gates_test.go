@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -135,4 +138,22 @@ func TestRecoveredCondition(t *testing.T) {
 	require.Contains(t, cond.Message, "node n1 came back unwell after its maintenance")
 	require.Contains(t, cond.Message, "Ready is False since 2026-11-25T10:04:30Z (KubeletNotReady: PLEG is not healthy)")
 	require.Equal(t, 30*time.Second, again)
+}
+
+// lull_window_gate_holding says which gate holds a window, and why.
+func TestGateHoldingMetric(t *testing.T) {
+	c := NewCollector(clocktesting.NewFakeClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)))
+	mw := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "wave", Generation: 1}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Gates: &lullv1alpha1.Gates{Alerts: &lullv1alpha1.AlertsGate{URL: "http://prom:9090"}, Recovery: &lullv1alpha1.RecoveryGate{}}}}
+	st := &lullv1alpha1.MaintenanceWindowStatus{Conditions: []metav1.Condition{{Type: lullv1alpha1.WindowConditionRecovered, Status: metav1.ConditionTrue, Reason: gate.ReasonRecovered}}}
+	c.SetGates("wave", gateStates(mw, st, time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)))
+	want := `
+# HELP lull_window_gate_holding 1 while the window's health gate (alerts, recovery) holds its nodes from starting, with the reason (AlertsFiring, AlertsUnknown, Settling, NodeUnwell, ...); 0 while it passes. Blocking pods are judged node by node: see lull_maintenance_nodes{phase="WaitingForGates"}.
+# TYPE lull_window_gate_holding gauge
+lull_window_gate_holding{gate="alerts",reason="AlertsUnknown",window="wave"} 1
+lull_window_gate_holding{gate="recovery",reason="Recovered",window="wave"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "lull_window_gate_holding"))
+	c.Forget("wave")
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(""), "lull_window_gate_holding"))
 }

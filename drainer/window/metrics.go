@@ -16,6 +16,9 @@ var (
 	permittedRemainingDesc = prometheus.NewDesc("lull_window_permitted_remaining_seconds",
 		"Seconds left in the current permitted period; 0 when restricted, -1 when permitted indefinitely.",
 		[]string{"window"}, nil)
+	gateHoldingDesc = prometheus.NewDesc("lull_window_gate_holding",
+		"1 while the window's health gate (alerts, recovery) holds its nodes from starting, with the reason (AlertsFiring, AlertsUnknown, Settling, NodeUnwell, ...); 0 while it passes. Blocking pods are judged node by node: see lull_maintenance_nodes{phase=\"WaitingForGates\"}.",
+		[]string{"window", "gate", "reason"}, nil)
 	nodesWaitingDesc = prometheus.NewDesc("lull_window_nodes_waiting",
 		"Nodes selected by the window whose maintenance request waits (for the window, the budget or the lease).",
 		[]string{"window"}, nil)
@@ -28,11 +31,18 @@ type Collector struct {
 	mu      sync.Mutex
 	ws      map[string]*engine.Window
 	waiting map[string]int32
+	gates   map[string][]GateState
+}
+
+// GateState is what one of a window's health gates says.
+type GateState struct {
+	Gate, Reason string
+	Holds        bool
 }
 
 // NewCollector returns a Collector using clk.
 func NewCollector(clk clock.PassiveClock) *Collector {
-	return &Collector{Clock: clk, ws: map[string]*engine.Window{}, waiting: map[string]int32{}}
+	return &Collector{Clock: clk, ws: map[string]*engine.Window{}, waiting: map[string]int32{}, gates: map[string][]GateState{}}
 }
 
 // Set records the compiled window for name.
@@ -55,6 +65,16 @@ func (c *Collector) SetWaiting(name string, n int32) {
 	c.waiting[name] = n
 }
 
+// SetGates records what the window's health gates say.
+func (c *Collector) SetGates(name string, gates []GateState) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gates[name] = gates
+}
+
 // Forget drops a deleted window.
 func (c *Collector) Forget(name string) {
 	if c == nil {
@@ -64,6 +84,7 @@ func (c *Collector) Forget(name string) {
 	defer c.mu.Unlock()
 	delete(c.ws, name)
 	delete(c.waiting, name)
+	delete(c.gates, name)
 }
 
 // Describe implements prometheus.Collector.
@@ -71,6 +92,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- secondsUntilPermittedDesc
 	ch <- permittedRemainingDesc
 	ch <- nodesWaitingDesc
+	ch <- gateHoldingDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -83,5 +105,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(secondsUntilPermittedDesc, prometheus.GaugeValue, res.SecondsUntilPermitted(now), name)
 		ch <- prometheus.MustNewConstMetric(permittedRemainingDesc, prometheus.GaugeValue, res.SecondsRemaining(now), name)
 		ch <- prometheus.MustNewConstMetric(nodesWaitingDesc, prometheus.GaugeValue, float64(c.waiting[name]), name)
+	}
+	for name, gates := range c.gates {
+		for _, g := range gates {
+			v := 0.0
+			if g.Holds {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(gateHoldingDesc, prometheus.GaugeValue, v, name, g.Gate, g.Reason)
+		}
 	}
 }

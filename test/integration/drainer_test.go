@@ -86,12 +86,7 @@ func (e *drainEnv) start(mutate func(*app.Options)) context.CancelFunc {
 	if mutate != nil {
 		mutate(&o)
 	}
-	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-		Scheme:     framework.Scheme(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	require.NoError(e.t, err)
+	mgr := e.manager()
 	ctx, cancel := context.WithCancel(e.ctx)
 	e.t.Cleanup(cancel) // stop the controller before the namespace goes
 	e.reg = prometheus.NewRegistry()
@@ -99,6 +94,19 @@ func (e *drainEnv) start(mutate func(*app.Options)) context.CancelFunc {
 	done := make(chan struct{})
 	go func() { _ = mgr.Start(ctx); close(done) }()
 	return func() { cancel(); <-done }
+}
+
+// manager is a controller manager on the test's API server, without a
+// metrics endpoint, for controllers started more than once.
+func (e *drainEnv) manager() ctrl.Manager {
+	e.t.Helper()
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme:     framework.Scheme(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	require.NoError(e.t, err)
+	return mgr
 }
 
 // node creates a schedulable node without the API server's not-ready taint.

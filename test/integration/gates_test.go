@@ -16,18 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
 	windowctrl "lull.dev/lull/drainer/window"
 	"lull.dev/lull/pkg/gate"
 	"lull.dev/lull/pkg/plan"
-	"lull.dev/lull/test/framework"
 )
 
 // alertServer is a Prometheus alerts API the test sets: the alerts gate
@@ -65,12 +61,7 @@ func (a *alertServer) fire(on bool) {
 func (e *drainEnv) startWithWindows() chan event.GenericEvent {
 	e.t.Helper()
 	e.start(nil)
-	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-		Scheme:     framework.Scheme(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	require.NoError(e.t, err)
+	mgr := e.manager()
 	wake := make(chan event.GenericEvent, 16)
 	require.NoError(e.t, (&windowctrl.Reconciler{Client: mgr.GetClient(), Clock: e.clock, Metrics: windowctrl.NewCollector(e.clock),
 		Wake: wake, Secrets: mgr.GetAPIReader(), SecretNamespace: "lull-system"}).SetupWithManager(mgr))
