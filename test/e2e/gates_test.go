@@ -77,15 +77,17 @@ func (e *sysEnv) requestAll(nodes []string) {
 	}
 }
 
-// firstStarted waits until the request of one of two nodes has started
-// and returns that node first.
+// firstStarted waits until the active request of one of two nodes has
+// started and returns that node first.
 func (e *sysEnv) firstStarted(nodes []string, timeout time.Duration) (string, string) {
 	e.t.Helper()
 	var first, second string
 	require.NoError(e.t, wait.PollUntilContextTimeout(e.t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for i, n := range nodes {
 			var nm lullv1alpha1.NodeMaintenance
-			if e.c.Get(ctx, client.ObjectKey{Name: n}, &nm) == nil && nm.Status.StartedAt != nil {
+			// A finished record of an earlier scenario, not yet replaced by
+			// this one's request, started long ago: it does not count.
+			if e.c.Get(ctx, client.ObjectKey{Name: n}, &nm) == nil && nm.Status.StartedAt != nil && !nm.Status.Phase.Finished() {
 				first, second = n, nodes[1-i]
 				return true, nil
 			}
