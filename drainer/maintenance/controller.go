@@ -193,9 +193,12 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 			ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A window's health gates opening (its AlertsQuiet or Recovered
 		// condition turning True, or a gate edited) lets waiting requests
-		// start.
+		// start; so may a finished node turning Ready (or unready: a wave
+		// halts at once) and a budget of its evicted pods healthy again.
 		Watches(&lullv1alpha1.MaintenanceWindow{}, handler.EnqueueRequestsFromMapFunc(r.heldRequests),
 			ctrl.WithPredicates(gatesChanged())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.heldRequests), ctrl.WithPredicates(readyChanged())).
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.heldRequests), ctrl.WithPredicates(healthChanged())).
 		WatchesRawSource(source.Channel(r.Wake, byName)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Workers}).
 		Complete(r)
@@ -219,6 +222,44 @@ func nodeChanged(label string) predicate.Funcs {
 
 // budgetGrew passes PodDisruptionBudget updates that allow more
 // disruptions than before.
+// readyChanged passes node updates whose Ready condition changed status.
+func readyChanged() predicate.Funcs {
+	ready := func(n *corev1.Node) corev1.ConditionStatus {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status
+			}
+		}
+		return corev1.ConditionUnknown
+	}
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			return !ok1 || !ok2 || ready(o) != ready(n)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// healthChanged passes budget updates that change whether the budget has
+// the healthy pods it needs.
+func healthChanged() predicate.Funcs {
+	healthy := func(p *policyv1.PodDisruptionBudget) bool { return p.Status.CurrentHealthy >= p.Status.DesiredHealthy }
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*policyv1.PodDisruptionBudget)
+			n, ok2 := e.ObjectNew.(*policyv1.PodDisruptionBudget)
+			return !ok1 || !ok2 || healthy(o) != healthy(n)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
 func budgetGrew() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },

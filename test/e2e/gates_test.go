@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"lull.dev/lull/agent"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/pkg/gate"
@@ -183,8 +185,10 @@ func TestSystemBlockingPodHoldsItsNode(t *testing.T) {
 	summary("blocking-pods-gate", map[string]any{"violations": iv.check()})
 }
 
-// The recovery gate spaces a wave: the next node starts only after the
-// one finished has stayed well for the settle time.
+// The recovery gate spaces a wave and halts it on a node that came back
+// unwell: the next node waits while the finished one is NotReady (the
+// window's Recovered condition names it), and starts only once it has
+// stayed well for the settle time.
 func TestSystemRecoveryGateSettles(t *testing.T) {
 	e := newSysEnv(t)
 	const pool = "e2e-recovery"
@@ -198,14 +202,50 @@ func TestSystemRecoveryGateSettles(t *testing.T) {
 	nm := e.waitNM(first, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 	require.NotEmpty(t, nm.Status.PodDisruptionBudgets, "the budget of the evicted pods is recorded")
 	e.complete(first)
-	var done lullv1alpha1.NodeMaintenance
-	require.NoError(t, e.c.Get(t.Context(), client.ObjectKey{Name: first}, &done))
+
+	// It comes back unwell (as a simulated machine that stays down, which
+	// kwok leaves NotReady): the wave halts.
+	e.simulatedReady(first, false)
+	t.Cleanup(func() { e.simulatedReady(first, true) })
+	held := e.waitNM(second, "halted by the unwell node", time.Minute, heldBy(gate.ReasonNodeUnwell))
+	require.Contains(t, held.Status.WaitingFor, "node "+first+" came back unwell after its maintenance")
+	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var w lullv1alpha1.MaintenanceWindow
+		if err := e.c.Get(ctx, client.ObjectKey{Name: pool}, &w); err != nil {
+			return false, nil
+		}
+		c := meta.FindStatusCondition(w.Status.Conditions, lullv1alpha1.WindowConditionRecovered)
+		return c != nil && c.Reason == gate.ReasonNodeUnwell && strings.Contains(c.Message, first), nil
+	}), "the window's Recovered condition names %s", first)
+	time.Sleep(settle) // halted, not settling: nothing starts
+	e.waitNM(second, "still halted", time.Second, heldBy(gate.ReasonNodeUnwell))
+
+	well := time.Now()
+	e.simulatedReady(first, true)
 	e.waitNM(second, "settling", 30*time.Second, heldBy(gate.ReasonSettling))
 	nm = e.waitNM(second, "started", time.Minute, func(nm *lullv1alpha1.NodeMaintenance) bool { return nm.Status.StartedAt != nil })
-	gap := nm.Status.StartedAt.Sub(done.Status.CompletedAt.Time)
-	t.Logf("%s completed -> %s started %s later (settleTime %s)", first, second, gap, settle)
+	gap := nm.Status.StartedAt.Sub(well)
+	t.Logf("%s well again -> %s started %s later (settleTime %s)", first, second, gap, settle)
 	require.GreaterOrEqual(t, gap, settle-time.Second, "the next node waited for the settle time") // timestamps are whole seconds
 	e.waitNM(second, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 	e.complete(second)
 	summary("recovery-gate", map[string]any{"violations": iv.check(), "gap": gap.String()})
+}
+
+// simulatedReady makes a simulated node Ready or NotReady as lull-agent's
+// simulated power does (the condition LullSimulatedPowerOff keeps kwok
+// from reporting it Ready meanwhile).
+func (e *sysEnv) simulatedReady(node string, ready bool) {
+	e.t.Helper()
+	st, off := "True", "False"
+	if !ready {
+		st, off = "False", "True"
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"reason":"E2ESimulated","message":"set by the e2e test","lastHeartbeatTime":%q,"lastTransitionTime":%q},`+
+		`{"type":%q,"status":%q,"reason":"E2ESimulated","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
+		st, now, now, agent.ConditionSimulatedPowerOff, off, now, now)
+	// Not the test's context: it also runs in a cleanup, after the test.
+	_, err := cluster.Clientset.CoreV1().Nodes().PatchStatus(context.Background(), node, []byte(patch))
+	require.NoError(e.t, err)
 }
