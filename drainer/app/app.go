@@ -43,13 +43,16 @@ type Options struct {
 	LeaderElectionNamespace string
 	// ConfigNamespace holds the Secrets of the windows' alerts gates.
 	ConfigNamespace string
-	LeaseDuration   time.Duration
-	RenewDeadline   time.Duration
-	RetryPeriod     time.Duration
-	MetricsAddr     string
-	MetricsSecure   bool
-	MetricsCertDir  string
-	ProbeAddr       string
+	// DefaultPolicy: create and keep the DisruptionPolicy "default" lull
+	// ships (drainer/policy.Shipped).
+	DefaultPolicy  bool
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	MetricsAddr    string
+	MetricsSecure  bool
+	MetricsCertDir string
+	ProbeAddr      string
 	// PprofAddr serves net/http/pprof (unauthenticated); empty: off.
 	PprofAddr string
 	// QPS and Burst bound the drainer's requests to the API server.
@@ -107,6 +110,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Maintenance.Identity, "identity", "", "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
 	settings.AddAgentNamespaceFlag(fs, &o.Maintenance.AgentNamespace)
 	fs.StringVar(&o.Maintenance.BudgetNamespace, "budget-namespace", "lull-system", "namespace of the budget ledger ConfigMap lull-budget")
+	fs.BoolVar(&o.DefaultPolicy, "default-policy", true, "create the DisruptionPolicy \"default\" lull ships and keep it as shipped while it carries the annotation lull.dev/managed-by=lull-drainer (docs/policy.md)")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", lullv1alpha1.ConfigNamespace, "namespace of the Secrets with the alerts gates' credentials (spec.gates.alerts.secretName)")
 	fs.DurationVar(&o.Maintenance.LeaseDuration, "lease-duration", time.Minute, "duration of the node leases lull holds (renewed every third of it)")
 	fs.DurationVar(&o.Maintenance.DrainTimeout, "drain-timeout", time.Hour, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")
@@ -173,6 +177,12 @@ func run(o Options) int {
 	}).SetupWithManager(mgr); err != nil {
 		logger.Error(err, "Setting up the MaintenanceWindow controller")
 		return 1
+	}
+	if o.DefaultPolicy {
+		if err := (&policyctl.Shipped{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			logger.Error(err, "Setting up the shipped DisruptionPolicy")
+			return 1
+		}
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := SetupMaintenance(ctx, mgr, clk, o, crmetrics.Registry); err != nil {

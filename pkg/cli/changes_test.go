@@ -9,21 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/hostfiles"
+	"lull.dev/lull/pkg/policy"
 )
 
-// shippedPolicy is manifests/policy/default.yaml, its priority raised
-// above the test's site policy so its change rules decide.
+// shippedPolicy is the policy lull ships (pkg/policy/default.yaml).
 func shippedPolicy(t *testing.T) *lullv1alpha1.DisruptionPolicy {
 	t.Helper()
-	b, err := os.ReadFile("../../manifests/policy/default.yaml")
+	p, err := policy.Shipped()
 	require.NoError(t, err)
-	var p lullv1alpha1.DisruptionPolicy
-	require.NoError(t, yaml.UnmarshalStrict(b, &p))
-	return &p
+	return p
 }
 
 // configTree writes files (path → content) under a new directory standing

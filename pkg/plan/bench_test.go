@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"testing"
 
@@ -11,9 +10,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/pkg/scheme"
 )
 
@@ -24,15 +23,11 @@ import (
 // node adds. Reported per preview of all 5,000 nodes, with the ratio.
 func BenchmarkPlanChanges5000(b *testing.B) {
 	const nodes = 5000
-	raw, err := os.ReadFile("../../manifests/policy/default.yaml")
+	p, err := policy.Shipped()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var p lullv1alpha1.DisruptionPolicy
-	if err := yaml.UnmarshalStrict(raw, &p); err != nil {
-		b.Fatal(err)
-	}
-	objs := []client.Object{&p}
+	objs := []client.Object{p}
 	for i := range nodes {
 		objs = append(objs, node(fmt.Sprintf("n%04d", i), map[string]string{"pool": "general"}))
 	}

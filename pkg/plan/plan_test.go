@@ -3,7 +3,6 @@ package plan
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -19,11 +18,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/pkg/scheme"
 )
 
@@ -50,11 +49,9 @@ func pdb(name, app string, allowed int32) *policyv1.PodDisruptionBudget {
 }
 
 func shippedPolicy(t *testing.T) *lullv1alpha1.DisruptionPolicy {
-	b, err := os.ReadFile("../../manifests/policy/default.yaml")
+	p, err := policy.Shipped()
 	require.NoError(t, err)
-	var p lullv1alpha1.DisruptionPolicy
-	require.NoError(t, yaml.UnmarshalStrict(b, &p))
-	return &p
+	return p
 }
 
 // preview runs Preview over objs. The fake clientset ignores field

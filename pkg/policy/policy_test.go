@@ -1,13 +1,11 @@
 package policy
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
@@ -91,11 +89,11 @@ func TestEffectiveMarksShadowedRules(t *testing.T) {
 
 // The shipped default policy says what the docs say it says.
 func TestShippedDefaultPolicy(t *testing.T) {
-	b, err := os.ReadFile("../../manifests/policy/default.yaml")
+	p, err := Shipped()
 	require.NoError(t, err)
-	var p lullv1alpha1.DisruptionPolicy
-	require.NoError(t, yaml.UnmarshalStrict(b, &p))
-	s := Merge([]lullv1alpha1.DisruptionPolicy{p})
+	require.Equal(t, ManagedBy, p.Annotations[ManagedByAnnotation])
+	require.Equal(t, ShippedName, p.Name)
+	s := Merge([]lullv1alpha1.DisruptionPolicy{*p})
 	for class, want := range map[string]lullv1alpha1.DisruptionAction{
 		"ssh-keys": lullv1alpha1.ActionNone, "registry-mirror": lullv1alpha1.ActionNone, "node-config": lullv1alpha1.ActionCordon,
 		"kernel-update": lullv1alpha1.ActionDrain, "kernel-livepatch": lullv1alpha1.ActionDrain, "hardware": lullv1alpha1.ActionDrain,
@@ -116,7 +114,7 @@ func TestShippedDefaultPolicy(t *testing.T) {
 		"chrony-config=RestartService:chronyd reboot-required=Drain+Reboot *=Drain+Reboot "+
 		"files:/etc/containerd/certs.d/**=None files:/etc/chrony.conf,/etc/chrony.d/**=RestartService:chronyd "+
 		"files:/etc/chrony/**=RestartService:chrony sshKeys:*=None units:*=DaemonReload+RestartService:<unit> "+
-		"kernelArguments:*=Drain+Reboot osImage=Drain+Reboot files:/**=Drain+Reboot", Summary(&p))
+		"kernelArguments:*=Drain+Reboot osImage=Drain+Reboot files:/**=Drain+Reboot", Summary(p))
 	// Changes, as the issue's shipped defaults say.
 	for _, tc := range []struct {
 		changes lullv1alpha1.Changes

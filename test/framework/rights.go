@@ -5,7 +5,7 @@ import "strings"
 // Right says whether Account may do Verb on Resource in Namespace
 // (cluster-scoped when empty). Resource is a resource, resource/subresource,
 // or resource/name for what lull's Roles grant by name (Leases,
-// ConfigMaps).
+// ConfigMaps, the shipped DisruptionPolicy).
 type Right struct {
 	Account, Verb, Resource, Namespace string
 	Want                               bool
@@ -20,7 +20,9 @@ const MaintainerAccount = "maintainer"
 // lull-system, or a member of lull:maintainers.
 func (r Right) CanI() []string {
 	resource, sub, _ := strings.Cut(r.Resource, "/")
-	if byName := strings.HasPrefix(resource, "leases") || resource == "configmaps"; byName && sub != "" {
+	byName := strings.HasPrefix(resource, "leases") || resource == "configmaps" ||
+		(strings.HasPrefix(resource, "disruptionpolicies") && sub != "status")
+	if byName && sub != "" {
 		resource, sub = resource+"/"+sub, ""
 	}
 	args := []string{"auth", "can-i", r.Verb, resource}
@@ -67,6 +69,11 @@ var Rights = []Right{
 	{"lull-drainer", "delete", "maintenancewindows.lull.dev", "", false},
 	{"lull-drainer", "update", "maintenancewindows.lull.dev/status", "", true}, // their state
 	{"lull-drainer", "update", "disruptionpolicies.lull.dev", "", false},
+	{"lull-drainer", "create", "disruptionpolicies.lull.dev", "", true},         // the shipped policy; the guard refuses it any other name
+	{"lull-drainer", "update", "disruptionpolicies.lull.dev/default", "", true}, // kept as shipped while annotated
+	{"lull-drainer", "patch", "disruptionpolicies.lull.dev/default", "", true},
+	{"lull-drainer", "update", "disruptionpolicies.lull.dev/site", "", false},
+	{"lull-drainer", "delete", "disruptionpolicies.lull.dev/default", "", false},
 	{"lull-drainer", "update", "disruptionpolicies.lull.dev/status", "", true},
 	{"lull-drainer", "update", "leases.coordination.k8s.io", "lull-leases", true}, // the node disruption leases
 	{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-leases", true},

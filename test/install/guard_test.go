@@ -442,6 +442,27 @@ func TestGuard(t *testing.T) {
 		})
 	})
 
+	// Issue 32: lull-drainer creates the policy it ships, and no other;
+	// it cannot give that policy a Force rule either.
+	t.Run("issue 32: the drainer writes only the shipped policy", func(t *testing.T) {
+		only := refusedBy("lull-disruptionpolicies", `lull-drainer may write only the DisruptionPolicy "default" it ships, not "site"`)
+		g.steps(t, []guardStep{
+			{name: "the policy guard is active (a dry run)", as: drainer, args: []string{"create", "--dry-run=server", "-f",
+				g.file("dp-site-probe.yaml", "apiVersion: lull.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: site}\nspec: {rules: [{name: r, class: c, action: Drain}]}\n")},
+				refused: only, eventually: true},
+			{name: "lull-drainer creates the shipped policy", as: drainer, args: []string{"create", "-f", g.file("dp-default.yaml", string(policy.ShippedYAML()))}},
+			{name: "and restores its spec", as: drainer, args: mergePatch("disruptionpolicy", "default", `{"spec":{"priority":-100}}`)},
+			{name: "but no Force rule in it", as: drainer, args: mergePatch("disruptionpolicy", "default",
+				`{"spec":{"rules":[{"name":"stuck","classPattern":"*","steps":[{"type":"Drain"}],"drain":{"timeout":"10m","escalation":"Force"}}]}}`),
+				refused: refusedBy("lull-disruptionpolicies", "drain.escalation is Force")},
+			{name: "nor any other policy", as: drainer, args: []string{"create", "-f", g.file("dp-site.yaml",
+				"apiVersion: lull.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: site}\nspec: {rules: [{name: r, class: c, action: Drain}]}\n")},
+				refused: only},
+			{name: "nor delete the shipped one", as: drainer, args: []string{"delete", "disruptionpolicy", "default"},
+				refused: []string{"forbidden"}},
+		})
+	})
+
 	// The default list of node-critical units is the planner's, which
 	// drains before restarting one (pkg/policy.NodeCriticalUnits).
 	t.Run("finding 6: critical units are the planner's", func(t *testing.T) {

@@ -168,6 +168,11 @@ func TestRelease(t *testing.T) {
 	if diff := cmp.Diff(want, inst); diff != "" {
 		t.Errorf("lull-install.yaml differs from manifests/install beyond the image tags (-kustomize +release):\n%s", diff)
 	}
+	// It installs in one command on an empty cluster, as docs/install.md
+	// says (a bare API server: objects stored and validated).
+	kubeconfig := apiServer(t)
+	run(t, nil, kubectl, "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", filepath.Join(dist, "lull-install.yaml"))
+	installed(t, kubeconfig)
 
 	// The chart: version and appVersion, and images at the release.
 	chart := filepath.Join(dist, "lull-9.8.7-test.1.tgz")

@@ -50,7 +50,6 @@ func TestChartDefaultsEqualKustomize(t *testing.T) {
 		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy/<nil>/lull-nodeconfigs",
 		"rbac.authorization.k8s.io/v1/Role/lull-configs/lull-maintainer",
 		"rbac.authorization.k8s.io/v1/Role/lull-configs/lull-agent",
-		"lull.dev/v1alpha1/DisruptionPolicy/<nil>/default",
 		"v1/ConfigMap/lull-system/lull-scheduler-config",
 		"apps/v1/Deployment/lull-system/lull-scheduler",
 		"apps/v1/Deployment/lull-system/lull-drainer",
@@ -213,7 +212,7 @@ drainer:
 	has("v1/Namespace/<nil>/lull")
 	has("v1/Namespace/<nil>/lull-leases")
 	hasNot("v1/Namespace/<nil>/lull-system")
-	hasNot("lull.dev/v1alpha1/DisruptionPolicy/<nil>/default")
+	hasNot("lull.dev/v1alpha1/DisruptionPolicy/<nil>/default") // the drainer's to create, never the chart's
 	has("rbac.authorization.k8s.io/v1/ClusterRole/<nil>/lull-drainer-force")
 	has("rbac.authorization.k8s.io/v1/Role/lull-leases/lull-scheduler")
 	has("rbac.authorization.k8s.io/v1/Role/lull-leases/lull-drainer")
@@ -304,7 +303,7 @@ drainer:
 		t.Errorf("drainer replicas %v", got)
 	}
 	args := get(t, dc0, "command").([]any)
-	for _, want := range []string{"--leader-elect=false", "--leader-election-namespace=lull", "--lease-namespace=lull-leases", "--budget-namespace=lull", "--nodes-without-window=Restrictive", "--allow-force=true"} {
+	for _, want := range []string{"--leader-elect=false", "--leader-election-namespace=lull", "--lease-namespace=lull-leases", "--budget-namespace=lull", "--nodes-without-window=Restrictive", "--allow-force=true", "--default-policy=false"} {
 		if !slices.Contains(args, any(want)) {
 			t.Errorf("drainer command lacks %s: %v", want, args)
 		}

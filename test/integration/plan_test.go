@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/pkg/policy"
 )
 
 // predict previews a request of class for nodes, with the options the
@@ -96,12 +95,10 @@ func (e *drainEnv) verifyStartedAt(p plan.Node) {
 
 func (e *drainEnv) installDefaultPolicy() {
 	e.t.Helper()
-	b, err := os.ReadFile("../../manifests/policy/default.yaml")
+	p, err := policy.Shipped()
 	require.NoError(e.t, err)
-	var p lullv1alpha1.DisruptionPolicy
-	require.NoError(e.t, yaml.UnmarshalStrict(b, &p))
-	require.NoError(e.t, e.c.Create(e.ctx, &p))
-	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), &p) })
+	require.NoError(e.t, e.c.Create(e.ctx, p))
+	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), p) })
 }
 
 // The shipped policy's actions, end to end: None completes at once with no
