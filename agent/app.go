@@ -81,8 +81,13 @@ func Run(args []string) int {
 	klog.InitFlags(fs)
 	var o Options
 	o.AddFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Println(version.Line("lull-agent"))
+		return 0
 	}
 	if o.Node == "" {
 		fmt.Fprintln(os.Stderr, "lull-agent: --node-name (or $NODE_NAME) is required")

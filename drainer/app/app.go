@@ -14,7 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -84,7 +88,7 @@ func Run(args []string) int {
 		return 2
 	}
 	if *showVersion {
-		fmt.Println("lull-drainer", version.Version)
+		fmt.Println(version.Line("lull-drainer"))
 		return 0
 	}
 	return run(o)
@@ -144,6 +148,11 @@ func run(o Options) int {
 	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
 	// Requests name the replica, so an API server audit log tells replicas apart.
 	cfg.UserAgent = fmt.Sprintf("lull-drainer/%s (%s)", version.Version, o.Maintenance.Identity)
+	lock, err := leaderLock(cfg, &o)
+	if err != nil {
+		logger.Error(err, "Creating the leader-election lock")
+		return 1
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  lullscheme.New(),
 		Metrics:                 serving.Metrics(o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir),
@@ -152,9 +161,12 @@ func run(o Options) int {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "lull-drainer",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		LeaseDuration:           &o.LeaseDuration,
-		RenewDeadline:           &o.RenewDeadline,
-		RetryPeriod:             &o.RetryPeriod,
+		// The lease names the replica (lull-drainer/<pod>), as the node
+		// leases do, not controller-runtime's hostname_uuid.
+		LeaderElectionResourceLockInterface: lock,
+		LeaseDuration:                       &o.LeaseDuration,
+		RenewDeadline:                       &o.RenewDeadline,
+		RetryPeriod:                         &o.RetryPeriod,
 		// Hand over quickly when the leader stops cleanly.
 		LeaderElectionReleaseOnCancel: true,
 		// Only the lease namespace's Leases and lull-agent's: every
@@ -198,6 +210,29 @@ func run(o Options) int {
 	}
 	_ = os.Stdout.Sync()
 	return 0
+}
+
+// leaderLock is the leader-election Lease lull-drainer in
+// --leader-election-namespace, held under the replica's identity (nil
+// without leader election). Its client times out within half the renew
+// deadline, as controller-runtime's own does, so one hung request does not
+// cost the leadership.
+func leaderLock(cfg *rest.Config, o *Options) (resourcelock.Interface, error) {
+	if !o.LeaderElect {
+		return nil, nil
+	}
+	lc := rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	lc.Timeout = max(o.RenewDeadline/2, time.Second)
+	core, err := corev1client.NewForConfig(lc)
+	if err != nil {
+		return nil, err
+	}
+	coord, err := coordinationv1client.NewForConfig(lc)
+	if err != nil {
+		return nil, err
+	}
+	return resourcelock.New(resourcelock.LeasesResourceLock, o.LeaderElectionNamespace, "lull-drainer", core, coord,
+		resourcelock.ResourceLockConfig{Identity: o.Maintenance.Identity})
 }
 
 // DefaultIdentity is this replica's holder identity: lull-drainer/ and the

@@ -268,7 +268,7 @@ func leaderLease(b *testing.B) *coordinationv1.Lease {
 }
 
 // describeLeader says which replica led the drain: the Lease's holder
-// (host_uuid, as controller-runtime names it), whether it changed, the
+// (the replica's identity, lull-drainer/<name>), whether it changed, the
 // replica whose metrics said it led before and after, and the replicas
 // that evicted (their user agents name them).
 func describeLeader(leading []string, before, after *coordinationv1.Lease, au *drainAudit) string {

@@ -274,14 +274,16 @@ func TestInstalledAsPods(t *testing.T) {
 			t.Logf("%s: %s on %s, ip %s, host pid %d", p.Name, p.Spec.Containers[0].Image, p.Spec.NodeName, p.Status.PodIP, pid)
 			podNames = append(podNames, p.Name)
 		}
-		// The leader's identity is its pod's host name.
+		// The leader's identity: lull-drainer/<pod>, as on node leases;
+		// kube-scheduler's is its pod's host name and a UUID.
 		poll(t, name+" leader elected", time.Minute, func(ctx context.Context) (bool, string) {
 			l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, name, metav1.GetOptions{})
 			if err != nil || l.Spec.HolderIdentity == nil {
 				return false, fmt.Sprint(err)
 			}
 			for _, p := range podNames {
-				if strings.HasPrefix(*l.Spec.HolderIdentity, p) {
+				if (name == "lull-drainer" && *l.Spec.HolderIdentity == "lull-drainer/"+p) ||
+					(name != "lull-drainer" && strings.HasPrefix(*l.Spec.HolderIdentity, p)) {
 					return true, ""
 				}
 			}
@@ -619,7 +621,7 @@ func TestUpgradeDrainerDuringDrain(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, p := range pods.Items {
-			if strings.HasPrefix(*l.Spec.HolderIdentity, p.Name) && p.Spec.Containers[0].Image == "lull.dev/lull-drainer:"+next {
+			if *l.Spec.HolderIdentity == "lull-drainer/"+p.Name && p.Spec.Containers[0].Image == "lull.dev/lull-drainer:"+next {
 				return true, ""
 			}
 		}
