@@ -13,7 +13,7 @@
 #        Packaging: helm (renders and packages charts/lull), krew (the
 #        release test installs kubectl-lull with it)
 #        Tests: prometheus (a real Prometheus whose alerts the e2e tests
-#        fire and clear)
+#        fire and clear), promtool (unit tests of lull's alert rules)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=versions.env
@@ -25,7 +25,7 @@ mkdir -p "$STAMPS" "$BIN/cni"
 ALL=(etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
      kubelet kube-proxy containerd runc cni-plugins)
 ALL+=(helm krew)   # packaging: chart rendering and packaging, release test
-ALL+=(prometheus)  # e2e: a real Prometheus evaluating alert rules
+ALL+=(prometheus promtool)  # e2e: a real Prometheus evaluating alert rules; unit tests of lull's rules
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${ALL[@]}")
 
@@ -60,7 +60,7 @@ version_of() {
     cni-plugins) echo "$CNI_PLUGINS_VERSION" ;;
     helm) echo "$HELM_VERSION" ;;
     krew) echo "$KREW_VERSION" ;;
-    prometheus) echo "$PROMETHEUS_VERSION" ;;
+    prometheus|promtool) echo "$PROMETHEUS_VERSION" ;;
     *) echo "build-binaries: unknown binary '$1' (known: ${ALL[*]})" >&2; return 1 ;;
   esac
 }
@@ -136,7 +136,7 @@ build_one() {
         cd "${ROOT}/hack/tools/krew" && go build -trimpath \
           -ldflags="-s -w -X sigs.k8s.io/krew/internal/version.gitTag=${KREW_VERSION}" \
           -o "$out.tmp" sigs.k8s.io/krew/cmd/krew ;;
-      prometheus)
+      prometheus|promtool)
         # Prometheus 3.x is published as module versions v0.3XX.Y (3.XX.Y);
         # its go.mod has no replace directives: install it by version,
         # outside lull's modules. Without the builtinassets tag the web UI
@@ -146,8 +146,8 @@ build_one() {
         tmpbin=$(mktemp -d)
         GOBIN="$tmpbin" GOFLAGS=-trimpath go install \
           -ldflags="-s -w -X github.com/prometheus/common/version.Version=${pv} -X github.com/prometheus/common/version.Branch=${PROMETHEUS_VERSION}" \
-          "github.com/prometheus/prometheus/cmd/prometheus@${PROMETHEUS_VERSION}"
-        mv "$tmpbin/prometheus" "$out.tmp" && rmdir "$tmpbin" ;;
+          "github.com/prometheus/prometheus/cmd/${name}@${PROMETHEUS_VERSION}"
+        mv "$tmpbin/${name}" "$out.tmp" && rmdir "$tmpbin" ;;
       *)
         cd "$ROOT" && go build -trimpath -ldflags="$(kube_ldflags)" -o "$out.tmp" "k8s.io/kubernetes/cmd/${name}" ;;
     esac

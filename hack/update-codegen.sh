@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates deepcopy functions (api/, plugins/) and CRD manifests (api/)
 # with the pinned controller-gen, and what is derived from the CRDs: the
-# kustomization manifests/crds/Kustomization (used by manifests/install) and
-# the Helm chart's copies in charts/lull/crds.
+# kustomization manifests/crds/Kustomization (used by manifests/install),
+# the Helm chart's copies in charts/lull/crds, and the chart's copies of the
+# monitoring files (manifests/monitoring: alert rules, dashboard) in
+# charts/lull/files/monitoring.
 #
 #   hack/update-codegen.sh            regenerate in place
 #   hack/update-codegen.sh --verify   fail if the committed output is stale
@@ -16,7 +18,9 @@ generate() { # $1: module root to generate in
    "$CG" object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./plugins/... \
          crd paths=./api/... output:crd:dir=manifests/crds && \
    crd_kustomization >manifests/crds/Kustomization && \
-   rm -rf charts/lull/crds && mkdir -p charts/lull/crds && cp manifests/crds/*.yaml charts/lull/crds/)
+   rm -rf charts/lull/crds && mkdir -p charts/lull/crds && cp manifests/crds/*.yaml charts/lull/crds/ && \
+   rm -rf charts/lull/files/monitoring && mkdir -p charts/lull/files/monitoring && \
+   cp manifests/monitoring/rules.yaml manifests/monitoring/dashboard.json charts/lull/files/monitoring/)
 }
 
 # The CRDs as a kustomization. Named "Kustomization" (a name kustomize
@@ -32,7 +36,8 @@ crd_kustomization() { # run in the root
 
 generated() { # $1: root; lists generated files relative to it
   (cd "$1" && find api plugins -name 'zz_generated.deepcopy.go' | sort; find manifests/crds -type f | sort
-   if [[ -d charts/lull/crds ]]; then find charts/lull/crds -type f | sort; fi)
+   if [[ -d charts/lull/crds ]]; then find charts/lull/crds -type f | sort; fi
+   if [[ -d charts/lull/files/monitoring ]]; then find charts/lull/files/monitoring -type f | sort; fi)
 }
 
 if [[ "${1:-}" == "--verify" ]]; then
@@ -54,4 +59,4 @@ if [[ "${1:-}" == "--verify" ]]; then
 fi
 
 generate "$ROOT"
-echo "generated deepcopy functions, manifests/crds and charts/lull/crds"
+echo "generated deepcopy functions, manifests/crds, charts/lull/crds and charts/lull/files/monitoring"

@@ -18,6 +18,8 @@ var (
 		"1 when the last scrape could not read the NodeMaintenances, so lull_maintenance_nodes and lull_maintenance_blocked_pods are missing from it; else 0.", nil, nil)
 	blockedPodsDesc = prometheus.NewDesc("lull_maintenance_blocked_pods",
 		"Pods whose eviction a PodDisruptionBudget refuses, per node under maintenance.", []string{"node", "poddisruptionbudget"}, nil)
+	disruptingDesc = prometheus.NewDesc("lull_maintenance_disrupting_seconds",
+		"Seconds since lull started disrupting the node (took its lease and budget slot), per node whose request is cordoning, draining, drained, acting or powered off, with the phase.", []string{"node", "phase"}, nil)
 )
 
 // Metrics are the controller's metrics. Gauges are read from the cache at
@@ -31,6 +33,8 @@ type Metrics struct {
 	// ForeignUncordons counts cordons someone else removed from a node
 	// lull holds (and lull restored).
 	ForeignUncordons prometheus.Counter
+	// Now is the scrape's time (time.Now when nil).
+	Now func() time.Time
 }
 
 // NewMetrics returns the metrics; register them with Register.
@@ -76,6 +80,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nodesDesc
 	ch <- blockedPodsDesc
 	ch <- gaugesErrorDesc
+	ch <- disruptingDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -91,6 +96,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(gaugesErrorDesc, prometheus.GaugeValue, 0)
+	now := time.Now()
+	if m.Now != nil {
+		now = m.Now()
+	}
 	perPhase := map[lullv1alpha1.MaintenancePhase]int{}
 	for _, p := range lullv1alpha1.Phases {
 		perPhase[p] = 0
@@ -101,6 +110,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			p = lullv1alpha1.PhasePending
 		}
 		perPhase[p]++
+		if p.Disrupting() && nm.Status.StartedAt != nil {
+			ch <- prometheus.MustNewConstMetric(disruptingDesc, prometheus.GaugeValue, now.Sub(nm.Status.StartedAt.Time).Seconds(), nm.Spec.NodeName, string(p))
+		}
 		for _, b := range nm.Status.Blockers {
 			ch <- prometheus.MustNewConstMetric(blockedPodsDesc, prometheus.GaugeValue, float64(len(b.Pods)), nm.Spec.NodeName, b.PodDisruptionBudget)
 		}

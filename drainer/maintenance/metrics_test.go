@@ -3,10 +3,14 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -52,4 +56,30 @@ func TestMetricsScrapeSaysWhyGaugesAreMissing(t *testing.T) {
 	require.Equal(t, []float64{1}, got["lull_maintenance_gauges_error"])
 	require.NotContains(t, got, "lull_maintenance_nodes")
 	require.Equal(t, []float64{1}, got["lull_evictions_total"], "the other metrics still go out")
+}
+
+// lull_maintenance_disrupting_seconds: how long lull has held each node it
+// is disrupting, with its phase; waiting and finished requests have none.
+func TestDisruptingSeconds(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	nm := func(name string, p lullv1alpha1.MaintenancePhase, started *time.Time) *lullv1alpha1.NodeMaintenance {
+		n := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: name},
+			Status: lullv1alpha1.NodeMaintenanceStatus{Phase: p}}
+		if started != nil {
+			n.Status.StartedAt = &metav1.Time{Time: *started}
+		}
+		return n
+	}
+	started := t0.Add(-90 * time.Minute)
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		nm("n1", lullv1alpha1.PhaseDraining, &started), nm("n2", lullv1alpha1.PhaseWaitingForBudget, nil),
+		nm("n3", lullv1alpha1.PhaseCompleted, &started)).Build()
+	m := NewMetrics(c)
+	m.Now = func() time.Time { return t0 }
+	want := `
+# HELP lull_maintenance_disrupting_seconds Seconds since lull started disrupting the node (took its lease and budget slot), per node whose request is cordoning, draining, drained, acting or powered off, with the phase.
+# TYPE lull_maintenance_disrupting_seconds gauge
+lull_maintenance_disrupting_seconds{node="n1",phase="Draining"} 5400
+`
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want), "lull_maintenance_disrupting_seconds"))
 }

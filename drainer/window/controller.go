@@ -148,6 +148,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	counts, selErr := r.countSelected(ctx, &mw)
 	status.SelectedNodes, status.NodesInMaintenance, status.NodesWaiting = counts.selected, counts.inMaintenance, counts.waiting
 	r.Metrics.SetWaiting(mw.Name, counts.waiting)
+	if maxUnavailable, err := budget.MaxUnavailable(&mw, int(counts.selected)); err == nil {
+		r.Metrics.SetBudget(mw.Name, int(counts.inMaintenance), maxUnavailable)
+	}
 	setStatus(status, mw.Generation, w, res, now, selErr)
 	if msg, frozen := budget.Frozen([]*lullv1alpha1.MaintenanceWindow{&mw}); frozen {
 		// The schedule may permit, but the budget lets no node start:

@@ -157,3 +157,19 @@ lull_window_gate_holding{gate="recovery",reason="Recovered",window="wave"} 0
 	c.Forget("wave")
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(""), "lull_window_gate_holding"))
 }
+
+// lull_window_nodes_disrupting and lull_window_max_unavailable: a window's
+// budget in use and its size.
+func TestBudgetMetrics(t *testing.T) {
+	c := NewCollector(clocktesting.NewFakeClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)))
+	c.SetBudget("weekend", 1, 2)
+	want := `
+# HELP lull_window_max_unavailable How many of the window's nodes lull may disrupt at once (maxUnavailable resolved against the selected nodes; 0: frozen).
+# TYPE lull_window_max_unavailable gauge
+lull_window_max_unavailable{window="weekend"} 2
+# HELP lull_window_nodes_disrupting Nodes selected by the window that lull is disrupting now (cordoned, draining, acting): the budget slots in use.
+# TYPE lull_window_nodes_disrupting gauge
+lull_window_nodes_disrupting{window="weekend"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "lull_window_nodes_disrupting", "lull_window_max_unavailable"))
+}

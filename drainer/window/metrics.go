@@ -19,6 +19,12 @@ var (
 	gateHoldingDesc = prometheus.NewDesc("lull_window_gate_holding",
 		"1 while the window's health gate (alerts, recovery) holds its nodes from starting, with the reason (AlertsFiring, AlertsUnknown, Settling, NodeUnwell, ...); 0 while it passes. Blocking pods are judged node by node: see lull_maintenance_nodes{phase=\"WaitingForGates\"}.",
 		[]string{"window", "gate", "reason"}, nil)
+	nodesDisruptingDesc = prometheus.NewDesc("lull_window_nodes_disrupting",
+		"Nodes selected by the window that lull is disrupting now (cordoned, draining, acting): the budget slots in use.",
+		[]string{"window"}, nil)
+	maxUnavailableDesc = prometheus.NewDesc("lull_window_max_unavailable",
+		"How many of the window's nodes lull may disrupt at once (maxUnavailable resolved against the selected nodes; 0: frozen).",
+		[]string{"window"}, nil)
 	nodesWaitingDesc = prometheus.NewDesc("lull_window_nodes_waiting",
 		"Nodes selected by the window whose maintenance request waits (for the window, the budget or the lease).",
 		[]string{"window"}, nil)
@@ -32,6 +38,7 @@ type Collector struct {
 	ws      map[string]*engine.Window
 	waiting map[string]int32
 	gates   map[string][]GateState
+	budgets map[string][2]int // disrupting, maxUnavailable
 }
 
 // GateState is what one of a window's health gates says.
@@ -42,7 +49,7 @@ type GateState struct {
 
 // NewCollector returns a Collector using clk.
 func NewCollector(clk clock.PassiveClock) *Collector {
-	return &Collector{Clock: clk, ws: map[string]*engine.Window{}, waiting: map[string]int32{}, gates: map[string][]GateState{}}
+	return &Collector{Clock: clk, ws: map[string]*engine.Window{}, waiting: map[string]int32{}, gates: map[string][]GateState{}, budgets: map[string][2]int{}}
 }
 
 // Set records the compiled window for name.
@@ -65,6 +72,17 @@ func (c *Collector) SetWaiting(name string, n int32) {
 	c.waiting[name] = n
 }
 
+// SetBudget records how many of the window's nodes lull disrupts and how
+// many it may.
+func (c *Collector) SetBudget(name string, disrupting, maxUnavailable int) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.budgets[name] = [2]int{disrupting, maxUnavailable}
+}
+
 // SetGates records what the window's health gates say.
 func (c *Collector) SetGates(name string, gates []GateState) {
 	if c == nil {
@@ -85,6 +103,7 @@ func (c *Collector) Forget(name string) {
 	delete(c.ws, name)
 	delete(c.waiting, name)
 	delete(c.gates, name)
+	delete(c.budgets, name)
 }
 
 // Describe implements prometheus.Collector.
@@ -93,6 +112,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- permittedRemainingDesc
 	ch <- nodesWaitingDesc
 	ch <- gateHoldingDesc
+	ch <- nodesDisruptingDesc
+	ch <- maxUnavailableDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -105,6 +126,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(secondsUntilPermittedDesc, prometheus.GaugeValue, res.SecondsUntilPermitted(now), name)
 		ch <- prometheus.MustNewConstMetric(permittedRemainingDesc, prometheus.GaugeValue, res.SecondsRemaining(now), name)
 		ch <- prometheus.MustNewConstMetric(nodesWaitingDesc, prometheus.GaugeValue, float64(c.waiting[name]), name)
+	}
+	for name, b := range c.budgets {
+		ch <- prometheus.MustNewConstMetric(nodesDisruptingDesc, prometheus.GaugeValue, float64(b[0]), name)
+		ch <- prometheus.MustNewConstMetric(maxUnavailableDesc, prometheus.GaugeValue, float64(b[1]), name)
 	}
 	for name, gates := range c.gates {
 		for _, g := range gates {
