@@ -9,12 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -213,6 +211,7 @@ func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceW
 			last, settling.Message = until, msg
 		}
 	}
+	cl := &clusterView{r: r}
 	for i := range nms {
 		nm := &nms[i]
 		p := nm.Status.Phase
@@ -227,7 +226,7 @@ func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceW
 			finished = c.Time
 		}
 		settled := finished.Add(settle)
-		h, err := nodeHealth(ctx, r, nm, finished, settle, now)
+		h, err := nodeHealth(ctx, cl, nm, finished, settle, now)
 		switch {
 		case err != nil:
 			return HealthVerdict{}, err
@@ -266,21 +265,58 @@ type health struct {
 	wellSince time.Time
 }
 
+// clusterView reads the nodes and budgets the recovery gate judges, each
+// kind listed once per judgement (read-only, not copied: lull-drainer's
+// cache holds thousands of nodes, and one Get each copied every node of a
+// finished wave for every held request).
+type clusterView struct {
+	r     client.Reader
+	nodes map[string]*corev1.Node
+	pdbs  map[string]*policyv1.PodDisruptionBudget
+}
+
+func (v *clusterView) node(ctx context.Context, name string) (*corev1.Node, error) {
+	if v.nodes == nil {
+		var list corev1.NodeList
+		if err := v.r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing nodes for the recovery gate: %w", err)
+		}
+		v.nodes = make(map[string]*corev1.Node, len(list.Items))
+		for i := range list.Items {
+			v.nodes[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	return v.nodes[name], nil
+}
+
+func (v *clusterView) pdb(ctx context.Context, id string) (*policyv1.PodDisruptionBudget, error) {
+	if v.pdbs == nil {
+		var list policyv1.PodDisruptionBudgetList
+		if err := v.r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing PodDisruptionBudgets for the recovery gate: %w", err)
+		}
+		v.pdbs = make(map[string]*policyv1.PodDisruptionBudget, len(list.Items))
+		for i := range list.Items {
+			v.pdbs[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	return v.pdbs[id], nil
+}
+
 // nodeHealth judges one finished node by its Ready condition and the
 // budgets of the pods lull evicted from it.
-func nodeHealth(ctx context.Context, r client.Reader, nm *lullv1alpha1.NodeMaintenance, finished time.Time, settle time.Duration, now time.Time) (health, error) {
+func nodeHealth(ctx context.Context, cl *clusterView, nm *lullv1alpha1.NodeMaintenance, finished time.Time, settle time.Duration, now time.Time) (health, error) {
 	h := health{wellSince: finished}
 	settled := finished.Add(settle)
 	var wrong, short []string
-	var node corev1.Node
-	err := r.Get(ctx, types.NamespacedName{Name: nm.Spec.NodeName}, &node)
+	node, err := cl.node(ctx, nm.Spec.NodeName)
 	switch {
-	case apierrors.IsNotFound(err):
-		return h, nil // the node is gone: nothing to wait for
 	case err != nil:
-		return h, fmt.Errorf("reading node %s for the recovery gate: %w", nm.Spec.NodeName, err)
+		return h, err
+	case node == nil:
+		return h, nil // the node is gone: nothing to wait for
 	}
-	ready := nodeReady(&node)
+	ready := nodeReady(node)
 	switch {
 	case ready == nil:
 		wrong = append(wrong, "its Ready condition is missing")
@@ -293,16 +329,12 @@ func nodeHealth(ctx context.Context, r client.Reader, nm *lullv1alpha1.NodeMaint
 		h.wellSince = ready.LastTransitionTime.Time
 	}
 	for _, id := range nm.Status.PodDisruptionBudgets {
-		ns, name, ok := strings.Cut(id, "/")
-		if !ok {
-			continue
+		pdb, err := cl.pdb(ctx, id)
+		if err != nil {
+			return h, err
 		}
-		var pdb policyv1.PodDisruptionBudget
-		if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &pdb); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // deleted since: it no longer speaks for the workload
-			}
-			return h, fmt.Errorf("reading PodDisruptionBudget %s for the recovery gate: %w", id, err)
+		if pdb == nil {
+			continue // deleted since: it no longer speaks for the workload
 		}
 		allowed := meta.FindStatusCondition(pdb.Status.Conditions, policyv1.DisruptionAllowedCondition)
 		if pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.CurrentHealthy >= pdb.Status.DesiredHealthy {

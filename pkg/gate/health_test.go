@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -236,4 +237,64 @@ func TestHealthGateOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, v.Start(), "work already started is never held")
 	require.Equal(t, []string{"budget", "lease"}, []string(c))
+}
+
+// BenchmarkRecovery5000 judges a window's recovery gate over 5,000
+// finished requests (every node of a finished wave, half of them the
+// window's), as each held request does when it looks again; beside it,
+// the same with 500, to show how the cost grows.
+func BenchmarkRecovery5000(b *testing.B) {
+	for _, n := range []int{500, 5000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			w := gated(lullv1alpha1.Gates{Recovery: &lullv1alpha1.RecoveryGate{}})
+			var objs []client.Object
+			var nms []lullv1alpha1.NodeMaintenance
+			for i := range n {
+				name := fmt.Sprintf("n%04d", i)
+				windows := []string{"other"}
+				if i%2 == 0 {
+					windows = []string{"wave"}
+				}
+				nms = append(nms, finished(name, t0.Add(-time.Hour), windows, "apps/web"))
+				objs = append(objs, readyNode(name, corev1.ConditionTrue, t0.Add(-2*time.Hour)))
+			}
+			objs = append(objs, pdb("web", 3, 2, metav1.ConditionTrue, t0.Add(-2*time.Hour)))
+			// As lull-drainer's cache serves a list without copies
+			// (UnsafeDisableDeepCopy): the gate's own cost, not a fake
+			// client's JSON round trips.
+			r := &listReader{}
+			for _, o := range objs {
+				switch o := o.(type) {
+				case *corev1.Node:
+					r.nodes = append(r.nodes, *o)
+				case *policyv1.PodDisruptionBudget:
+					r.pdbs = append(r.pdbs, *o)
+				}
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				v, err := Recovery(context.Background(), r, w, nms, "", t0)
+				if err != nil || v.Hold {
+					b.Fatal(v, err)
+				}
+			}
+		})
+	}
+}
+
+// listReader lists nodes and budgets from memory without copying them.
+type listReader struct {
+	client.Reader
+	nodes []corev1.Node
+	pdbs  []policyv1.PodDisruptionBudget
+}
+
+func (r *listReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	switch l := list.(type) {
+	case *corev1.NodeList:
+		l.Items = r.nodes
+	case *policyv1.PodDisruptionBudgetList:
+		l.Items = r.pdbs
+	}
+	return nil
 }
