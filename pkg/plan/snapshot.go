@@ -65,6 +65,13 @@ func (r *snapshotReader) List(ctx context.Context, list client.ObjectList, opts 
 		}
 		return nil
 	case *corev1.NodeList:
+		// Uncopied when asked, as the drainer's cache serves it: the
+		// recovery gate lists every node for each node previewed.
+		shared := lo.UnsafeDisableDeepCopy != nil && *lo.UnsafeDisableDeepCopy
+		if shared && lo.LabelSelector == nil {
+			l.Items = r.cl.Nodes
+			return nil
+		}
 		l.Items = nil
 		for i := range r.cl.Nodes {
 			n := &r.cl.Nodes[i]
@@ -84,6 +91,10 @@ func (r *snapshotReader) List(ctx context.Context, list client.ObjectList, opts 
 				return err
 			}
 			r.pdbs[lo.Namespace] = got
+		}
+		if lo.UnsafeDisableDeepCopy != nil && *lo.UnsafeDisableDeepCopy {
+			l.Items = got.Items
+			return nil
 		}
 		got.DeepCopyInto(l)
 		return nil
