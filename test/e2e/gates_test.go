@@ -43,15 +43,7 @@ func heldBy(reason string) func(*lullv1alpha1.NodeMaintenance) bool {
 func (e *sysEnv) gatedWave(pool string, n int, gates *lullv1alpha1.Gates) ([]string, *invariants) {
 	e.t.Helper()
 	nodes := e.pickNodes(pool, n+1)[:n]
-	e.window(&lullv1alpha1.MaintenanceWindow{
-		ObjectMeta: metav1.ObjectMeta{Name: pool},
-		Spec: lullv1alpha1.MaintenanceWindowSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
-			Strategy:       lullv1alpha1.StrategyPermissive,
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Gates:          gates,
-		},
-	})
+	e.gatedWindow(pool, gates)
 	if n > 1 {
 		cluster.GuardedApp(e.t, pool, 2*int32(n), policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 			func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"pool": pool} })

@@ -98,7 +98,10 @@ func (e *sysEnv) editWindow(name string, edit func(*lullv1alpha1.MaintenanceWind
 
 // oneAtATimeWindow creates the always-open window pool for the nodes
 // labelled pool=<pool> (pickNodes), with maxUnavailable 1.
-func (e *sysEnv) oneAtATimeWindow(pool string) {
+func (e *sysEnv) oneAtATimeWindow(pool string) { e.gatedWindow(pool, nil) }
+
+// gatedWindow is oneAtATimeWindow with health gates.
+func (e *sysEnv) gatedWindow(pool string, gates *lullv1alpha1.Gates) {
 	e.t.Helper()
 	e.window(&lullv1alpha1.MaintenanceWindow{
 		ObjectMeta: metav1.ObjectMeta{Name: pool},
@@ -106,6 +109,7 @@ func (e *sysEnv) oneAtATimeWindow(pool string) {
 			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
 			Strategy:       lullv1alpha1.StrategyPermissive,
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Gates:          gates,
 		},
 	})
 }
