@@ -13,10 +13,10 @@ resources:
 - $(realpath --relative-to="$dir" "$base")
 images:
 - name: lull.dev/lull-scheduler
-  newTag: ${tag}
+  newTag: "${tag}"
 - name: lull.dev/lull-drainer
-  newTag: ${tag}
+  newTag: "${tag}"
 - name: lull.dev/lull-agent
-  newTag: ${tag}
+  newTag: "${tag}"
 KUST
 }
