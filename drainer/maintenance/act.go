@@ -15,6 +15,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/pkg/gate"
 	"lull.dev/lull/pkg/policy"
 )
 
@@ -222,12 +223,8 @@ func (s *step) endAction(a *lullv1alpha1.ActionStatus, state lullv1alpha1.Action
 }
 
 func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	c := gate.ReadyCondition(n)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // nextAction is the first step not done; nil when all are.

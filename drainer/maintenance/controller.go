@@ -46,6 +46,7 @@ import (
 	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/gate"
 	"lull.dev/lull/pkg/settings"
 )
 
@@ -220,15 +221,11 @@ func nodeChanged(label string) predicate.Funcs {
 	}
 }
 
-// budgetGrew passes PodDisruptionBudget updates that allow more
-// disruptions than before.
 // readyChanged passes node updates whose Ready condition changed status.
 func readyChanged() predicate.Funcs {
 	ready := func(n *corev1.Node) corev1.ConditionStatus {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status
-			}
+		if c := gate.ReadyCondition(n); c != nil {
+			return c.Status
 		}
 		return corev1.ConditionUnknown
 	}
@@ -260,6 +257,8 @@ func healthChanged() predicate.Funcs {
 	}
 }
 
+// budgetGrew passes PodDisruptionBudget updates that allow more
+// disruptions than before.
 func budgetGrew() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },

@@ -145,7 +145,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	status := mw.Status.DeepCopy()
 	status.ObservedGeneration = mw.Generation
-	counts, selErr := r.countSelected(ctx, &mw)
+	// The requests are read once, for the counts and the recovery gate:
+	// the cache's objects, not copies (a wave's 1,000 requests copied for
+	// every window on every count was half of the drainer's CPU).
+	var nms lullv1alpha1.NodeMaintenanceList
+	if err := r.Client.List(ctx, &nms, client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing NodeMaintenances: %w", err)
+	}
+	counts, selErr := r.countSelected(ctx, &mw, nms.Items)
 	status.SelectedNodes, status.NodesInMaintenance, status.NodesWaiting = counts.selected, counts.inMaintenance, counts.waiting
 	r.Metrics.SetWaiting(mw.Name, counts.waiting)
 	if maxUnavailable, err := budget.MaxUnavailable(&mw, int(counts.selected)); err == nil {
@@ -160,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
-	gatesAgain := r.gates(ctx, &mw, status, now)
+	gatesAgain := r.gates(ctx, &mw, nms.Items, status, now)
 	r.Metrics.SetGates(mw.Name, gateStates(&mw, status, now))
 
 	if !equality.Semantic.DeepEqual(&mw.Status, status) {
@@ -189,7 +196,7 @@ type nodeCounts struct{ selected, inMaintenance, waiting int32 }
 
 // countSelected counts the window's nodes, and among them those lull is
 // disrupting and those whose maintenance request waits.
-func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow) (nodeCounts, error) {
+func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow, nms []lullv1alpha1.NodeMaintenance) (nodeCounts, error) {
 	var c nodeCounts
 	sel := labels.Everything()
 	if mw.Spec.NodeSelector != nil {
@@ -199,23 +206,17 @@ func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.Mainten
 		}
 		sel = s
 	}
-	// Both lists are only read: the cache's objects, not copies (a wave's
-	// 1,000 requests copied for every window on every count was half of
-	// the drainer's CPU).
+	// Only read: the cache's objects, not copies.
 	var nodes corev1.NodeList
 	if err := r.Client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return c, fmt.Errorf("listing nodes: %w", err)
 	}
 	c.selected = int32(len(nodes.Items))
-	var nms lullv1alpha1.NodeMaintenanceList
-	if err := r.Client.List(ctx, &nms, client.UnsafeDisableDeepCopy); err != nil {
-		return c, fmt.Errorf("listing NodeMaintenances: %w", err)
-	}
 	selected := make(map[string]bool, len(nodes.Items))
 	for _, n := range nodes.Items {
 		selected[n.Name] = true
 	}
-	for _, nm := range nms.Items {
+	for _, nm := range nms {
 		if !selected[nm.Spec.NodeName] {
 			continue
 		}

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/alerts"
@@ -28,7 +27,7 @@ const maxFiringListed = 10
 // alerts gate's server when a period has passed (or the spec changed)
 // and judges the recovery gate. It returns when to look again (0: no
 // gate needs it).
-func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow, status *lullv1alpha1.MaintenanceWindowStatus, now time.Time) time.Duration {
+func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow, nms []lullv1alpha1.NodeMaintenance, status *lullv1alpha1.MaintenanceWindowStatus, now time.Time) time.Duration {
 	var g lullv1alpha1.Gates
 	if mw.Spec.Gates != nil {
 		g = *mw.Spec.Gates
@@ -53,7 +52,8 @@ func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWind
 	if g.Recovery == nil {
 		meta.RemoveStatusCondition(&status.Conditions, lullv1alpha1.WindowConditionRecovered)
 	} else {
-		v, err := r.recovery(ctx, mw, now)
+		// As the drainer's gate judges it (pkg/gate), for the window as a whole.
+		v, err := gate.Recovery(ctx, r.Client, mw, nms, "", now)
 		cond := metav1.Condition{Type: lullv1alpha1.WindowConditionRecovered, Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message}
 		switch {
 		case err != nil:
@@ -78,11 +78,11 @@ func gateStates(mw *lullv1alpha1.MaintenanceWindow, status *lullv1alpha1.Mainten
 	if mw.Spec.Gates == nil {
 		return nil
 	}
-	judged := mw.DeepCopy()
+	judged := *mw // read only: the spec shared, the status to judge
 	judged.Status = *status
 	var out []GateState
 	if mw.Spec.Gates.Alerts != nil {
-		v := gate.Alerts(judged, now)
+		v := gate.Alerts(&judged, now)
 		out = append(out, GateState{Gate: "alerts", Reason: v.Reason, Holds: v.Hold})
 	}
 	if mw.Spec.Gates.Recovery != nil {
@@ -91,16 +91,6 @@ func gateStates(mw *lullv1alpha1.MaintenanceWindow, status *lullv1alpha1.Mainten
 		}
 	}
 	return out
-}
-
-// recovery judges the window's recovery gate as the drainer's gate does
-// (pkg/gate), for the window as a whole.
-func (r *Reconciler) recovery(ctx context.Context, mw *lullv1alpha1.MaintenanceWindow, now time.Time) (gate.HealthVerdict, error) {
-	var nms lullv1alpha1.NodeMaintenanceList
-	if err := r.Client.List(ctx, &nms, client.UnsafeDisableDeepCopy); err != nil {
-		return gate.HealthVerdict{}, fmt.Errorf("listing NodeMaintenances: %w", err)
-	}
-	return gate.Recovery(ctx, r.Client, mw, nms.Items, "", now)
 }
 
 // askAlerts asks the alerts gate's server and records the answer: the

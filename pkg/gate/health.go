@@ -48,8 +48,6 @@ const staleAlertPeriods = 3
 type HealthVerdict struct {
 	// Hold is true while a gate keeps the node from starting.
 	Hold bool
-	// Window whose gate holds.
-	Window string
 	// Reason and Message say why.
 	Reason, Message string
 	// RetryAfter is when the answer may change by itself.
@@ -79,8 +77,8 @@ func PodsFromAPI(kube kubernetes.Interface) func(ctx context.Context, node strin
 	}
 }
 
-// HasGates reports whether any of the windows has a gate.
-func HasGates(ws []*lullv1alpha1.MaintenanceWindow) bool {
+// hasGates reports whether any of the windows has a gate.
+func hasGates(ws []*lullv1alpha1.MaintenanceWindow) bool {
 	for _, w := range ws {
 		if g := w.Spec.Gates; g != nil && (g.Alerts != nil || len(g.BlockingPods) > 0 || g.Recovery != nil) {
 			return true
@@ -91,8 +89,12 @@ func HasGates(ws []*lullv1alpha1.MaintenanceWindow) bool {
 
 // CheckHealth runs the gates of the node's windows, window by window in
 // name order, alerts, then blocking pods, then recovery; the first that
-// holds answers. An error (a read that failed) decides nothing.
+// holds answers. Windows without gates give the zero verdict (no reason:
+// nothing to show). An error (a read that failed) decides nothing.
 func CheckHealth(ctx context.Context, src HealthSource, ws []*lullv1alpha1.MaintenanceWindow, node string, now time.Time) (HealthVerdict, error) {
+	if !hasGates(ws) {
+		return HealthVerdict{}, nil
+	}
 	ws = slices.Clone(ws)
 	slices.SortFunc(ws, func(a, b *lullv1alpha1.MaintenanceWindow) int { return strings.Compare(a.Name, b.Name) })
 	var nms *lullv1alpha1.NodeMaintenanceList // read once, for the first recovery gate
@@ -136,7 +138,7 @@ func CheckHealth(ctx context.Context, src HealthSource, ws []*lullv1alpha1.Maint
 func Alerts(w *lullv1alpha1.MaintenanceWindow, now time.Time) HealthVerdict {
 	g := w.Spec.Gates.Alerts
 	hold := func(reason, msg string) HealthVerdict {
-		return HealthVerdict{Hold: true, Window: w.Name, Reason: reason, Message: fmt.Sprintf("window %s's alerts gate: %s", w.Name, msg), RetryAfter: g.AlertsPeriod()}
+		return HealthVerdict{Hold: true, Reason: reason, Message: fmt.Sprintf("window %s's alerts gate: %s", w.Name, msg), RetryAfter: g.AlertsPeriod()}
 	}
 	c := meta.FindStatusCondition(w.Status.Conditions, lullv1alpha1.WindowConditionAlertsQuiet)
 	switch {
@@ -148,7 +150,7 @@ func Alerts(w *lullv1alpha1.MaintenanceWindow, now time.Time) HealthVerdict {
 	case c.Status != metav1.ConditionTrue:
 		return hold(c.Reason, c.Message)
 	}
-	return HealthVerdict{Window: w.Name, Reason: ReasonAlertsQuiet, Message: c.Message}
+	return HealthVerdict{Reason: ReasonAlertsQuiet, Message: c.Message}
 }
 
 // blockingPods holds while a pod matching one of the window's selectors
@@ -158,7 +160,7 @@ func blockingPods(ctx context.Context, src HealthSource, w *lullv1alpha1.Mainten
 	for i := range w.Spec.Gates.BlockingPods {
 		sel, err := metav1.LabelSelectorAsSelector(&w.Spec.Gates.BlockingPods[i])
 		if err != nil {
-			return HealthVerdict{Hold: true, Window: w.Name, Reason: ReasonBlockingPods, RetryAfter: healthRetry,
+			return HealthVerdict{Hold: true, Reason: ReasonBlockingPods, RetryAfter: healthRetry,
 				Message: fmt.Sprintf("window %s's blockingPods[%d] is not a valid selector (%v): fix it; until then no node of the window starts", w.Name, i, err)}, nil
 		}
 		pods, err := src.Pods(ctx, node, sel)
@@ -178,7 +180,7 @@ func blockingPods(ctx context.Context, src HealthSource, w *lullv1alpha1.Mainten
 		return HealthVerdict{}, nil
 	}
 	slices.Sort(found)
-	return HealthVerdict{Hold: true, Window: w.Name, Reason: ReasonBlockingPods, RetryAfter: healthRetry,
+	return HealthVerdict{Hold: true, Reason: ReasonBlockingPods, RetryAfter: healthRetry,
 		Message: fmt.Sprintf("window %s's blockingPods: %s run on node %s", w.Name, listSome(found, 5), node)}, nil
 }
 
@@ -204,7 +206,7 @@ func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceW
 	var last time.Time
 	wait := func(until time.Time, retry time.Duration, msg string) {
 		if settling == nil {
-			settling = &HealthVerdict{Hold: true, Window: w.Name, Reason: ReasonSettling, RetryAfter: retry}
+			settling = &HealthVerdict{Hold: true, Reason: ReasonSettling, RetryAfter: retry}
 		}
 		settling.RetryAfter = min(settling.RetryAfter, retry)
 		if !until.Before(last) {
@@ -231,7 +233,7 @@ func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceW
 		case err != nil:
 			return HealthVerdict{}, err
 		case h.unwell != "":
-			return HealthVerdict{Hold: true, Window: w.Name, Reason: ReasonNodeUnwell, RetryAfter: healthRetry,
+			return HealthVerdict{Hold: true, Reason: ReasonNodeUnwell, RetryAfter: healthRetry,
 				Message: fmt.Sprintf("window %s's recovery gate halts the wave: node %s came back unwell after its maintenance (finished %s): %s",
 					w.Name, nm.Spec.NodeName, finished.UTC().Format(time.RFC3339), h.unwell)}, nil
 		case h.recovering != "":
@@ -248,7 +250,7 @@ func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceW
 	if settling != nil {
 		return *settling, nil
 	}
-	return HealthVerdict{Window: w.Name, Reason: ReasonRecovered, Message: "every node the window finished is back to health"}, nil
+	return HealthVerdict{Reason: ReasonRecovered, Message: "every node the window finished is back to health"}, nil
 }
 
 // health is one finished node's state.
@@ -316,7 +318,7 @@ func nodeHealth(ctx context.Context, cl *clusterView, nm *lullv1alpha1.NodeMaint
 	case node == nil:
 		return h, nil // the node is gone: nothing to wait for
 	}
-	ready := nodeReady(node)
+	ready := ReadyCondition(node)
 	switch {
 	case ready == nil:
 		wrong = append(wrong, "its Ready condition is missing")
@@ -361,7 +363,8 @@ func nodeHealth(ctx context.Context, cl *clusterView, nm *lullv1alpha1.NodeMaint
 	return h, nil
 }
 
-func nodeReady(n *corev1.Node) *corev1.NodeCondition {
+// ReadyCondition is the node's Ready condition (nil: it has none).
+func ReadyCondition(n *corev1.Node) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {
 		if n.Status.Conditions[i].Type == corev1.NodeReady {
 			return &n.Status.Conditions[i]

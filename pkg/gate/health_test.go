@@ -103,6 +103,10 @@ func TestBlockingPods(t *testing.T) {
 	require.False(t, v.Hold, "a finished pod and an unselected one do not block")
 	require.Equal(t, ReasonGatesPass, v.Reason)
 
+	none, err := CheckHealth(context.Background(), HealthSource{}, []*lullv1alpha1.MaintenanceWindow{{}, gated(lullv1alpha1.Gates{})}, "n1", t0)
+	require.NoError(t, err)
+	require.Equal(t, HealthVerdict{}, none, "windows without gates: nothing read, nothing to show")
+
 	bad := gated(lullv1alpha1.Gates{BlockingPods: []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: "Near"}}}}})
 	v, err = CheckHealth(context.Background(), src, []*lullv1alpha1.MaintenanceWindow{bad}, "n2", t0)
 	require.NoError(t, err)
@@ -209,7 +213,7 @@ func TestRecovery(t *testing.T) {
 // request takes no budget slot and no lease; a started request is never
 // held.
 func TestHealthGateOrder(t *testing.T) {
-	held := HealthVerdict{Hold: true, Window: "wave", Reason: ReasonAlertsFiring, Message: "window wave's alerts gate: 1 alert fires", RetryAfter: 30 * time.Second}
+	held := HealthVerdict{Hold: true, Reason: ReasonAlertsFiring, Message: "window wave's alerts gate: 1 alert fires", RetryAfter: 30 * time.Second}
 	with := func(c *calls, base Checks) Checks {
 		base.Health = func(context.Context) (HealthVerdict, error) {
 			*c = append(*c, "health")

@@ -472,9 +472,6 @@ func (cl *Cluster) start(ctx context.Context, c client.Reader, kube kubernetes.I
 			return agentlease.Lookup(ctx, c, cl.Options.AgentNamespace, p.Node, cl.Now)
 		},
 		Health: func(ctx context.Context) (gate.HealthVerdict, error) {
-			if !gate.HasGates(ws) {
-				return gate.HealthVerdict{}, nil
-			}
 			return gate.CheckHealth(ctx, gate.HealthSource{Reader: c, Pods: gate.PodsFromAPI(kube)}, ws, p.Node, cl.Now)
 		},
 		Budget: func(ctx context.Context) (budget.Result, error) {
