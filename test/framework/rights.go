@@ -68,6 +68,7 @@ var Rights = []Right{
 	{"lull-drainer", "create", "maintenancewindows.lull.dev", "", false},
 	{"lull-drainer", "delete", "maintenancewindows.lull.dev", "", false},
 	{"lull-drainer", "update", "maintenancewindows.lull.dev/status", "", true}, // their state
+	{"lull-drainer", "get", "maintenancewindows.lull.dev/status", "", true},
 	{"lull-drainer", "update", "disruptionpolicies.lull.dev", "", false},
 	{"lull-drainer", "create", "disruptionpolicies.lull.dev", "", true},         // the shipped policy; the guard refuses it any other name
 	{"lull-drainer", "update", "disruptionpolicies.lull.dev/default", "", true}, // kept as shipped while annotated

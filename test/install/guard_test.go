@@ -463,6 +463,22 @@ func TestGuard(t *testing.T) {
 		})
 	})
 
+	// Issue 31: a window's status says what its health gates found, and a
+	// node's gate trusts it: nobody but lull-drainer writes it, a cluster
+	// admin included.
+	t.Run("issue 31: a window's gate findings are lull-drainer's", func(t *testing.T) {
+		quiet := `{"status":{"conditions":[{"type":"AlertsQuiet","status":"True","reason":"AlertsQuiet","message":"forged","lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":1}],"alerts":{"checkedAt":"2030-01-01T00:00:00Z"}}}`
+		only := refusedBy("lull-maintenancewindow-status", "only lull-drainer writes it")
+		g.steps(t, []guardStep{
+			{name: "a maintainer creates a gated window", as: mo, args: []string{"create", "-f", g.file("mw-gated.yaml",
+				"apiVersion: lull.dev/v1alpha1\nkind: MaintenanceWindow\nmetadata: {name: gated}\nspec:\n  strategy: Restrictive\n  gates: {alerts: {url: 'http://prometheus.monitoring:9090'}}\n")}},
+			{name: "the status guard is active (a dry run)", args: append(statusPatch("maintenancewindow", "gated", quiet), "--dry-run=server"),
+				refused: only, eventually: true},
+			{name: "the cluster admin cannot say no alert fires", args: statusPatch("maintenancewindow", "gated", quiet), refused: only},
+			{name: "lull-drainer records what it found", as: drainer, args: statusPatch("maintenancewindow", "gated", quiet)},
+		})
+	})
+
 	// The default list of node-critical units is the planner's, which
 	// drains before restarting one (pkg/policy.NodeCriticalUnits).
 	t.Run("finding 6: critical units are the planner's", func(t *testing.T) {
