@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/forecast"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
@@ -228,6 +229,12 @@ func TestHealthGateOrder(t *testing.T) {
 	require.Equal(t, []string{"decide", "health"}, []string(c))
 	require.Equal(t, ReasonAlertsFiring, v.Reason)
 	require.Equal(t, 30*time.Second, v.RetryAfter)
+
+	c = nil
+	past := &forecast.Node{PastDeadline: true, Maintenance: &forecast.Maintenance{Classes: []string{"k"}}}
+	v, err = Check(context.Background(), Request{Classes: []string{"k"}, Forecast: past, Now: t0}, with(&c, c.checks(lullv1alpha1.ActionDrain, true, nil)))
+	require.NoError(t, err)
+	require.Equal(t, Health, v.Gate, "a passed deadline ends the windows' say, not the gates'")
 
 	c = nil
 	v, err = Check(context.Background(), Request{Classes: []string{"k"}, Forecast: closed(), Now: t0}, with(&c, c.checks(lullv1alpha1.ActionDrain, true, nil)))
