@@ -188,78 +188,69 @@ func runPrometheus(t *testing.T, bin, dir, addr, logFile string) (<-chan struct{
 
 var errExited = errors.New("prometheus exited before it was ready")
 
-// waitReady polls url until it answers 200, the process exits, or the
-// deadline passes.
-func waitReady(url string, exited <-chan struct{}, deadline time.Time) error {
+// waitFor asks check every 200 ms until it is done, the process exits, or
+// the deadline passes; the error says what the last look saw.
+func waitFor(what string, exited <-chan struct{}, deadline time.Time, check func(*http.Client) (bool, string)) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	last := "no answer yet"
 	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
+		done, seen := check(client)
+		if done {
+			return nil
 		}
+		last = seen
 		select {
 		case <-exited:
 			return errExited
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer 200 in time (last: %s)", url, last)
+			return fmt.Errorf("%s in time (last: %s)", what, last)
 		}
 	}
 }
 
-// waitScraped polls /api/v1/targets until the metrics endpoint's target is
-// up, the process exits, or the deadline passes.
-func (p *prometheus) waitScraped(exited <-chan struct{}, deadline time.Time) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	last := "no answer yet"
-	for {
-		resp, err := client.Get(p.URL + "/api/v1/targets?state=active")
-		if err == nil {
-			var ans struct {
-				Data struct {
-					ActiveTargets []struct {
-						ScrapeURL string `json:"scrapeUrl"`
-						Health    string `json:"health"`
-						LastError string `json:"lastError"`
-					} `json:"activeTargets"`
-				} `json:"data"`
-			}
-			err = json.NewDecoder(resp.Body).Decode(&ans)
-			_ = resp.Body.Close()
-			if err == nil {
-				last = "target not discovered yet"
-				for _, tg := range ans.Data.ActiveTargets {
-					if tg.ScrapeURL != p.MetricsURL {
-						continue
-					}
-					if tg.Health == "up" {
-						return nil
-					}
-					last = fmt.Sprintf("target %s: health %q, last error %q", tg.ScrapeURL, tg.Health, tg.LastError)
-				}
-			}
-		}
+// waitReady polls url until it answers 200.
+func waitReady(url string, exited <-chan struct{}, deadline time.Time) error {
+	return waitFor(url+" did not answer 200", exited, deadline, func(client *http.Client) (bool, string) {
+		resp, err := client.Get(url)
 		if err != nil {
-			last = err.Error()
+			return false, err.Error()
 		}
-		select {
-		case <-exited:
-			return errExited
-		case <-time.After(200 * time.Millisecond):
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+}
+
+// waitScraped polls /api/v1/targets until the metrics endpoint's target is
+// up.
+func (p *prometheus) waitScraped(exited <-chan struct{}, deadline time.Time) error {
+	return waitFor(p.MetricsURL+" was not scraped", exited, deadline, func(client *http.Client) (bool, string) {
+		resp, err := client.Get(p.URL + "/api/v1/targets?state=active")
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s was not scraped in time (last: %s)", p.MetricsURL, last)
+		defer resp.Body.Close()
+		var ans struct {
+			Data struct {
+				ActiveTargets []struct {
+					ScrapeURL string `json:"scrapeUrl"`
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"activeTargets"`
+			} `json:"data"`
 		}
-	}
+		if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+			return false, err.Error()
+		}
+		for _, tg := range ans.Data.ActiveTargets {
+			if tg.ScrapeURL == p.MetricsURL {
+				return tg.Health == "up", fmt.Sprintf("target %s: health %q, last error %q", tg.ScrapeURL, tg.Health, tg.LastError)
+			}
+		}
+		return false, "target not discovered yet"
+	})
 }
 
 // fire sets the gauge (1 fires the alert, 0 clears it).
