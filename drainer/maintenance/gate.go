@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -66,6 +67,9 @@ func (s *step) gate() (reconcile.Result, error) {
 	}
 	if v.Health.Reason != "" {
 		s.cond(ConditionGatesPass, true, v.Health.Reason, v.Health.Message)
+	} else {
+		// The windows have no gates (any more): nothing to say.
+		meta.RemoveStatusCondition(&s.status.Conditions, ConditionGatesPass)
 	}
 	if v.Gate == gate.Budget {
 		return s.waitForBudget(v)
@@ -133,9 +137,10 @@ func (s *step) waitForGates(v gate.Verdict) (reconcile.Result, error) {
 	}
 	s.cond(ConditionGatesPass, false, v.Reason, v.Message)
 	s.status.WaitingFor = v.Message
-	// Pods leaving and nodes turning Ready do not wake the request (the
-	// drainer watches neither for this): it looks again by itself, at
-	// least every MaxRetryDelay.
+	// A window's gate condition, a node's Ready and a budget's health
+	// wake it (the controller's watches); pods leaving do not (the
+	// drainer caches no pods): it looks again by itself, at least every
+	// MaxRetryDelay.
 	return s.save(lullv1alpha1.PhaseWaitingForGates, lookAgain(min(v.RetryAfter, s.r.Options.MaxRetryDelay)))
 }
 

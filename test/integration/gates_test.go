@@ -262,3 +262,21 @@ func TestRecoveryGateHaltsTheWave(t *testing.T) {
 	e.windowCond(wake, "careful", lullv1alpha1.WindowConditionRecovered, func(c *metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
 	require.Equal(t, 1, maxSeen())
 }
+
+// A gate removed from the window lets its held node start, and the
+// request no longer shows a gate condition (the windows have none).
+func TestRemovedGateLeavesNoCondition(t *testing.T) {
+	e := newDrainEnv(t)
+	e.window("was-gated", func(w *lullv1alpha1.MaintenanceWindow) {
+		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "r"}}
+		w.Spec.Gates = &lullv1alpha1.Gates{BlockingPods: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "backup"}}}}
+	})
+	e.node("r1", map[string]string{"pool": "r"})
+	e.pods("r1", "backup", 1)
+	e.start(nil)
+	e.label("r1", ptr.To("kernel-update"))
+	e.waitNM("r1", "held by a blocking pod", gatesHeld(gate.ReasonBlockingPods))
+	e.editWindow("was-gated", func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Gates = nil })
+	nm := e.waitNM("r1", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
+	require.Nil(t, meta.FindStatusCondition(nm.Status.Conditions, maintenance.ConditionGatesPass), "no gate, no gate condition")
+}
