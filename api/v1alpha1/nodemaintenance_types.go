@@ -26,6 +26,15 @@ const (
 	RequestedByLabel      = "label"
 	RequestedByCLI        = "kubectl-lull"
 	RequestedBySentinel   = "reboot-sentinel"
+	// UninstallAnnotation on the Deployment lull-drainer (its value: when,
+	// RFC 3339) asks lull-drainer to end every request because lull is
+	// about to be uninstalled (kubectl lull uninstall): lull's cordons
+	// undone, node leases released, each request kept as Failed with
+	// reason Uninstalled, labels left as they are, no new request made.
+	UninstallAnnotation = "lull.dev/uninstall"
+	// DrainerFinalizer on a NodeMaintenance: lull-drainer has cordons or a
+	// lease to give back before the request may go.
+	DrainerFinalizer = "lull.dev/maintenance"
 
 	// ConditionRebootSentinel on a request lull-agent made for its node's
 	// reboot sentinel says whether the sentinel went away after the

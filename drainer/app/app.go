@@ -3,6 +3,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -67,6 +69,18 @@ type Options struct {
 	// Maintenance configures the NodeMaintenance controller; its Settings
 	// are taken from Settings.
 	Maintenance maintenance.Options
+	// EndOnUninstall: watch for lull's uninstall (its Deployment
+	// lull-drainer or its namespace deleted, the NodeMaintenance CRD
+	// deleted) and end every request before exiting. The installed
+	// drainer runs with it; a drainer run outside that Deployment must
+	// not, or it would take the missing Deployment for an uninstall.
+	EndOnUninstall bool
+	// UninstallTimeout bounds the ending of requests after a signal (it
+	// must fit the pod's terminationGracePeriodSeconds).
+	UninstallTimeout time.Duration
+	// UninstallPoll is how often a running drainer looks for an uninstall
+	// (default 5 s).
+	UninstallPoll time.Duration
 }
 
 // Run parses args, runs the manager until a signal and returns the exit code.
@@ -122,6 +136,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Maintenance.MaxRetryDelay, "eviction-max-retry-delay", 30*time.Second, "longest delay between eviction rounds")
 	fs.IntVar(&o.Maintenance.Workers, "workers", maintenance.DefaultWorkers, "how many maintenance requests are reconciled at once (never the same node twice)")
 	fs.BoolVar(&o.Maintenance.AllowForce, "allow-force", false, "permit the Force escalation (deleting pods past their PodDisruptionBudget); needs pods/delete RBAC")
+	fs.BoolVar(&o.EndOnUninstall, "end-requests-on-uninstall", false, "when lull is being uninstalled (the Deployment lull-drainer marked lull.dev/uninstall or deleted, its namespace or the NodeMaintenance CRD deleted), end every request: undo lull's cordons, release the node leases, keep the labels (the install's manifests set it)")
+	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", 45*time.Second, "how long, after a signal, ending the requests of an uninstall may take (less than the pod's terminationGracePeriodSeconds)")
 	fs.BoolVar(&o.Maintenance.DeleteEmptyDirData, "delete-emptydir-data", true, "evict pods with emptyDir volumes (their data is lost)")
 }
 
@@ -208,8 +224,76 @@ func run(o Options) int {
 		logger.Error(err, "Manager stopped")
 		return 1
 	}
+	if o.EndOnUninstall {
+		endOnUninstall(cfg, o, clk, logger)
+	}
 	_ = os.Stdout.Sync()
 	return 0
+}
+
+// install is what lull-drainer pins and watches for an uninstall.
+func (o *Options) install() maintenance.Install {
+	return maintenance.Install{Namespace: o.LeaderElectionNamespace}
+}
+
+// endOnUninstall runs after a signal stopped the manager: when lull is
+// being uninstalled it ends every request still holding something (the
+// reconcilers may not have ended them all: helm uninstall deletes the
+// Deployment first, and its pods stop at once), talking to the API server
+// directly, for as long as its rights last (the same delete removes them:
+// kubectl lull uninstall ends the requests first). Every replica does it;
+// the writes are idempotent and conflicts are retried.
+func endOnUninstall(cfg *rest.Config, o Options, clk clock.WithTickerAndDelayedExecution, logger klog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.UninstallTimeout)
+	defer cancel()
+	ctx = klog.NewContext(ctx, logger)
+	c, err := client.New(cfg, client.Options{Scheme: lullscheme.New()})
+	if err != nil {
+		logger.Error(err, "Creating a client to check for an uninstall")
+		return
+	}
+	in := o.install()
+	uninstalling, why, err := in.Uninstalling(ctx, c)
+	if err != nil || !uninstalling {
+		if err != nil {
+			logger.Error(err, "Checking whether lull is being uninstalled; requests are left as they are")
+		}
+		return
+	}
+	logger.Info("lull is being uninstalled: ending every request before exiting", "because", why)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		logger.Error(err, "Creating a clientset")
+		return
+	}
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	b.StartRecordingToSink(ctx.Done())
+	defer b.Shutdown()
+	o.Settings = o.Settings.WithDefaults()
+	mo := o.Maintenance
+	mo.Settings = o.Settings
+	r := &maintenance.Reconciler{
+		Client: c, APIReader: c, Kube: kube, Clock: clk, Options: mo,
+		Leases:   lease.New(kube, lease.Options{Namespace: o.Settings.LeaseNamespace, Clock: clk, TakeOverReplicas: o.LeaderElect}),
+		Recorder: b.NewRecorder(lullscheme.New(), "lull-drainer"),
+	}
+	// The admission guard may refuse for a moment while it is deleted
+	// (its parameters go before its bindings): try again until the
+	// deadline.
+	for {
+		n, err := r.WindDown(ctx)
+		if err == nil {
+			logger.Info("Ended every request", "ended", n)
+			return
+		}
+		logger.Error(err, "Ending the requests; trying again")
+		select {
+		case <-ctx.Done():
+			logger.Info("Gave up ending the requests (docs/install.md#if-lull-drainer-is-gone)")
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // leaderLock is the leader-election Lease lull-drainer in
@@ -295,7 +379,12 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	if err := (&policyctl.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	var uninstall *maintenance.UninstallWatch
+	if o.EndOnUninstall {
+		uninstall = &maintenance.UninstallWatch{Install: o.install(), Reader: mgr.GetAPIReader(), Period: cmp.Or(o.UninstallPoll, 5*time.Second)}
+	}
 	return (&maintenance.Reconciler{
+		Uninstall: uninstall,
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Kube:      kube,

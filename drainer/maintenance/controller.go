@@ -53,7 +53,7 @@ import (
 const (
 	// Finalizer keeps a NodeMaintenance until lull has undone its cordon
 	// and released the lease.
-	Finalizer = "lull.dev/maintenance"
+	Finalizer = lullv1alpha1.DrainerFinalizer
 	// DefaultIdentityFamily is the drainer's lease holder family; replicas
 	// hold leases as DefaultIdentityFamily/<replica>.
 	DefaultIdentityFamily = "lull-drainer"
@@ -143,6 +143,9 @@ type Reconciler struct {
 	Options  Options
 	// Wake delivers forecast changes (window transitions, deadlines).
 	Wake chan event.GenericEvent
+	// Uninstall says when lull is being uninstalled: every request is
+	// then ended (uninstall.go). Nil: never.
+	Uninstall *UninstallWatch
 
 	memo memo
 	// waiters is the line for budget slots: a freed slot wakes the first
@@ -172,6 +175,12 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 			}
 		}
 	})
+	if r.Uninstall != nil {
+		r.Uninstall.OnStart = r.wakeAll
+		if err := mgr.Add(r.Uninstall); err != nil {
+			return err
+		}
+	}
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 	})
@@ -373,4 +382,18 @@ func (r *Reconciler) requestsIn(ctx context.Context, match func(lullv1alpha1.Mai
 		}
 	}
 	return out
+}
+
+// wakeAll queues every request (lull is being uninstalled: each is
+// ended at once, not at its next periodic look).
+func (r *Reconciler) wakeAll() {
+	var nms lullv1alpha1.NodeMaintenanceList
+	if err := r.Client.List(context.Background(), &nms); err != nil {
+		return // the periodic looks catch up
+	}
+	go func() {
+		for i := range nms.Items {
+			r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: nms.Items[i].Name}}}
+		}
+	}()
 }

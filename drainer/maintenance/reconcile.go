@@ -46,6 +46,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("getting NodeMaintenance %s: %w", req.Name, err)
 		}
+		if r.uninstalling() {
+			return reconcile.Result{}, nil // no new request while lull goes
+		}
 		if r.memo.createdAhead(req.Name, r.Clock.Now()) {
 			// We created it a moment ago; the cache has not caught up.
 			return reconcile.Result{RequeueAfter: staleRetry}, nil
@@ -59,6 +62,8 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: staleRetry}, nil
 	}
 	switch {
+	case r.uninstalling():
+		return r.windDown(ctx, nm, node)
 	case nm.DeletionTimestamp != nil:
 		return r.finalize(ctx, nm, node)
 	case nm.Status.Phase.Finished():

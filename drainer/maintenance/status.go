@@ -67,7 +67,7 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 		return reconcile.Result{}, fmt.Errorf("updating the status of NodeMaintenance %s: %w", s.nm.Name, err)
 	}
 	s.r.memo.wrote(s.nm.Name, s.nm.UID, rv, s.now)
-	s.r.memo.statusWritten(s.node.Name, s.nm.UID, s.now)
+	s.r.memo.statusWritten(s.nm.Name, s.nm.UID, s.now) // the request's name is its node's; the node may be gone
 	s.status = s.nm.Status.DeepCopy()
 	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
@@ -88,7 +88,7 @@ func (s *step) progressWait() (time.Duration, bool) {
 	if s.status.Phase != lullv1alpha1.PhaseDraining || s.nm.Status.Phase != lullv1alpha1.PhaseDraining || !progressOnly(&s.nm.Status, s.status) {
 		return 0, false
 	}
-	last, ok := s.r.memo.lastStatusWrite(s.node.Name, s.nm.UID)
+	last, ok := s.r.memo.lastStatusWrite(s.nm.Name, s.nm.UID)
 	if !ok || s.now.Sub(last) >= progressEvery {
 		return 0, false
 	}

@@ -104,7 +104,7 @@ func newCommand(o *options) *cobra.Command {
 	settings.AddAgentNamespaceFlag(root.PersistentFlags(), &o.agentNamespace)
 	root.PersistentFlags().BoolVar(&o.medik8s, "medik8s", false, "use the medik8s lease namespace ("+lease.Medik8sNamespace+") to interoperate with medik8s tools")
 	root.AddCommand(newLeaseCommand(o), newStatusCommand(o), newRequestCommand(o), newCompleteCommand(o), newCancelCommand(o),
-		newPlanCommand(o), newWindowsCommand(o), newWhyCommand(o), newVersionCommand(o))
+		newPlanCommand(o), newWindowsCommand(o), newWhyCommand(o), newVersionCommand(o), newUninstallCommand(o))
 	return root
 }
 

@@ -1,8 +1,9 @@
 // Package scheme builds the runtime.Scheme lull's binaries and tests share:
-// the built-in Kubernetes types and lull's API.
+// the built-in Kubernetes types, CustomResourceDefinitions and lull's API.
 package scheme
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
@@ -13,6 +14,9 @@ import (
 func New() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil { // lull's CRDs: is lull being uninstalled?
 		panic(err)
 	}
 	if err := lullv1alpha1.AddToScheme(s); err != nil {

@@ -20,7 +20,8 @@ const MaintainerAccount = "maintainer"
 // lull-system, or a member of lull:maintainers.
 func (r Right) CanI() []string {
 	resource, sub, _ := strings.Cut(r.Resource, "/")
-	byName := strings.HasPrefix(resource, "leases") || resource == "configmaps" ||
+	byName := strings.HasPrefix(resource, "leases") || resource == "configmaps" || resource == "deployments.apps" ||
+		resource == "customresourcedefinitions.apiextensions.k8s.io" ||
 		(strings.HasPrefix(resource, "disruptionpolicies") && sub != "status")
 	if byName && sub != "" {
 		resource, sub = resource+"/"+sub, ""
@@ -83,7 +84,14 @@ var Rights = []Right{
 	{"lull-drainer", "update", "leases.coordination.k8s.io/lull-agent-n1", "lull-system", false},  // nor a heartbeat
 	{"lull-drainer", "list", "leases.coordination.k8s.io", "lull-system", true},                   // reads the heartbeats
 	{"lull-drainer", "delete", "leases.coordination.k8s.io", "lull-system", false},
-	{"lull-drainer", "update", "configmaps/lull-budget", "lull-system", true}, // the budget ledger
+	{"lull-drainer", "update", "configmaps/lull-budget", "lull-system", true},     // the budget ledger
+	{"lull-drainer", "get", "deployments.apps/lull-drainer", "lull-system", true}, // is lull being uninstalled?
+	{"lull-drainer", "get", "deployments.apps/lull-scheduler", "lull-system", false},
+	{"lull-drainer", "update", "deployments.apps/lull-drainer", "lull-system", false},
+	{"lull-drainer", "get", "namespaces", "", true},
+	{"lull-drainer", "delete", "namespaces", "", false},
+	{"lull-drainer", "get", "customresourcedefinitions.apiextensions.k8s.io/nodemaintenances.lull.dev", "", true},
+	{"lull-drainer", "get", "customresourcedefinitions.apiextensions.k8s.io/maintenancewindows.lull.dev", "", false},
 	{"lull-drainer", "update", "configmaps/lull-admission", "lull-system", false},
 	{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},
 	{"lull-drainer", "get", "secrets", "lull-system", false},

@@ -26,6 +26,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -825,20 +826,48 @@ func TestDrainerDisruptionBudget(t *testing.T) {
 	})
 }
 
-// TestUninstall removes lull as docs/install.md says (requests finished
-// first, then the install): nothing is left behind.
+// TestUninstall removes lull as docs/install.md says, with a request in
+// the middle of a drain (held by a PodDisruptionBudget): kubectl lull
+// uninstall previews, then lull-drainer ends it (its cordon undone, its
+// lease released, the label kept), then the install is deleted, and
+// nothing is left behind.
 func TestUninstall(t *testing.T) {
 	ctx := t.Context()
 	cs := cluster.Clientset
-	var nms lullv1alpha1.NodeMaintenanceList
-	require.NoError(t, c.List(ctx, &nms))
-	for _, nm := range nms.Items {
-		require.True(t, nm.Status.Phase == lullv1alpha1.PhaseCompleted || nm.Status.Phase == lullv1alpha1.PhaseFailed,
-			"%s is %s: finish requests before uninstalling", nm.Name, nm.Status.Phase)
+	node := "kwok-node-1"
+	app(t, "stuck", 1, 1, func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"kubernetes.io/hostname": node} })
+	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
+	t.Cleanup(func() { patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`) })
+	poll(t, node+" draining, blocked by its budget", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		var nm lullv1alpha1.NodeMaintenance
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, &nm); err != nil {
+			return false, err.Error()
+		}
+		return nm.Status.Phase == lullv1alpha1.PhaseDraining && len(nm.Status.Blockers) > 0, string(nm.Status.Phase)
+	})
+	lull := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, filepath.Join(framework.BinDir(), "kubectl-lull"), append(args, "--kubeconfig", cluster.Kubeconfig)...).CombinedOutput()
+		require.NoError(t, err, "kubectl lull %s: %s", strings.Join(args, " "), out)
+		return string(out)
 	}
-	// docs/install.md's order: the admission guard first (its ConfigMap
-	// gone before its bindings would refuse what it protects), then the rest.
-	kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-k", filepath.Join(framework.RepoRoot(), "manifests", "admission"))
+	preview := lull("uninstall")
+	require.Contains(t, preview, "uncordon (lull's cordon); release the node's lease; keep the label lull.dev/maintenance=kernel-update")
+	require.Contains(t, preview, "This is a preview; nothing was changed.")
+	out := lull("uninstall", "--yes", "--timeout=2m")
+	require.Contains(t, out, "Every request has ended (1). Now delete the install:")
+	var nm lullv1alpha1.NodeMaintenance
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: node}, &nm))
+	require.Equal(t, lullv1alpha1.PhaseFailed, nm.Status.Phase)
+	require.Equal(t, "Uninstalled", meta.FindStatusCondition(nm.Status.Conditions, "Cordoned").Reason)
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, n.Spec.Unschedulable, "lull's cordon undone")
+	require.Equal(t, "kernel-update", n.Labels["lull.dev/maintenance"], "the label stays as its user set it")
+	_, err = cs.CoordinationV1().Leases("lull-leases").Get(ctx, "node-"+node, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the node's lease released: %v", err)
+	require.Len(t, appPods(ctx, "stuck"), 1, "the budget held: its pod was not evicted")
+
 	kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-f", filepath.Join(cluster.Dir, "install", "rendered.yaml"))
 	for _, ns := range []string{"lull-system", "lull-leases", "lull-configs"} {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
@@ -850,9 +879,6 @@ func TestUninstall(t *testing.T) {
 	require.NoError(t, err)
 	for _, n := range nodes.Items {
 		require.False(t, n.Spec.Unschedulable, "%s left cordoned", n.Name)
-		for k := range n.Labels {
-			require.NotEqual(t, "lull.dev/maintenance", k, "%s left labelled", n.Name)
-		}
 	}
 	leases, err := cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
