@@ -161,7 +161,16 @@ func (s *step) run() (reconcile.Result, error) {
 	switch s.nm.Status.Phase {
 	case lullv1alpha1.PhaseDraining, lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned, lullv1alpha1.PhaseActing, lullv1alpha1.PhasePoweredOff:
 		// A node lull holds keeps what lull put on it (hold.go), and its
-		// request every window that has governed it.
+		// request every window that has governed it; only while lull still
+		// holds the node's lease, renewed first: a cordon restored without
+		// it would be an action without the lease. (A crash between an
+		// abort's giveBack and its status write leaves a request Draining
+		// whose node is uncordoned and whose lease is released: restoring
+		// the cordon there put it back for good, found by
+		// TestSystemCrashAnywhere.)
+		if res, lost, err := s.renew(); lost || err != nil {
+			return res, err
+		}
 		if err := s.keepHold(); err != nil {
 			return reconcile.Result{}, err
 		}
