@@ -40,6 +40,7 @@ import (
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/pkg/serving"
 	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/pkg/uninstall"
 	"lull.dev/lull/pkg/version"
 )
 
@@ -81,6 +82,10 @@ type Options struct {
 	// UninstallPoll is how often a running drainer looks for an uninstall
 	// (default 5 s).
 	UninstallPoll time.Duration
+	// Uninstall: run once as the Helm chart's pre-delete hook: mark the
+	// install for uninstalling and wait until every request has ended
+	// (ending them itself when no replica runs), then exit.
+	Uninstall bool
 }
 
 // Run parses args, runs the manager until a signal and returns the exit code.
@@ -138,6 +143,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Maintenance.AllowForce, "allow-force", false, "permit the Force escalation (deleting pods past their PodDisruptionBudget); needs pods/delete RBAC")
 	fs.BoolVar(&o.EndOnUninstall, "end-requests-on-uninstall", false, "when lull is being uninstalled (the Deployment lull-drainer marked lull.dev/uninstall or deleted, its namespace or the NodeMaintenance CRD deleted), end every request: undo lull's cordons, release the node leases, keep the labels (the install's manifests set it)")
 	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", 45*time.Second, "how long, after a signal, ending the requests of an uninstall may take (less than the pod's terminationGracePeriodSeconds)")
+	fs.BoolVar(&o.Uninstall, "uninstall", false, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")
 	fs.BoolVar(&o.Maintenance.DeleteEmptyDirData, "delete-emptydir-data", true, "evict pods with emptyDir volumes (their data is lost)")
 }
 
@@ -164,6 +170,9 @@ func run(o Options) int {
 	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
 	// Requests name the replica, so an API server audit log tells replicas apart.
 	cfg.UserAgent = fmt.Sprintf("lull-drainer/%s (%s)", version.Version, o.Maintenance.Identity)
+	if o.Uninstall {
+		return uninstallHook(cfg, o, logger)
+	}
 	lock, err := leaderLock(cfg, &o)
 	if err != nil {
 		logger.Error(err, "Creating the leader-election lock")
@@ -231,7 +240,50 @@ func run(o Options) int {
 	return 0
 }
 
-// install is what lull-drainer pins and watches for an uninstall.
+// uninstallHook is lull-drainer --uninstall, the Helm chart's pre-delete
+// hook: it marks the install, so the running lull-drainer ends every
+// request and makes no new one, and waits for that; with no replica ready
+// it ends them itself (it runs as lull-drainer's ServiceAccount). Helm
+// deletes nothing until it exits 0.
+func uninstallHook(cfg *rest.Config, o Options, logger klog.Logger) int {
+	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), o.UninstallTimeout)
+	defer cancel()
+	ctx = klog.NewContext(ctx, logger)
+	c, err := client.New(cfg, client.Options{Scheme: lullscheme.New()})
+	if err != nil {
+		logger.Error(err, "Creating a client")
+		return 1
+	}
+	d, err := uninstall.Drainer(ctx, c, o.LeaderElectionNamespace)
+	if err != nil {
+		logger.Error(err, "Finding lull-drainer")
+		return 1
+	}
+	holding, err := uninstall.Holding(ctx, c)
+	if err != nil {
+		logger.Error(err, "Listing the requests")
+		return 1
+	}
+	logger.Info("lull is being uninstalled: ending every request", "holding", len(holding))
+	if !uninstall.Marked(d) {
+		if err := uninstall.Mark(ctx, c, d, time.Now()); err != nil {
+			logger.Error(err, "Marking the install")
+			return 1
+		}
+	}
+	if len(holding) > 0 && d.Status.ReadyReplicas == 0 {
+		logger.Info("No lull-drainer replica is ready: ending the requests here")
+		endRequests(ctx, cfg, o, clock.RealClock{}, logger)
+	}
+	if err := uninstall.Wait(ctx, c, o.UninstallTimeout); err != nil {
+		logger.Error(err, "Waiting for the requests to end")
+		return 1
+	}
+	logger.Info("Every request has ended", "ended", len(holding))
+	return 0
+}
+
+// install is what lull-drainer watches for an uninstall.
 func (o *Options) install() maintenance.Install {
 	return maintenance.Install{Namespace: o.LeaderElectionNamespace}
 }
@@ -243,7 +295,7 @@ func (o *Options) install() maintenance.Install {
 // directly, for as long as its rights last (the same delete removes them:
 // kubectl lull uninstall ends the requests first). Every replica does it;
 // the writes are idempotent and conflicts are retried.
-func endOnUninstall(cfg *rest.Config, o Options, clk clock.WithTickerAndDelayedExecution, logger klog.Logger) {
+func endOnUninstall(cfg *rest.Config, o Options, clk clock.Clock, logger klog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.UninstallTimeout)
 	defer cancel()
 	ctx = klog.NewContext(ctx, logger)
@@ -261,6 +313,17 @@ func endOnUninstall(cfg *rest.Config, o Options, clk clock.WithTickerAndDelayedE
 		return
 	}
 	logger.Info("lull is being uninstalled: ending every request before exiting", "because", why)
+	endRequests(ctx, cfg, o, clk, logger)
+}
+
+// endRequests ends every request still holding something, with a direct
+// client, until done or ctx ends.
+func endRequests(ctx context.Context, cfg *rest.Config, o Options, clk clock.Clock, logger klog.Logger) {
+	c, err := client.New(cfg, client.Options{Scheme: lullscheme.New()})
+	if err != nil {
+		logger.Error(err, "Creating a client")
+		return
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		logger.Error(err, "Creating a clientset")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,17 +12,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/uninstall"
 )
-
-// drainerDeployment is the Deployment every install runs lull-drainer as.
-const drainerDeployment = "lull-drainer"
 
 func newUninstallCommand(o *options) *cobra.Command {
 	var yes bool
@@ -56,19 +50,14 @@ then leaves nothing behind. To keep lull after all, remove the annotation.`,
 }
 
 func (o *options) uninstall(ctx context.Context, c client.Client, namespace string, yes bool, timeout time.Duration) error {
-	var d appsv1.Deployment
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: drainerDeployment}, &d); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
-		return fmt.Errorf("no Deployment %s/%s: lull-drainer is not installed there (--drainer-namespace); "+
-			"requests it left behind: docs/install.md#if-lull-drainer-is-gone", namespace, drainerDeployment)
-	}
-	holding, err := o.holdingRequests(ctx, c)
+	d, err := uninstall.Drainer(ctx, c, namespace)
 	if err != nil {
 		return err
 	}
-	marked := d.Annotations[lullv1alpha1.UninstallAnnotation] != ""
+	holding, err := uninstall.Holding(ctx, c)
+	if err != nil {
+		return err
+	}
 	if err := o.previewUninstall(ctx, c, holding); err != nil {
 		return err
 	}
@@ -78,46 +67,22 @@ func (o *options) uninstall(ctx context.Context, c client.Client, namespace stri
 	}
 	if len(holding) > 0 && d.Status.ReadyReplicas == 0 {
 		return fmt.Errorf("lull-drainer has no ready replica (Deployment %s/%s): nothing would end these requests; "+
-			"bring it back, or see docs/install.md#if-lull-drainer-is-gone", namespace, drainerDeployment)
+			"bring it back, or see docs/install.md#if-lull-drainer-is-gone", namespace, uninstall.Deployment)
 	}
-	if !marked {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, lullv1alpha1.UninstallAnnotation, o.clock.Now().UTC().Format(time.RFC3339))
-		if err := c.Patch(ctx, &d, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			return fmt.Errorf("marking Deployment %s/%s for uninstalling: %w", namespace, drainerDeployment, err)
+	if !uninstall.Marked(d) {
+		if err := uninstall.Mark(ctx, c, d, o.clock.Now()); err != nil {
+			return err
 		}
 		fmt.Fprintf(o.out, "deployment.apps/%s annotated %s: lull-drainer ends every request and makes no new one\n",
-			drainerDeployment, lullv1alpha1.UninstallAnnotation)
+			uninstall.Deployment, lullv1alpha1.UninstallAnnotation)
 	}
-	var left []lullv1alpha1.NodeMaintenance
-	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		left, err = o.holdingRequests(ctx, c)
-		return len(left) == 0, err
-	})
-	if err != nil {
-		names := make([]string, 0, len(left))
-		for _, nm := range left {
-			names = append(names, nm.Name)
-		}
-		return fmt.Errorf("requests still held after %s: %s (kubectl lull status; lull-drainer's log)", timeout, strings.Join(names, ", "))
+	if err := uninstall.Wait(ctx, c, timeout); err != nil {
+		return err
 	}
 	fmt.Fprintf(o.out, "Every request has ended (%d). Now delete the install:\n", len(holding))
-	printDelete(o.out, &d)
-	fmt.Fprintf(o.out, "To keep lull instead: kubectl -n %s annotate deployment %s %s-\n", namespace, drainerDeployment, lullv1alpha1.UninstallAnnotation)
+	printDelete(o.out, d)
+	fmt.Fprintf(o.out, "To keep lull instead: kubectl -n %s annotate deployment %s %s-\n", namespace, uninstall.Deployment, lullv1alpha1.UninstallAnnotation)
 	return nil
-}
-
-// holdingRequests are the requests lull-drainer still has something to
-// give back for (its finalizer is on them).
-func (o *options) holdingRequests(ctx context.Context, c client.Client) ([]lullv1alpha1.NodeMaintenance, error) {
-	var nms lullv1alpha1.NodeMaintenanceList
-	if err := c.List(ctx, &nms); err != nil {
-		return nil, err
-	}
-	out := slices.DeleteFunc(nms.Items, func(nm lullv1alpha1.NodeMaintenance) bool {
-		return !controllerutil.ContainsFinalizer(&nm, lullv1alpha1.DrainerFinalizer)
-	})
-	slices.SortFunc(out, func(a, b lullv1alpha1.NodeMaintenance) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
 }
 
 // previewUninstall says, request by request, what ending it does.

@@ -31,10 +31,11 @@ func renderHelm(t *testing.T, args ...string) map[string]object {
 }
 
 // The chart with its default values renders exactly the objects of the
-// kustomization: same names, namespaces, labels and specs, nothing more.
+// kustomization: same names, namespaces, labels and specs, nothing more
+// (but its hooks, which only Helm runs: TestChartUninstallHook).
 func TestChartDefaultsEqualKustomize(t *testing.T) {
 	k := renderKustomize(t)
-	h := renderHelm(t)
+	h := renderHelm(t, "--no-hooks")
 	if diff := cmp.Diff(k, h); diff != "" {
 		t.Errorf("helm template charts/lull differs from kubectl kustomize manifests/install (-kustomize +helm):\n%s", diff)
 	}
@@ -358,5 +359,47 @@ func TestChartRefusesUnguardedAgent(t *testing.T) {
 	h = renderHelm(t, "--set", "admission.enabled=false", "--set", "agent.enabled=false")
 	if _, ok := h["apps/v1/DaemonSet/lull-system/lull-agent"]; ok {
 		t.Errorf("agent.enabled=false rendered the agent")
+	}
+}
+
+// helm uninstall first runs lull-drainer --uninstall as lull-drainer's
+// ServiceAccount, with the drainer's image, settings and placement; only
+// during that hook may the account patch its own Deployment.
+func TestChartUninstallHook(t *testing.T) {
+	h := renderHelm(t, "--set", "drainer.nodeSelector.pool=infra", "--set", "namespace=ops")
+	job := h["batch/v1/Job/ops/lull-drainer-uninstall"]
+	if job == nil {
+		t.Fatalf("no uninstall hook Job; rendered:\n%s", strings.Join(keys(h), "\n"))
+	}
+	if got := get(t, job, "metadata", "annotations", "helm.sh/hook"); got != "pre-delete" {
+		t.Errorf("hook %v, want pre-delete", got)
+	}
+	pod := get(t, job, "spec", "template", "spec")
+	if got := get(t, pod, "serviceAccountName"); got != "lull-drainer" {
+		t.Errorf("hook runs as %v", got)
+	}
+	if got := get(t, pod, "nodeSelector"); !cmp.Equal(got, map[string]any{"pool": "infra"}) {
+		t.Errorf("hook placement %v", got)
+	}
+	d := h["apps/v1/Deployment/ops/lull-drainer"]
+	if got, want := get(t, pod, "containers", 0, "image"), get(t, d, "spec", "template", "spec", "containers", 0, "image"); got != want {
+		t.Errorf("hook image %v, drainer image %v", got, want)
+	}
+	cmd := get(t, pod, "containers", 0, "command").([]any)
+	for _, want := range []string{"--uninstall", "--leader-election-namespace=ops", "--lease-namespace=lull-leases", "--maintenance-label=lull.dev/maintenance"} {
+		if !slices.Contains(cmd, any(want)) {
+			t.Errorf("hook command lacks %s: %v", want, cmd)
+		}
+	}
+	role := h["rbac.authorization.k8s.io/v1/Role/ops/lull-drainer-uninstall"]
+	want := []any{map[string]any{"apiGroups": []any{"apps"}, "resources": []any{"deployments"}, "resourceNames": []any{"lull-drainer"}, "verbs": []any{"patch"}}}
+	if diff := cmp.Diff(want, get(t, role, "rules")); diff != "" {
+		t.Errorf("hook Role rules (-want +got):\n%s", diff)
+	}
+	if got := get(t, role, "metadata", "annotations", "helm.sh/hook"); got != "pre-delete" {
+		t.Errorf("the hook's Role is %v, want a pre-delete hook (it must not outlive the uninstall)", got)
+	}
+	if _, ok := renderHelm(t, "--set", "drainer.uninstallHook.enabled=false")["batch/v1/Job/lull-system/lull-drainer-uninstall"]; ok {
+		t.Error("drainer.uninstallHook.enabled=false still renders the hook")
 	}
 }

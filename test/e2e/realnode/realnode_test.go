@@ -900,7 +900,8 @@ func TestUninstall(t *testing.T) {
 
 // TestHelmInstall installs lull a second time, now from the packaged Helm
 // chart (the release artifact) with the local cluster's values, drains a
-// simulated node with it, and uninstalls it as docs/install.md says.
+// simulated node with it, and uninstalls it with helm uninstall while the
+// node is still held drained.
 func TestHelmInstall(t *testing.T) {
 	ctx := t.Context()
 	cs := cluster.Clientset
@@ -945,17 +946,26 @@ func TestHelmInstall(t *testing.T) {
 	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
 	t.Cleanup(func() { patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`) })
 	waitNM(t, node, lullv1alpha1.PhaseDrained, 2*time.Minute)
-	patchNode(t, node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
-	waitNM(t, node, lullv1alpha1.PhaseCompleted, time.Minute)
 
+	// Uninstalled with the request Drained: the chart's pre-delete hook has
+	// lull-drainer end it before Helm deletes its rights.
 	helm("uninstall", "lull", "--namespace", "default", "--wait", "--timeout", "3m")
+	var nm lullv1alpha1.NodeMaintenance
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: node}, &nm))
+	require.Equal(t, lullv1alpha1.PhaseFailed, nm.Status.Phase)
+	require.Equal(t, "Uninstalled", meta.FindStatusCondition(nm.Status.Conditions, "Cordoned").Reason)
+	require.Empty(t, nm.Finalizers, "nothing left for lull-drainer to give back")
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, n.Spec.Unschedulable, "lull's cordon undone")
+	require.Equal(t, "kernel-update", n.Labels["lull.dev/maintenance"], "the label stays as its user set it")
 	// Helm leaves CRDs; docs/install.md deletes them by name.
 	kubectl(t, "delete", "crd", "nodemaintenances.lull.dev", "maintenancewindows.lull.dev", "disruptionpolicies.lull.dev", "nodeconfigs.lull.dev", "--wait=true", "--timeout=2m")
 	poll(t, "namespace lull-system gone", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, "lull-system", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err = cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.False(t, n.Spec.Unschedulable)
 }
