@@ -10,6 +10,10 @@
 #   hack/images.sh                        every image
 #   hack/images.sh pause lull-drainer     only the named ones
 #   VERSION=v0.1.0 hack/images.sh         another tag (default: git describe)
+#   IMAGE_PLATFORMS="linux/amd64 linux/arm64" hack/images.sh
+#                                         one multi-platform image per name: an
+#                                         OCI image index of one image per platform
+#                                         (make release); default: this machine's
 #
 # Names and references:
 #   lull-scheduler  lull.dev/lull-scheduler:$VERSION   static Go, cmd/lull-scheduler
@@ -56,7 +60,13 @@ command -v go >/dev/null || die "go is not on PATH (Go 1.26 is required)"
 command -v git >/dev/null || die "git is not on PATH (versions and SOURCE_DATE_EPOCH come from git)"
 GOVER=$(go env GOVERSION)
 GOARCH=${GOARCH:-$(go env GOARCH)}
-PLATFORM="linux/${GOARCH}"
+# The platforms of every image: Go cross-compiles (CGO_ENABLED=0), the pause
+# image with Debian's cross gcc. More than one gives an image index.
+read -r -a PLATFORMS <<<"${IMAGE_PLATFORMS:-linux/${GOARCH}}"
+for p in "${PLATFORMS[@]}"; do
+  [[ "$p" =~ ^linux/(amd64|arm64)$ ]] || die "IMAGE_PLATFORMS: '$p' is not linux/amd64 or linux/arm64"
+done
+PLATFORM="${PLATFORMS[*]}"
 
 VERSION=${VERSION:-$(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo dev)}
 # An OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}.
@@ -102,41 +112,58 @@ fi
 # --- helpers --------------------------------------------------------------------
 rfc3339() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
 
-# go_static NAME PACKAGE [LDFLAGS-X]: a static, trimmed Go binary into $WORK/bin.
+# go_static ARCH NAME PACKAGE [LDFLAGS-X]: a static, trimmed Go binary for
+# linux/ARCH into $WORK/bin/ARCH.
 go_static() {
-  local name=$1 pkg=$2 x=${3:-} log="${WORK}/${1}.build.log" start=$SECONDS
+  local arch=$1 name=$2 pkg=$3 x=${4:-} log="${WORK}/${2}-${1}.build.log" start=$SECONDS out="${WORK}/bin/${1}"
   local ldflags="-s -w"
   [[ -n "$x" ]] && ldflags+=" -X ${x}"
-  mkdir -p "${WORK}/bin"
-  echo "images: go build ${pkg} (${PLATFORM}, static) ..."
-  if ! (cd "$ROOT" && CGO_ENABLED=0 GOOS=linux GOARCH="$GOARCH" \
-        go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "${WORK}/bin/${name}.tmp" "$pkg") >"$log" 2>&1; then
+  mkdir -p "$out"
+  echo "images: go build ${pkg} (linux/${arch}, static) ..."
+  if ! (cd "$ROOT" && CGO_ENABLED=0 GOOS=linux GOARCH="$arch" \
+        go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "${out}/${name}.tmp" "$pkg") >"$log" 2>&1; then
     tail -n 20 "$log" >&2
-    die "go build ${pkg} failed (log: ${log})"
+    die "go build ${pkg} for linux/${arch} failed (log: ${log})"
   fi
-  mv "${WORK}/bin/${name}.tmp" "${WORK}/bin/${name}"
-  echo "images: built ${name} binary in $((SECONDS - start))s ($(stat -c %s "${WORK}/bin/${name}") bytes)"
+  mv "${out}/${name}.tmp" "${out}/${name}"
+  echo "images: built ${name} binary for linux/${arch} in $((SECONDS - start))s ($(stat -c %s "${out}/${name}") bytes)"
 }
 
-# pause_static: hack/images/pause/pause.c with gcc -static -Os into $WORK/bin.
-pause_static() {
+# cross_gcc ARCH: the gcc that builds static binaries for linux/ARCH: this
+# machine's for its own architecture, Debian's cross compiler otherwise.
+cross_gcc() {
   local host
   case "$(uname -m)" in x86_64) host=amd64 ;; aarch64) host=arm64 ;; *) host=$(uname -m) ;; esac
-  [[ "$host" == "$GOARCH" ]] || die "the pause image is compiled with this machine's gcc (${host}); GOARCH=${GOARCH} needs a cross gcc"
+  if [[ "$host" == "$1" ]]; then echo gcc; return; fi
+  case "$1" in
+    arm64) echo aarch64-linux-gnu-gcc ;;
+    amd64) echo x86_64-linux-gnu-gcc ;;
+  esac
+}
+
+# pause_static ARCH: hack/images/pause/pause.c with gcc -static -Os into
+# $WORK/bin/ARCH.
+pause_static() {
+  local arch=$1 cc out="${WORK}/bin/${1}"
+  cc=$(cross_gcc "$arch")
   if [[ -x "${ROOT}/hack/install-deps.sh" ]]; then
-    "${ROOT}/hack/install-deps.sh" images || die "the pause image needs gcc and static glibc (Debian: gcc libc6-dev)"
+    if [[ "$cc" == gcc ]]; then
+      "${ROOT}/hack/install-deps.sh" images || die "the pause image needs gcc and static glibc (Debian: gcc libc6-dev)"
+    else
+      "${ROOT}/hack/install-deps.sh" "images-${arch}" || die "the pause image for linux/${arch} needs Debian's cross gcc (install-deps.sh images-${arch})"
+    fi
   fi
-  command -v gcc >/dev/null || die "gcc is not installed; the pause image needs it: apt-get install gcc libc6-dev"
-  mkdir -p "${WORK}/bin"
+  command -v "$cc" >/dev/null || die "$cc is not installed; the pause image for linux/${arch} needs it (hack/install-deps.sh images-${arch})"
+  mkdir -p "$out"
   # -ffile-prefix-map: no build path in the binary. -s: no symbols.
-  if ! gcc -static -Os -s -Wall -Wextra -Werror -ffile-prefix-map="${ROOT}/=" \
-       -DVERSION="\"${PAUSE_VERSION}\"" -o "${WORK}/bin/pause.tmp" "${ROOT}/hack/images/pause/pause.c" 2>"${WORK}/pause.build.log"; then
-    cat "${WORK}/pause.build.log" >&2
-    grep -q 'cannot find -lc' "${WORK}/pause.build.log" &&
-      echo "images: static glibc is missing: apt-get install libc6-dev" >&2
-    die "gcc -static hack/images/pause/pause.c failed"
+  if ! "$cc" -static -Os -s -Wall -Wextra -Werror -ffile-prefix-map="${ROOT}/=" \
+       -DVERSION="\"${PAUSE_VERSION}\"" -o "${out}/pause.tmp" "${ROOT}/hack/images/pause/pause.c" 2>"${WORK}/pause-${arch}.build.log"; then
+    cat "${WORK}/pause-${arch}.build.log" >&2
+    grep -q 'cannot find -lc' "${WORK}/pause-${arch}.build.log" &&
+      echo "images: static glibc is missing: apt-get install libc6-dev (or libc6-dev-${arch}-cross)" >&2
+    die "$cc -static hack/images/pause/pause.c failed"
   fi
-  mv "${WORK}/bin/pause.tmp" "${WORK}/bin/pause"
+  mv "${out}/pause.tmp" "${out}/pause"
 }
 
 # assemble NAME OUTPUT-TAR DIGEST-FILE: runs imagebuild with IMG_ARGS.
@@ -159,13 +186,13 @@ image() {
         revision=$HEAD epoch=$HEAD_EPOCH
       fi
       epoch=${SOURCE_DATE_EPOCH:-$epoch}
-      key="pause ${tag} $(sha256sum "$src" | cut -c1-16) $(gcc -dumpfullversion 2>/dev/null || echo nogcc) ${epoch} ${revision} ${PLATFORM} ${TOOL_KEY}"
+      key="pause ${tag} $(sha256sum "$src" | cut -c1-16) $(gcc -dumpfullversion 2>/dev/null || echo nogcc) ${epoch} ${revision} ${PLATFORM// /,} ${TOOL_KEY}"
       desc="Sandbox (pause) container for lull's nodes: holds a pod's namespaces, reaps children (static C)"
       bin=pause dest=/pause user=65535:65535
       ;;
     *)
       tag=$VERSION revision=$HEAD epoch=${SOURCE_DATE_EPOCH:-$HEAD_EPOCH}
-      key="${name} ${tag} ${revision} ${epoch} ${GOVER} ${PLATFORM} ${TOOL_KEY}"
+      key="${name} ${tag} ${revision} ${epoch} ${GOVER} ${PLATFORM// /,} ${TOOL_KEY}"
       [[ "$DIRTY" == 1 ]] && key+=" dirty"
       bin=$name dest=/${name} user=65532:65532
       case "$name" in
@@ -187,46 +214,70 @@ image() {
   fi
   rm -f "$stamp"
 
-  case "$name" in
-    lull-scheduler|lull-drainer|lull-agent) go_static "$name" "./cmd/${name}" "lull.dev/lull/pkg/version.Version=${VERSION}" ;;
-    e2e-graceful) go_static "$name" ./test/e2e/images/graceful ;;
-    pause) pause_static ;;
-  esac
+  local p arch
+  for p in "${PLATFORMS[@]}"; do
+    arch=${p#linux/}
+    case "$name" in
+      lull-scheduler|lull-drainer|lull-agent) go_static "$arch" "$name" "./cmd/${name}" "lull.dev/lull/pkg/version.Version=${VERSION}" ;;
+      e2e-graceful) go_static "$arch" "$name" ./test/e2e/images/graceful ;;
+      pause) pause_static "$arch" ;;
+    esac
+  done
 
-  IMG_ARGS=(
-    --ref "$ref" --platform "$PLATFORM" --created "$epoch"
-    --file "${WORK}/bin/${bin}:${dest}:0755"
-    --user "$user" --workdir / --entrypoint "$dest"
-    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-    --created-by "hack/images.sh ${name}"
-    --label "org.opencontainers.image.title=${name}"
-    --label "org.opencontainers.image.description=${desc}"
-    --label "org.opencontainers.image.version=${tag}"
-    --label "org.opencontainers.image.revision=${revision}"
-    --label "org.opencontainers.image.created=$(rfc3339 "$epoch")"
-    --label "org.opencontainers.image.source=${SOURCE_URL}"
-    --label "org.opencontainers.image.licenses=Apache-2.0"
-  )
-  if [[ "$name" != pause ]]; then
-    # Names for the non-root user (65532, as in distroless), and a /tmp.
-    IMG_ARGS+=(
-      --file "${ROOT}/hack/images/rootfs/etc/passwd:/etc/passwd:0644"
-      --file "${ROOT}/hack/images/rootfs/etc/group:/etc/group:0644"
-      --dir /tmp:1777
+  # IMG_ARGS for one platform's image; the binary is that platform's.
+  img_args() {
+    IMG_ARGS=(
+      --ref "$ref" --platform "$1" --created "$epoch"
+      --file "${WORK}/bin/${1#linux/}/${bin}:${dest}:0755"
+      --user "$user" --workdir / --entrypoint "$dest"
+      --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+      --created-by "hack/images.sh ${name}"
+      --label "org.opencontainers.image.title=${name}"
+      --label "org.opencontainers.image.description=${desc}"
+      --label "org.opencontainers.image.version=${tag}"
+      --label "org.opencontainers.image.revision=${revision}"
+      --label "org.opencontainers.image.created=$(rfc3339 "$epoch")"
+      --label "org.opencontainers.image.source=${SOURCE_URL}"
+      --label "org.opencontainers.image.licenses=Apache-2.0"
     )
-  fi
-  if [[ "$name" == e2e-graceful ]]; then
-    IMG_ARGS+=(--env GRACEFUL_DELAY=3s)
-  fi
+    if [[ "$name" != pause ]]; then
+      # Names for the non-root user (65532, as in distroless), and a /tmp.
+      IMG_ARGS+=(
+        --file "${ROOT}/hack/images/rootfs/etc/passwd:/etc/passwd:0644"
+        --file "${ROOT}/hack/images/rootfs/etc/group:/etc/group:0644"
+        --dir /tmp:1777
+      )
+    fi
+    if [[ "$name" == e2e-graceful ]]; then
+      IMG_ARGS+=(--env GRACEFUL_DELAY=3s)
+    fi
+  }
+  # build_archive OUTPUT-TAR DIGEST-FILE: the image of every platform; with
+  # several, each alone in $WORK and then one index of them all.
+  build_archive() {
+    if [[ ${#PLATFORMS[@]} -eq 1 ]]; then
+      img_args "${PLATFORMS[0]}"
+      assemble "$name" "$1" "$2"
+      return
+    fi
+    local singles=() q
+    for q in "${PLATFORMS[@]}"; do
+      img_args "$q"
+      local single="${WORK}/${name}-${tag}-${q#linux/}.tar"
+      assemble "$name" "$single" "${single%.tar}.digest" || return 1
+      singles+=("$single")
+    done
+    "$TOOL" index --ref "$ref" --created "$epoch" --output "$1" --digest-file "$2" "${singles[@]}"
+  }
 
-  echo "images: assembling ${ref} ..."
-  assemble "$name" "$archive" "$digestf" >"${WORK}/${name}.assemble.txt" || die "assembling ${ref} failed"
+  echo "images: assembling ${ref} (${PLATFORM}) ..."
+  build_archive "$archive" "$digestf" >"${WORK}/${name}.assemble.txt" || die "assembling ${ref} failed"
 
   if [[ "$CHECK_REPRO" == 1 ]]; then
-    # Reproducible: the same binary and flags assembled again must give the
-    # same digest and the same bytes.
+    # Reproducible: the same binaries and flags assembled again must give
+    # the same digest and the same bytes.
     local again="${WORK}/${name}-${tag}.again.tar"
-    assemble "$name" "$again" "${again%.tar}.digest" >/dev/null || die "assembling ${ref} a second time failed"
+    build_archive "$again" "${again%.tar}.digest" >/dev/null || die "assembling ${ref} a second time failed"
     [[ "$(cat "$digestf")" == "$(cat "${again%.tar}.digest")" ]] ||
       die "${ref} is not reproducible: digest $(cat "$digestf") then $(cat "${again%.tar}.digest")"
     cmp -s "$archive" "$again" || die "${ref} is not reproducible: the two archives differ"

@@ -21,8 +21,11 @@ for what in "$@"; do
     build-runc) need gcc gcc; need /usr/include/stdio.h libc6-dev; need /usr/include/seccomp.h libseccomp-dev; need pkg-config pkg-config ;;
     node) need iptables iptables; need ip iproute2 ;;
     images) need gcc gcc; need /usr/lib/x86_64-linux-gnu/libc.a libc6-dev ;;
+    # The pause image for another architecture (IMAGE_PLATFORMS, make release).
+    images-arm64) need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu; need /usr/aarch64-linux-gnu/lib/libc.a libc6-dev-arm64-cross ;;
+    images-amd64) need x86_64-linux-gnu-gcc gcc-x86-64-linux-gnu; need /usr/x86_64-linux-gnu/lib/libc.a libc6-dev-amd64-cross ;;
     machine) need systemd-nspawn systemd-container; need mmdebstrap mmdebstrap ;;
-    *) echo "install-deps: unknown group '$what' (cluster, build-runc, node, images, machine)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown group '$what' (cluster, build-runc, node, images, images-arm64, images-amd64, machine)" >&2; exit 2 ;;
   esac
 done
 [[ ${#want[@]} -eq 0 ]] && exit 0

@@ -23,6 +23,8 @@
 #                uris are RELEASE_URL/<archive> (default:
 #                https://github.com/lull-dev/lull/releases/download/VERSION)
 #   SKIP_IMAGES  1: do not build the image archives (tests, quick runs)
+#   IMAGE_PLATFORMS  the images' platforms (default: linux/amd64 linux/arm64):
+#                each image archive is one OCI image index of them
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -130,7 +132,7 @@ elif [[ ! -x "${ROOT}/hack/images.sh" ]]; then
   exit 1
 else
   step "images (hack/images.sh)"
-  VERSION="$VERSION" "${ROOT}/hack/images.sh" lull-scheduler lull-drainer lull-agent
+  VERSION="$VERSION" IMAGE_PLATFORMS="${IMAGE_PLATFORMS:-linux/amd64 linux/arm64}" "${ROOT}/hack/images.sh" lull-scheduler lull-drainer lull-agent
   for img in lull-scheduler lull-drainer lull-agent; do
     f="${LULL_IMAGES_DIR:-${ROOT}/_output/images}/${img}-${VERSION}.tar"
     [[ -f "$f" ]] || { echo "release: hack/images.sh did not write $f" >&2; exit 1; }

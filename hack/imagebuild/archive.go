@@ -47,68 +47,96 @@ type blob struct {
 // owner 0:0 and fixed modes, entries are in a fixed order: the bytes
 // depend only on the image and ref.
 func WriteArchive(w io.Writer, img v1.Image, ref name.Tag, mtime time.Time) error {
-	mt, err := img.MediaType()
-	if err != nil {
-		return err
-	}
-	rawManifest, err := img.RawManifest()
-	if err != nil {
-		return err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	cfgName, err := img.ConfigName()
-	if err != nil {
-		return err
-	}
-	rawConfig, err := img.RawConfigFile()
-	if err != nil {
-		return err
-	}
-	layers, err := img.Layers()
-	if err != nil {
-		return err
-	}
+	return writeArchive(w, nil, []v1.Image{img}, ref, mtime)
+}
 
+// WriteIndexArchive writes a multi-platform image the same way: index.json
+// names idx (an OCI image index of one image per platform, imgs in its
+// order) and every blob of every image is in blobs/sha256/. A
+// docker-archive holds one image per tag: manifest.json describes imgs[0],
+// the first platform.
+func WriteIndexArchive(w io.Writer, idx v1.ImageIndex, imgs []v1.Image, ref name.Tag, mtime time.Time) error {
+	return writeArchive(w, idx, imgs, ref, mtime)
+}
+
+func writeArchive(w io.Writer, idx v1.ImageIndex, imgs []v1.Image, ref name.Tag, mtime time.Time) error {
 	blobs := map[string]blob{}
 	addBytes := func(h v1.Hash, b []byte) {
 		blobs[h.Hex] = blob{hex: h.Hex, size: int64(len(b)), open: func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(b)), nil
 		}}
 	}
-	addBytes(digest, rawManifest)
-	addBytes(cfgName, rawConfig)
-	dm := dockerManifest{
-		Config:   "blobs/sha256/" + cfgName.Hex,
-		RepoTags: []string{ref.String()},
-	}
-	for _, l := range layers {
-		d, err := l.Digest()
+	var dm dockerManifest
+	var top v1.Descriptor
+	for i, img := range imgs {
+		mt, err := img.MediaType()
 		if err != nil {
 			return err
 		}
-		size, err := l.Size()
+		rawManifest, err := img.RawManifest()
 		if err != nil {
 			return err
 		}
-		blobs[d.Hex] = blob{hex: d.Hex, size: size, open: l.Compressed}
-		dm.Layers = append(dm.Layers, "blobs/sha256/"+d.Hex)
+		digest, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		cfgName, err := img.ConfigName()
+		if err != nil {
+			return err
+		}
+		rawConfig, err := img.RawConfigFile()
+		if err != nil {
+			return err
+		}
+		layers, err := img.Layers()
+		if err != nil {
+			return err
+		}
+		addBytes(digest, rawManifest)
+		addBytes(cfgName, rawConfig)
+		var layerPaths []string
+		for _, l := range layers {
+			d, err := l.Digest()
+			if err != nil {
+				return err
+			}
+			size, err := l.Size()
+			if err != nil {
+				return err
+			}
+			blobs[d.Hex] = blob{hex: d.Hex, size: size, open: l.Compressed}
+			layerPaths = append(layerPaths, "blobs/sha256/"+d.Hex)
+		}
+		if i == 0 {
+			dm = dockerManifest{Config: "blobs/sha256/" + cfgName.Hex, RepoTags: []string{ref.String()}, Layers: layerPaths}
+			top = v1.Descriptor{MediaType: mt, Digest: digest, Size: int64(len(rawManifest))}
+		}
 	}
-
+	if idx != nil {
+		mt, err := idx.MediaType()
+		if err != nil {
+			return err
+		}
+		raw, err := idx.RawManifest()
+		if err != nil {
+			return err
+		}
+		digest, err := idx.Digest()
+		if err != nil {
+			return err
+		}
+		addBytes(digest, raw)
+		top = v1.Descriptor{MediaType: mt, Digest: digest, Size: int64(len(raw))}
+	}
+	top.Annotations = map[string]string{
+		annotationImageName: ref.String(),
+		annotationRefName:   ref.TagStr(),
+	}
 	index := v1.IndexManifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIImageIndex,
-		Manifests: []v1.Descriptor{{
-			MediaType: mt,
-			Digest:    digest,
-			Size:      int64(len(rawManifest)),
-			Annotations: map[string]string{
-				annotationImageName: ref.String(),
-				annotationRefName:   ref.TagStr(),
-			},
-		}},
+		Manifests:     []v1.Descriptor{top},
 	}
 	indexJSON, err := json.Marshal(index)
 	if err != nil {
@@ -179,6 +207,12 @@ func WriteArchive(w io.Writer, img v1.Image, ref name.Tag, mtime time.Time) erro
 // WriteArchiveFile writes the archive to path atomically (a temporary file
 // in the same folder, renamed when complete).
 func WriteArchiveFile(path string, img v1.Image, ref name.Tag, mtime time.Time) error {
+	return writeFile(path, func(w io.Writer) error { return WriteArchive(w, img, ref, mtime) })
+}
+
+// writeFile writes path atomically with write: a temporary file in the
+// same folder, renamed when complete.
+func writeFile(path string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -187,7 +221,7 @@ func WriteArchiveFile(path string, img v1.Image, ref name.Tag, mtime time.Time) 
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if err := WriteArchive(tmp, img, ref, mtime); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}

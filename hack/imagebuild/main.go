@@ -45,6 +45,9 @@ func main() {
 	if len(args) > 0 && args[0] == "verify" {
 		run, args = verifyMain, args[1:]
 	}
+	if len(args) > 0 && args[0] == "index" {
+		run, args = indexMain, args[1:]
+	}
 	if err := run(args, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "imagebuild:", err)
 		os.Exit(1)

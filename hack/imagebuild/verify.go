@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -23,6 +24,9 @@ type Verified struct {
 	Digest v1.Hash // the OCI manifest's digest (index.json)
 	Config v1.Hash
 	Layers []v1.Hash
+	// Platforms of a multi-platform image (an index), in order; the
+	// first is the one manifest.json describes. Empty for one image.
+	Platforms []string
 }
 
 // VerifyArchive reads an archive written by WriteArchive through both of
@@ -97,8 +101,15 @@ func VerifyArchive(path string) (*Verified, error) {
 	if got := desc.Annotations[annotationRefName]; got != ref.TagStr() {
 		return nil, fmt.Errorf("index.json: %s = %q, want %q", annotationRefName, got, ref.TagStr())
 	}
-	limg, err := idx.Image(desc.Digest)
-	if err != nil {
+	var platforms []string
+	var limg v1.Image
+	if desc.MediaType.IsIndex() {
+		// A multi-platform image: every platform's image valid and
+		// labelled with its config's platform; manifest.json is the first.
+		if limg, platforms, err = verifyPlatforms(idx, desc.Digest); err != nil {
+			return nil, fmt.Errorf("OCI layout view: %w", err)
+		}
+	} else if limg, err = idx.Image(desc.Digest); err != nil {
 		return nil, fmt.Errorf("OCI layout view: %w", err)
 	}
 	if err := validate.Image(limg); err != nil {
@@ -123,7 +134,51 @@ func VerifyArchive(path string) (*Verified, error) {
 	if want := "blobs/sha256/" + lcfg.Hex; dm[0].Config != want {
 		return nil, fmt.Errorf("manifest.json Config %q, want %q", dm[0].Config, want)
 	}
-	return &Verified{Ref: ref, Digest: desc.Digest, Config: lcfg, Layers: llayers}, nil
+	return &Verified{Ref: ref, Digest: desc.Digest, Config: lcfg, Layers: llayers, Platforms: platforms}, nil
+}
+
+// verifyPlatforms checks the multi-platform index digest in idx: each of
+// its images valid, its descriptor's platform its config's, no platform
+// twice. It returns the first image and the platforms in order.
+func verifyPlatforms(idx v1.ImageIndex, digest v1.Hash) (v1.Image, []string, error) {
+	child, err := idx.ImageIndex(digest)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := validate.Index(child); err != nil {
+		return nil, nil, err
+	}
+	cm, err := child.IndexManifest()
+	if err != nil {
+		return nil, nil, err
+	}
+	var first v1.Image
+	var platforms []string
+	for _, d := range cm.Manifests {
+		img, err := child.Image(d.Digest)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			return nil, nil, err
+		}
+		want := v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+		if d.Platform == nil || d.Platform.String() != want.String() {
+			return nil, nil, fmt.Errorf("manifest %s: descriptor platform %v, config says %s", d.Digest, d.Platform, want.String())
+		}
+		if slices.Contains(platforms, want.String()) {
+			return nil, nil, fmt.Errorf("platform %s twice", want.String())
+		}
+		platforms = append(platforms, want.String())
+		if first == nil {
+			first = img
+		}
+	}
+	if first == nil {
+		return nil, nil, errors.New("an image index without images")
+	}
+	return first, platforms, nil
 }
 
 func layerDigests(img v1.Image) ([]v1.Hash, error) {
@@ -202,7 +257,11 @@ func verifyMain(args []string, stdout io.Writer) error {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		js, _ := json.Marshal(v.Layers)
-		fmt.Fprintf(stdout, "%s: ok ref=%s digest=%s config=%s layers=%s\n", p, v.Ref, v.Digest, v.Config, js)
+		fmt.Fprintf(stdout, "%s: ok ref=%s digest=%s config=%s layers=%s", p, v.Ref, v.Digest, v.Config, js)
+		if len(v.Platforms) > 0 {
+			fmt.Fprintf(stdout, " platforms=%s", strings.Join(v.Platforms, ","))
+		}
+		fmt.Fprintln(stdout)
 	}
 	return nil
 }
