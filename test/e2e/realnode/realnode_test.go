@@ -905,35 +905,11 @@ func TestUninstall(t *testing.T) {
 func TestHelmInstall(t *testing.T) {
 	ctx := t.Context()
 	cs := cluster.Clientset
-	helm := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, filepath.Join(framework.BinDir(), "helm"), append(args, "--kubeconfig", cluster.Kubeconfig)...)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), out)
-		return string(out)
-	}
-	dir := t.TempDir()
-	out, err := exec.Command(filepath.Join(framework.BinDir(), "helm"), "package", filepath.Join(framework.RepoRoot(), "charts", "lull"),
-		"--app-version", version, "--destination", dir).CombinedOutput()
-	require.NoError(t, err, string(out))
-	chart, err := filepath.Glob(filepath.Join(dir, "lull-*.tgz"))
-	require.NoError(t, err)
-	require.Len(t, chart, 1)
-
+	helm := func(args ...string) string { return helmRun(t, args...) }
+	chart := packageChart(t, filepath.Join(framework.RepoRoot(), "charts", "lull"), version)
 	start := time.Now()
-	// The same local changes as hack/local-overlay, as values.
-	var set []string
-	for _, c := range []string{"scheduler", "drainer", "agent"} {
-		set = append(set, "--set", c+".image.pullPolicy=Never",
-			"--set", c+".nodeSelector.kubernetes\\.io/hostname="+realNode,
-			"--set", c+".tolerations[0].key="+realNodeTaint, "--set", c+".tolerations[0].operator=Exists",
-			"--set", c+".tolerations[0].effect=NoSchedule")
-	}
-	// The agent on the real node (this machine) must reload, restart,
-	// reboot, power off and write nothing.
-	set = append(set, "--set", "agent.commands.restart=echo restarted $LULL_UNIT", "--set", "agent.commands.reload=", "--set", "agent.commands.daemonReload=",
-		"--set", "agent.commands.reboot=", "--set", "agent.commands.powerOff=", "--set", "agent.writeFiles=false")
-	helm(append([]string{"install", "lull", chart[0], "--namespace", "default", "--wait", "--timeout", "3m"}, set...)...)
+	set := helmLocalValues()
+	helm(append([]string{"install", "lull", chart, "--namespace", "default", "--wait", "--timeout", "3m"}, set...)...)
 	t.Logf("helm install -> all Deployments Available: %v", time.Since(start).Round(100*time.Millisecond))
 	for _, name := range []string{"lull-scheduler", "lull-drainer"} {
 		d, err := cs.AppsV1().Deployments("lull-system").Get(ctx, name, metav1.GetOptions{})
@@ -968,4 +944,42 @@ func TestHelmInstall(t *testing.T) {
 	n, err = cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.False(t, n.Spec.Unschedulable)
+}
+
+// helmRun runs helm on the cluster; a failure fails the test.
+func helmRun(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(framework.BinDir(), "helm"), append(args, "--kubeconfig", cluster.Kubeconfig)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+// packageChart packages the chart in dir with appVersion app (its images'
+// tag), as a release does, and returns the package.
+func packageChart(t *testing.T, dir, app string) string {
+	t.Helper()
+	dest := t.TempDir()
+	out, err := exec.Command(filepath.Join(framework.BinDir(), "helm"), "package", dir, "--app-version", app, "--destination", dest).CombinedOutput()
+	require.NoError(t, err, string(out))
+	chart, err := filepath.Glob(filepath.Join(dest, "lull-*.tgz"))
+	require.NoError(t, err)
+	require.Len(t, chart, 1)
+	return chart[0]
+}
+
+// helmLocalValues are hack/local-overlay's changes as the chart's values:
+// images imported (never pulled), lull on the real node, and an agent that
+// reloads, restarts, reboots, powers off and writes nothing on this
+// machine.
+func helmLocalValues() []string {
+	var set []string
+	for _, c := range []string{"scheduler", "drainer", "agent"} {
+		set = append(set, "--set", c+".image.pullPolicy=Never",
+			"--set", c+".nodeSelector.kubernetes\\.io/hostname="+realNode,
+			"--set", c+".tolerations[0].key="+realNodeTaint, "--set", c+".tolerations[0].operator=Exists",
+			"--set", c+".tolerations[0].effect=NoSchedule")
+	}
+	return append(set, "--set", "agent.commands.restart=echo restarted $LULL_UNIT", "--set", "agent.commands.reload=", "--set", "agent.commands.daemonReload=",
+		"--set", "agent.commands.reboot=", "--set", "agent.commands.powerOff=", "--set", "agent.writeFiles=false")
 }

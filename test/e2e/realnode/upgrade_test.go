@@ -54,9 +54,9 @@ func previousRelease(t *testing.T) (src, version string, images []string) {
 }
 
 // installOverlay applies the local overlay of the checkout root with lull's
-// images tagged tag, as hack/local-up.d/10-lull.sh does, and waits until
-// lull runs from them.
-func installOverlay(t *testing.T, root, tag string) {
+// images tagged tag, as hack/local-up.d/10-lull.sh does, waits until lull
+// runs from them, and returns the rendered install.
+func installOverlay(t *testing.T, root, tag string) string {
 	t.Helper()
 	dir := t.TempDir()
 	base, err := filepath.Rel(dir, filepath.Join(root, "hack", "local-overlay"))
@@ -69,6 +69,13 @@ func installOverlay(t *testing.T, root, tag string) {
 	rendered := kubectl(t, "kustomize", dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rendered.yaml"), []byte(rendered), 0o644))
 	kubectl(t, "apply", "--server-side", "-f", filepath.Join(dir, "rendered.yaml"))
+	rolledOut(t)
+	return filepath.Join(dir, "rendered.yaml")
+}
+
+// rolledOut waits until every lull component runs its current spec.
+func rolledOut(t *testing.T) {
+	t.Helper()
 	for _, w := range []string{"deployment/lull-scheduler", "deployment/lull-drainer", "daemonset/lull-agent"} {
 		kubectl(t, "-n", "lull-system", "rollout", "status", w, "--timeout=3m")
 	}
@@ -99,14 +106,13 @@ func nodeLease(ctx context.Context, node string) (leaseState, error) {
 // TestUpgradeFromPreviousRelease installs the previous release
 // (LULL_PREVIOUS_COMMIT, built from its own worktree), starts requests in
 // several phases — one waiting for its window, one draining a node its
-// PodDisruptionBudget holds, one held drained — upgrades to this commit
-// with kubectl apply of the install, and shows nothing is lost: the same
-// requests (no restart), the nodes cordoned throughout, the same leases
-// (never released or taken again), no PodDisruptionBudget violated, no pod
-// evicted twice; then the new drainer finishes them.
+// PodDisruptionBudget holds, one held drained — upgrades to this commit,
+// and shows nothing is lost: the same requests (no restart), the nodes
+// cordoned throughout, the same leases (never released or taken again), no
+// PodDisruptionBudget violated, no pod evicted; then the new drainer
+// finishes them. Once installed and upgraded with kubectl apply of the
+// install, once with helm install and helm upgrade.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
-	ctx := t.Context()
-	cs := cluster.Clientset
 	src, prev, images := previousRelease(t)
 	for _, archive := range images {
 		out, err := exec.Command(filepath.Join(framework.BinDir(), "ctr"),
@@ -114,10 +120,38 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			"images", "import", "--no-unpack=false", archive).CombinedOutput()
 		require.NoError(t, err, "importing %s: %s", archive, out)
 	}
-	installOverlay(t, src, prev)
+	t.Run("kustomize", func(t *testing.T) {
+		rendered := installOverlay(t, src, prev)
+		upgradeWithWorkInFlight(t, prev, "kustomize", func() { installOverlay(t, framework.RepoRoot(), version) })
+		kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-f", rendered)
+	})
+	t.Run("helm", func(t *testing.T) {
+		set := helmLocalValues()
+		helmRun(t, append([]string{"install", "lull", packageChart(t, filepath.Join(src, "charts", "lull"), prev),
+			"--namespace", "default", "--wait", "--timeout", "3m"}, set...)...)
+		rolledOut(t)
+		upgradeWithWorkInFlight(t, prev, "helm", func() {
+			// helm upgrade never touches crds/: apply them first, as
+			// docs/install.md#upgrading says.
+			kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(framework.RepoRoot(), "charts", "lull", "crds"))
+			helmRun(t, append([]string{"upgrade", "lull", packageChart(t, filepath.Join(framework.RepoRoot(), "charts", "lull"), version),
+				"--namespace", "default", "--wait", "--timeout", "3m"}, set...)...)
+			rolledOut(t)
+		})
+		helmRun(t, "uninstall", "lull", "--namespace", "default", "--wait", "--timeout", "3m")
+		kubectl(t, "delete", "crd", "nodemaintenances.lull.dev", "maintenancewindows.lull.dev", "disruptionpolicies.lull.dev", "nodeconfigs.lull.dev", "--wait=true", "--timeout=2m")
+	})
+}
+
+// upgradeWithWorkInFlight runs the scenario of TestUpgradeFromPreviousRelease
+// on lull installed at prev: upgrade upgrades it to this commit.
+func upgradeWithWorkInFlight(t *testing.T, prev, how string, upgrade func()) {
+	ctx := t.Context()
+	cs := cluster.Clientset
 	d, err := cs.AppsV1().Deployments("lull-system").Get(ctx, "lull-drainer", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "lull.dev/lull-drainer:"+prev, d.Spec.Template.Spec.Containers[0].Image)
+	stuck := "up-stuck-" + how
 
 	waiting, draining, drained := "kwok-node-0", "kwok-node-1", "kwok-node-2"
 	for _, n := range []string{waiting, draining, drained} {
@@ -133,7 +167,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		draining: nil, drained: nil,
 	}
 	for n, sched := range windows {
-		w := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "e2e-up-" + n},
+		w := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "e2e-up-" + how + "-" + n},
 			Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive,
 				NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-up-" + n}}}}
 		if sched != nil {
@@ -142,7 +176,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		require.NoError(t, c.Create(ctx, w))
 		t.Cleanup(func() { _ = c.Delete(context.Background(), w) })
 	}
-	app(t, "up-stuck", 1, 1, func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"kubernetes.io/hostname": draining} })
+	app(t, stuck, 1, 1, func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"kubernetes.io/hostname": draining} })
 	for _, n := range []string{waiting, draining, drained} {
 		patchNode(t, n, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
 	}
@@ -225,20 +259,20 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 				}
 			}
 			ready := 0
-			for _, p := range appPods(ctx, "up-stuck") {
+			for _, p := range appPods(ctx, stuck) {
 				if podReady(&p) {
 					ready++
 				}
 			}
 			if ctx.Err() == nil && ready < 1 {
-				violated("up-stuck: no pod ready: its PodDisruptionBudget violated")
+				violated(stuck + ": no pod ready: its PodDisruptionBudget violated")
 			}
 		}, 100*time.Millisecond)
 	}()
 
 	start := time.Now()
-	installOverlay(t, framework.RepoRoot(), version)
-	t.Logf("upgraded %s -> %s in %v", prev, version, time.Since(start).Round(100*time.Millisecond))
+	upgrade()
+	t.Logf("upgraded %s -> %s with %s in %v", prev, version, how, time.Since(start).Round(100*time.Millisecond))
 	poll(t, "a drainer of "+version+" leads", time.Minute, func(ctx context.Context) (bool, string) {
 		l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, "lull-drainer", metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
@@ -263,10 +297,10 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	for _, v := range violations {
 		t.Error(v)
 	}
-	require.Len(t, appPods(ctx, "up-stuck"), 1, "the budget's pod was not evicted")
+	require.Len(t, appPods(ctx, stuck), 1, "the budget's pod was not evicted")
 
 	// The new drainer finishes what the old one started.
-	_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, "up-stuck", types.MergePatchType, []byte(`{"spec":{"minAvailable":0}}`), metav1.PatchOptions{})
+	_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, stuck, types.MergePatchType, []byte(`{"spec":{"minAvailable":0}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	waitNM(t, draining, lullv1alpha1.PhaseDrained, 2*time.Minute)
 	for _, n := range []string{waiting, draining, drained} {
