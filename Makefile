@@ -119,7 +119,8 @@ bench-wave: binaries build
 	go test ./test/e2e -run '^$$' -bench BenchmarkFleetWave -benchtime 1x -timeout 60m
 
 ## bench-scheduler: scheduler_perf, NodeDisruption vs the default profile, plain and with the same
-## nodes tainted (1,000 and 5,000 nodes, 3 interleaved runs, about 60 min; --short: hack/bench-scheduler.sh --short)
+## nodes tainted (1,000 and 5,000 nodes, 5 rounds, each run its own process in shuffled order, runs under other load
+## rejected and repeated; hours on 2 cores; --short: hack/bench-scheduler.sh --short)
 bench-scheduler:
 	hack/bench-scheduler.sh
 

@@ -73,13 +73,29 @@ func nodesOf(workload string) int {
 }
 
 // ratios prints lull/base: of the means, and run by run (run i of each
-// profile ran in the same go test iteration, one after the other).
+// profile ran in the same round, hack/bench-scheduler.sh), with the range
+// of the per-run ratios.
 func ratios(label string, lull, base []float64) string {
 	per := make([]string, 0, len(lull))
 	for i := range min(len(lull), len(base)) {
 		per = append(per, fmt.Sprintf("%.2f", lull[i]/base[i]))
 	}
-	return fmt.Sprintf("  ratio lull/%-28s %.3f  per run [%s]", label, mean(lull)/mean(base), strings.Join(per, " "))
+	line := fmt.Sprintf("  ratio lull/%-28s %.3f  per run [%s]", label, mean(lull)/mean(base), strings.Join(per, " "))
+	if rs := runRatios(lull, base); len(rs) > 1 {
+		line += fmt.Sprintf(" range %.2f–%.2f", slices.Min(rs), slices.Max(rs))
+	}
+	return line
+}
+
+// runRatios are lull[i]/base[i], run by run.
+func runRatios(lull, base []float64) []float64 {
+	var out []float64
+	for i := range min(len(lull), len(base)) {
+		if base[i] > 0 {
+			out = append(out, lull[i]/base[i])
+		}
+	}
+	return out
 }
 
 // printWorkload prints one workload's profiles and ratios; false when a
