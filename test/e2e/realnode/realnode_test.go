@@ -559,44 +559,27 @@ func TestUpgradeDrainerDuringDrain(t *testing.T) {
 		return nm.Status.Phase == lullv1alpha1.PhaseDraining && len(nm.Status.Blockers) > 0, fmt.Sprintf("%+v", nm.Status)
 	})
 
-	// Invariants while the drainer is replaced: cordoned, leased by lull,
-	// nothing evicted past the budget.
-	var (
-		vmu        sync.Mutex
-		violations []string
-	)
-	violated := func(v string) {
-		vmu.Lock()
-		defer vmu.Unlock()
-		if len(violations) < 20 {
-			violations = append(violations, v)
+	// Invariants while the drainer is replaced, every 100 ms until the
+	// upgrade is over: cordoned, leased by lull, nothing evicted past the
+	// budget.
+	stop := watchInvariants(ctx, func(ctx context.Context, violated func(string)) {
+		if n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && !n.Spec.Unschedulable {
+			violated("node uncordoned during the upgrade")
 		}
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// A sampling watcher: every 100 ms until the upgrade is over.
-		wait.UntilWithContext(wctx, func(ctx context.Context) {
-			if n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && !n.Spec.Unschedulable {
-				violated("node uncordoned during the upgrade")
+		l, err := cs.CoordinationV1().Leases("lull-leases").Get(ctx, "node-"+node, metav1.GetOptions{})
+		if ctx.Err() == nil && (err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "lull-drainer")) {
+			violated(fmt.Sprintf("node lease not held by lull: %v %+v", err, l))
+		}
+		ready := 0
+		for _, p := range appPods(ctx, "upgrade") {
+			if podReady(&p) {
+				ready++
 			}
-			l, err := cs.CoordinationV1().Leases("lull-leases").Get(ctx, "node-"+node, metav1.GetOptions{})
-			if ctx.Err() == nil && (err != nil || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "lull-drainer")) {
-				violated(fmt.Sprintf("node lease not held by lull: %v %+v", err, l))
-			}
-			ready := 0
-			for _, p := range appPods(ctx, "upgrade") {
-				if podReady(&p) {
-					ready++
-				}
-			}
-			if ctx.Err() == nil && ready < 2 {
-				violated(fmt.Sprintf("only %d of 2 pods ready: PodDisruptionBudget violated", ready))
-			}
-		}, 100*time.Millisecond)
-	}()
+		}
+		if ctx.Err() == nil && ready < 2 {
+			violated(fmt.Sprintf("only %d of 2 pods ready: PodDisruptionBudget violated", ready))
+		}
+	})
 
 	next := version + "-next"
 	out, err := exec.Command(filepath.Join(framework.BinDir(), "ctr"),
@@ -628,9 +611,7 @@ func TestUpgradeDrainerDuringDrain(t *testing.T) {
 		}
 		return false, "leader " + *l.Spec.HolderIdentity
 	})
-	cancel()
-	wg.Wait()
-	for _, v := range violations {
+	for _, v := range stop() {
 		t.Error(v)
 	}
 
@@ -982,4 +963,34 @@ func helmLocalValues() []string {
 	}
 	return append(set, "--set", "agent.commands.restart=echo restarted $LULL_UNIT", "--set", "agent.commands.reload=", "--set", "agent.commands.daemonReload=",
 		"--set", "agent.commands.reboot=", "--set", "agent.commands.powerOff=", "--set", "agent.writeFiles=false")
+}
+
+// watchInvariants runs check every 100 ms until the returned stop is
+// called; check reports each violation it sees with violated. stop waits
+// for the last check and returns what was reported (at most 20).
+func watchInvariants(ctx context.Context, check func(ctx context.Context, violated func(string))) (stop func() []string) {
+	var (
+		mu         sync.Mutex
+		violations []string
+	)
+	violated := func(v string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(violations) < 20 {
+			violations = append(violations, v)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait.UntilWithContext(wctx, func(ctx context.Context) { check(ctx, violated) }, 100*time.Millisecond)
+	}()
+	return func() []string {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return violations
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -215,60 +213,43 @@ func upgradeWithWorkInFlight(t *testing.T, prev, how string, upgrade func()) {
 	require.Error(t, err, "a request waiting for its window holds no lease")
 
 	// Watch the upgrade: every 100 ms, the invariants.
-	var (
-		vmu        sync.Mutex
-		violations []string
-	)
-	violated := func(v string) {
-		vmu.Lock()
-		defer vmu.Unlock()
-		if len(violations) < 20 {
-			violations = append(violations, v)
+	stop := watchInvariants(ctx, func(ctx context.Context, violated func(string)) {
+		for n, ok := range want {
+			nm, err := nmOf(ctx, n)
+			if ctx.Err() != nil {
+				return
+			}
+			switch {
+			case err != nil:
+				violated(fmt.Sprintf("%s: request unreadable: %v", n, err))
+			case nm.UID != uids[n]:
+				violated(fmt.Sprintf("%s: the request was replaced (a restart)", n))
+			case !ok(nm) && !(n == draining && nm.Status.Phase == lullv1alpha1.PhaseDraining):
+				violated(fmt.Sprintf("%s: left its phase: %s", n, nm.Status.Phase))
+			}
 		}
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		wait.UntilWithContext(wctx, func(ctx context.Context) {
-			for n, ok := range want {
-				nm, err := nmOf(ctx, n)
-				if ctx.Err() != nil {
-					return
-				}
-				switch {
-				case err != nil:
-					violated(fmt.Sprintf("%s: request unreadable: %v", n, err))
-				case nm.UID != uids[n]:
-					violated(fmt.Sprintf("%s: the request was replaced (a restart)", n))
-				case !ok(nm) && !(n == draining && nm.Status.Phase == lullv1alpha1.PhaseDraining):
-					violated(fmt.Sprintf("%s: left its phase: %s", n, nm.Status.Phase))
-				}
+		for n, was := range leases {
+			st, err := nodeLease(ctx, n)
+			if ctx.Err() != nil {
+				return
 			}
-			for n, was := range leases {
-				st, err := nodeLease(ctx, n)
-				if ctx.Err() != nil {
-					return
-				}
-				if err != nil || st.uid != was.uid || !strings.HasPrefix(st.holder, "lull-drainer/") || time.Now().After(st.expires) {
-					violated(fmt.Sprintf("%s: the lease did not stay held by lull: %v %+v (was %+v)", n, err, st, was))
-				}
-				if node, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil && !node.Spec.Unschedulable {
-					violated(n + ": uncordoned during the upgrade")
-				}
+			if err != nil || st.uid != was.uid || !strings.HasPrefix(st.holder, "lull-drainer/") || time.Now().After(st.expires) {
+				violated(fmt.Sprintf("%s: the lease did not stay held by lull: %v %+v (was %+v)", n, err, st, was))
 			}
-			ready := 0
-			for _, p := range appPods(ctx, stuck) {
-				if podReady(&p) {
-					ready++
-				}
+			if node, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil && !node.Spec.Unschedulable {
+				violated(n + ": uncordoned during the upgrade")
 			}
-			if ctx.Err() == nil && ready < 1 {
-				violated(stuck + ": no pod ready: its PodDisruptionBudget violated")
+		}
+		ready := 0
+		for _, p := range appPods(ctx, stuck) {
+			if podReady(&p) {
+				ready++
 			}
-		}, 100*time.Millisecond)
-	}()
+		}
+		if ctx.Err() == nil && ready < 1 {
+			violated(stuck + ": no pod ready: its PodDisruptionBudget violated")
+		}
+	})
 
 	start := time.Now()
 	upgrade()
@@ -292,9 +273,7 @@ func upgradeWithWorkInFlight(t *testing.T, prev, how string, upgrade func()) {
 	// The new leader has looked at every request (the drain's blockers are
 	// renewed by its rounds; give it one).
 	time.Sleep(5 * time.Second)
-	cancel()
-	wg.Wait()
-	for _, v := range violations {
+	for _, v := range stop() {
 		t.Error(v)
 	}
 	require.Len(t, appPods(ctx, stuck), 1, "the budget's pod was not evicted")
