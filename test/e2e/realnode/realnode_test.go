@@ -596,20 +596,7 @@ func TestUpgradeDrainerDuringDrain(t *testing.T) {
 			return false, err.Error()
 		}
 		// The new leader reconciles the blocked drain and refreshes its blockers.
-		l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, "lull-drainer", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return false, fmt.Sprint(err)
-		}
-		pods, err := cs.CoreV1().Pods("lull-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lull-drainer"})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, p := range pods.Items {
-			if *l.Spec.HolderIdentity == "lull-drainer/"+p.Name && p.Spec.Containers[0].Image == "lull.dev/lull-drainer:"+next {
-				return true, ""
-			}
-		}
-		return false, "leader " + *l.Spec.HolderIdentity
+		return drainerLeads(ctx, "lull.dev/lull-drainer:"+next)
 	})
 	for _, v := range stop() {
 		t.Error(v)
@@ -993,4 +980,24 @@ func watchInvariants(ctx context.Context, check func(ctx context.Context, violat
 		defer mu.Unlock()
 		return violations
 	}
+}
+
+// drainerLeads reports whether the leader-election Lease lull-drainer is
+// held by a replica running image, and else who holds it.
+func drainerLeads(ctx context.Context, image string) (bool, string) {
+	cs := cluster.Clientset
+	l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, "lull-drainer", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return false, fmt.Sprint(err)
+	}
+	pods, err := cs.CoreV1().Pods("lull-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lull-drainer"})
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, p := range pods.Items {
+		if *l.Spec.HolderIdentity == "lull-drainer/"+p.Name && p.Spec.Containers[0].Image == image {
+			return true, ""
+		}
+	}
+	return false, "leader " + *l.Spec.HolderIdentity
 }

@@ -255,20 +255,7 @@ func upgradeWithWorkInFlight(t *testing.T, prev, how string, upgrade func()) {
 	upgrade()
 	t.Logf("upgraded %s -> %s with %s in %v", prev, version, how, time.Since(start).Round(100*time.Millisecond))
 	poll(t, "a drainer of "+version+" leads", time.Minute, func(ctx context.Context) (bool, string) {
-		l, err := cs.CoordinationV1().Leases("lull-system").Get(ctx, "lull-drainer", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return false, fmt.Sprint(err)
-		}
-		pods, err := cs.CoreV1().Pods("lull-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lull-drainer"})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, p := range pods.Items {
-			if *l.Spec.HolderIdentity == "lull-drainer/"+p.Name && p.Spec.Containers[0].Image == "lull.dev/lull-drainer:"+version {
-				return true, ""
-			}
-		}
-		return false, "leader " + *l.Spec.HolderIdentity
+		return drainerLeads(ctx, "lull.dev/lull-drainer:"+version)
 	})
 	// The new leader has looked at every request (the drain's blockers are
 	// renewed by its rounds; give it one).
