@@ -85,13 +85,13 @@ type UninstallWatch struct {
 	Install Install
 	Reader  client.Reader
 	Period  time.Duration
-	// OnStart is called once when the uninstall is first seen.
+	// OnStart is called when an uninstall is seen (again).
 	OnStart func()
 
 	seen atomic.Bool
 }
 
-// Seen reports whether an uninstall has been seen.
+// Seen reports whether an uninstall was seen at the last look.
 func (w *UninstallWatch) Seen() bool { return w != nil && w.seen.Load() }
 
 // Start polls until ctx ends (a manager.Runnable on every replica).
@@ -99,13 +99,18 @@ func (w *UninstallWatch) Start(ctx context.Context) error {
 	t := time.NewTicker(w.Period)
 	defer t.Stop()
 	for {
-		if !w.seen.Load() {
-			if ok, why, err := w.Install.Uninstalling(ctx, w.Reader); err == nil && ok {
+		// Asked every period, not latched: removing the mark (kubectl
+		// lull uninstall's "to keep lull instead") resumes requests.
+		if ok, why, err := w.Install.Uninstalling(ctx, w.Reader); err == nil {
+			was := w.seen.Swap(ok)
+			switch {
+			case ok && !was:
 				klog.FromContext(ctx).Info("lull is being uninstalled: ending every request", "because", why)
-				w.seen.Store(true)
 				if w.OnStart != nil {
 					w.OnStart()
 				}
+			case !ok && was:
+				klog.FromContext(ctx).Info("lull is no longer being uninstalled: requests are made from labels again")
 			}
 		}
 		select {

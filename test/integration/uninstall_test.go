@@ -154,6 +154,16 @@ func TestUninstallMarkEndsRequests(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, uninstalling)
 	require.Contains(t, why, "marked lull.dev/uninstall")
+
+	// The mark removed (keep lull after all): the label still on n1 asks
+	// again, and a new request replaces the ended one.
+	ended := e.waitNM("n1", "ended", phaseIs(lullv1alpha1.PhaseFailed))
+	patch = []byte(`{"metadata":{"annotations":{"` + lullv1alpha1.UninstallAnnotation + `":null}}}`)
+	_, err = e.cs.AppsV1().Deployments("lull-system").Patch(e.ctx, "lull-drainer", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	e.waitNM("n1", "a new request from the label", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		return nm.UID != ended.UID && nm.Status.Phase == lullv1alpha1.PhaseDraining
+	})
 }
 
 // The drainer stopped before it ended the requests (helm uninstall
