@@ -47,6 +47,7 @@ type schedEnv struct {
 	clock  *clocktesting.FakeClock
 	ns     string
 	plugin *nodedisruption.NodeDisruption
+	sched  *scheduler.Scheduler
 }
 
 // forecastShows waits until the plugin's forecast satisfies cond.
@@ -122,6 +123,7 @@ func (e *schedEnv) start(mutate func(string) string) *schedEnv {
 			},
 		}))
 	require.NoError(t, err)
+	e.sched = sched
 	informerFactory.Start(ctx.Done())
 	dynFactory.Start(ctx.Done())
 	informerFactory.WaitForCacheSync(ctx.Done())
@@ -261,6 +263,12 @@ func TestSchedulerLeasedNodeNeverChosen(t *testing.T) {
 	_, err := lease.New(e.cs, lease.Options{}).Acquire(e.ctx, "leased", "fw-updater", "reboot", "firmware 2.1", time.Hour)
 	require.NoError(t, err)
 	e.start(nil)
+	// The shipped configuration filters with NodeDisruption first: a
+	// leased node is rejected by one lookup, before the resource and
+	// affinity filters spend anything on it.
+	filters := e.sched.Profiles[schedulerName].ListPlugins().Filter.Enabled
+	require.NotEmpty(t, filters)
+	require.Equal(t, nodedisruption.Name, filters[0].Name, "filter order: %v", filters)
 	for i := 0; i < 20; i++ {
 		e.pod(fmt.Sprintf("p%d", i))
 	}
