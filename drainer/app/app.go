@@ -36,6 +36,7 @@ import (
 	windowctrl "lull.dev/lull/drainer/window"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/pkg/apirequests"
 	"lull.dev/lull/pkg/forecast"
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/pkg/serving"
@@ -170,6 +171,8 @@ func run(o Options) int {
 	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
 	// Requests name the replica, so an API server audit log tells replicas apart.
 	cfg.UserAgent = fmt.Sprintf("lull-drainer/%s (%s)", version.Version, o.Maintenance.Identity)
+	// And are counted by verb and resource (lull_api_requests_total).
+	apirequests.New(crmetrics.Registry).Wrap(cfg)
 	if o.Uninstall {
 		return uninstallHook(cfg, o, logger)
 	}

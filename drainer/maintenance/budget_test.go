@@ -8,15 +8,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/forecast"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
@@ -114,4 +118,59 @@ func TestCordonedRequestKeepsItsSlot(t *testing.T) {
 	entries, err = r.Budget.Entries(ctx)
 	require.NoError(t, err)
 	assert.NotContains(t, entries, "lost")
+}
+
+// A request woken for a freed slot, and a node whose maintenance label was
+// removed (its request gives its slot back), go ahead of everything else
+// queued; other node changes keep their place.
+func TestSlotWorkGoesFirst(t *testing.T) {
+	ctx := context.Background()
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	nodes := nodeHandler(lullv1alpha1.MaintenanceLabel)
+	node := func(name string, lbls map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
+	}
+	labelled := map[string]string{lullv1alpha1.MaintenanceLabel: "kernel-update"}
+	for i := range 5 {
+		name := fmt.Sprintf("busy-%d", i)
+		nodes.Update(ctx, event.UpdateEvent{ObjectOld: node(name, nil), ObjectNew: node(name, labelled)}, q)
+	}
+	nodes.Update(ctx, event.UpdateEvent{ObjectOld: node("completed", labelled), ObjectNew: node("completed", nil)}, q)
+	slotHandler().Generic(ctx, event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "woken"}}}, q)
+	var order []string
+	for range 7 {
+		req, _ := q.Get()
+		order = append(order, req.Name)
+		q.Done(req)
+	}
+	assert.ElementsMatch(t, []string{"completed", "woken"}, order[:2], "queued: %v", order)
+	assert.Equal(t, []string{"busy-0", "busy-1", "busy-2", "busy-3", "busy-4"}, order[2:])
+}
+
+// A request enters its budgets' line when the forecast first shows it,
+// before any reconcile of it: a slot freed meanwhile wakes the oldest. A
+// started request, one past the line (waiting for its window) and a label
+// without its request yet do not enter.
+func TestNewRequestsLineUpWithoutAReconcile(t *testing.T) {
+	ctx := context.Background()
+	now := t0()
+	fresh := nmIn("fresh", "", now.Add(-time.Minute))
+	older := nmIn("older", "", now.Add(-2*time.Minute))
+	started := nmIn("started", lullv1alpha1.PhaseDraining, now.Add(-3*time.Minute))
+	started.Status.StartedAt = &metav1.Time{Time: now}
+	closed := nmIn("closed", lullv1alpha1.PhaseWaitingForWindow, now.Add(-4*time.Minute))
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(fresh, older, started, closed).Build()
+	r := &Reconciler{Client: c, Wake: make(chan event.GenericEvent, 10)}
+	change := func(nm *lullv1alpha1.NodeMaintenance) forecast.Change {
+		return forecast.Change{Node: nm.Name, New: &forecast.Node{Name: nm.Name,
+			Maintenance: &forecast.Maintenance{Name: nm.Name, Phase: nm.Status.Phase, Started: nm.Status.StartedAt != nil},
+			Windows:     &forecast.Windows{Names: []string{"w1"}}}}
+	}
+	labelOnly := forecast.Change{Node: "label-only", New: &forecast.Node{Name: "label-only",
+		Maintenance: &forecast.Maintenance{Phase: lullv1alpha1.PhasePending}, Windows: &forecast.Windows{Names: []string{"w1"}}}}
+	r.lineUp([]forecast.Change{change(fresh), change(older), change(started), change(closed), labelOnly})
+	assert.Equal(t, 2, r.waiters.Len())
+	assert.Equal(t, []string{"older"}, r.nextWaiting(ctx, []string{"w1"}), "the oldest request first")
+	assert.Equal(t, []string{"fresh"}, r.nextWaiting(ctx, []string{"w1"}))
 }

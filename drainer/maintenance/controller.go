@@ -149,8 +149,9 @@ type Reconciler struct {
 
 	memo memo
 	// waiters is the line for budget slots: a freed slot wakes the first
-	// request in line of its windows (budget.go).
-	waiters budget.Waiters
+	// request in line of its windows (budget.go), through slotFreed.
+	waiters   budget.Waiters
+	slotFreed chan event.GenericEvent
 }
 
 // SetupWithManager registers the controller. Reconciles run one at a time:
@@ -167,7 +168,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	if r.Wake == nil {
 		r.Wake = make(chan event.GenericEvent, 1024)
 	}
+	r.slotFreed = make(chan event.GenericEvent, 1024)
 	r.Forecast.OnChange(func(changes []forecast.Change) {
+		r.lineUp(changes)
 		for _, c := range changes {
 			select {
 			case r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: c.Node}}}:
@@ -176,7 +179,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		}
 	})
 	if r.Uninstall != nil {
-		r.Uninstall.OnStart = r.wakeAll
+		r.Uninstall.OnChange = r.wakeAll
 		if err := mgr.Add(r.Uninstall); err != nil {
 			return err
 		}
@@ -191,7 +194,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// lull-agent recording a host step.
 		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, actionsChanged()))).
 		// Labels request and complete maintenance; unschedulable shows cordons.
-		Watches(&corev1.Node{}, byName, ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
+		Watches(&corev1.Node{}, nodeHandler(r.Options.MaintenanceLabel), ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
 		// A lease released or taken in the lease namespace; lull-agent
 		// appearing on or leaving a node.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest), ctrl.WithPredicates(r.leaseChanged())).
@@ -210,6 +213,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.heldRequests), ctrl.WithPredicates(readyChanged())).
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.heldRequests), ctrl.WithPredicates(healthChanged())).
 		WatchesRawSource(source.Channel(r.Wake, byName)).
+		WatchesRawSource(source.Channel(r.slotFreed, slotHandler())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Workers}).
 		Complete(r)
 }
@@ -384,16 +388,31 @@ func (r *Reconciler) requestsIn(ctx context.Context, match func(lullv1alpha1.Mai
 	return out
 }
 
-// wakeAll queues every request (lull is being uninstalled: each is
-// ended at once, not at its next periodic look).
+// wakeAll queues every request and every labelled node: lull is being
+// uninstalled (each request is ended at once, not at its next periodic
+// look), or no longer is (a label left on a node asks again, and nothing
+// else would wake it: its label did not change).
 func (r *Reconciler) wakeAll() {
 	var nms lullv1alpha1.NodeMaintenanceList
+	var nodes corev1.NodeList
 	if err := r.Client.List(context.Background(), &nms); err != nil {
 		return // the periodic looks catch up
 	}
+	if err := r.Client.List(context.Background(), &nodes); err != nil {
+		return
+	}
+	names := map[string]bool{}
+	for i := range nms.Items {
+		names[nms.Items[i].Name] = true
+	}
+	for i := range nodes.Items {
+		if hasLabel(&nodes.Items[i], r.Options.MaintenanceLabel) {
+			names[nodes.Items[i].Name] = true
+		}
+	}
 	go func() {
-		for i := range nms.Items {
-			r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: nms.Items[i].Name}}}
+		for name := range names {
+			r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}}
 		}
 	}()
 }

@@ -77,6 +77,19 @@ func (s *step) cordonExpected() bool {
 // annotations lull recorded. Only what the stored status records is
 // restored, so nothing is put on the node before it is recorded.
 func (s *step) keepHold() error {
+	patch := s.holdPatch()
+	if len(patch) == 0 {
+		return nil
+	}
+	if err := s.r.patchNode(s.ctx, s.node, patch); err != nil {
+		return fmt.Errorf("restoring lull's hold on node %s: %w", s.node.Name, err)
+	}
+	return nil
+}
+
+// holdPatch is the node patch keepHold applies (empty: nothing to
+// restore), so cordon can send it with the cordon in one request.
+func (s *step) holdPatch() map[string]any {
 	patch := map[string]any{}
 	if s.cordonExpected() && !s.node.Spec.Unschedulable {
 		msg := fmt.Sprintf("node %s was uncordoned by someone else while lull holds it for maintenance (phase %s); lull cordoned it again, since its plan needs the cordon, and will remove it when the request ends",
@@ -99,13 +112,7 @@ func (s *step) keepHold() error {
 	if len(missing) > 0 {
 		patch["metadata"] = map[string]any{"annotations": missing}
 	}
-	if len(patch) == 0 {
-		return nil
-	}
-	if err := s.r.patchNode(s.ctx, s.node, patch); err != nil {
-		return fmt.Errorf("restoring lull's hold on node %s: %w", s.node.Name, err)
-	}
-	return nil
+	return patch
 }
 
 // giveBack returns a node when its request ends or aborts, in one patch:
@@ -126,8 +133,13 @@ func (r *Reconciler) giveBack(ctx context.Context, node *corev1.Node, st *lullv1
 	if len(remove) > 0 {
 		patch["metadata"] = map[string]any{"annotations": remove}
 	}
+	// lull's cordon is undone whatever the cached node shows: a cordon
+	// made a moment ago may not be in the cache yet (a window closing
+	// right after the start left the node cordoned with the request
+	// WaitingForWindow; found by TestDrainerWindowEnd). Undoing it twice
+	// changes nothing.
 	ours := st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false)
-	if ours && node.Spec.Unschedulable {
+	if ours {
 		patch["spec"] = map[string]any{"unschedulable": false}
 	}
 	if len(patch) > 0 {

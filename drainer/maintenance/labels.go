@@ -67,21 +67,21 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) err
 
 // syncLabel makes a request made from the label follow it: removing the
 // label completes the request; a new class replaces the old until the
-// request starts. stop is true when this reconcile ends here.
-func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (stop bool, err error) {
+// request starts. stop is true when this reconcile ends here; complete
+// when the label was removed (the request is completed now: phase
+// Uncordoning, written first, is the commit point, as for spec.complete;
+// the label stays removed across a restart, so nothing else need record
+// it).
+func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (stop, complete bool, err error) {
 	if !requestedByLabel(nm) || nm.Spec.Complete {
-		return false, nil
+		return false, false, nil
 	}
 	class, labelled := node.Labels[r.Options.MaintenanceLabel]
 	logger := klog.FromContext(ctx)
 	switch {
 	case !labelled:
 		logger.V(2).Info("Maintenance label removed; completing the request")
-		nm.Spec.Complete = true
-		if err := r.update(ctx, nm); err != nil {
-			return true, client.IgnoreNotFound(err)
-		}
-		return false, nil
+		return false, true, nil
 	case class != nm.Spec.Class && nm.Status.StartedAt == nil:
 		// The label now names another class and nothing has started: the
 		// request follows the label (and its policy decision with it).
@@ -91,11 +91,11 @@ func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMainten
 			r.nodeEvent(node, corev1.EventTypeWarning, ReasonInvalidMaintenanceLabel,
 				"label %s=%q is not a valid maintenance class: %v", r.Options.MaintenanceLabel, class, err)
 		} else if err != nil {
-			return true, client.IgnoreNotFound(err)
+			return true, false, client.IgnoreNotFound(err)
 		}
-		return true, nil
+		return true, false, nil
 	}
-	return false, nil
+	return false, false, nil
 }
 
 // removeLabel removes the maintenance label from the node (a node gone

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,20 +25,32 @@ func (s *step) cordon() (reconcile.Result, error) {
 	if res, lost, err := s.renew(); lost || err != nil {
 		return res, err
 	}
-	if err := s.keepHold(); err != nil { // the hold annotations start recorded
-		return reconcile.Result{}, err
-	}
+	// The hold annotations (recorded at the start) and the cordon, in
+	// one patch.
+	patch := s.holdPatch()
+	patched := false
 	if !s.node.Spec.Unschedulable {
-		patch := []byte(`{"spec":{"unschedulable":true}}`)
-		if err := s.r.Client.Patch(s.ctx, s.node, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		patch["spec"] = map[string]any{"unschedulable": true}
+		patched = true
+	}
+	if len(patch) > 0 {
+		if err := s.r.patchNode(s.ctx, s.node, patch); err != nil {
 			return reconcile.Result{}, fmt.Errorf("cordoning node %s: %w", s.node.Name, err)
 		}
-		s.event(corev1.EventTypeNormal, ReasonCordoned, "node cordoned by lull")
 	}
 	s.status.CordonedByLull = !ptr.Deref(s.status.WasUnschedulable, false)
 	msg := "node cordoned by lull"
 	if !s.status.CordonedByLull {
 		msg = "node was already cordoned by someone else; lull will leave that cordon in place"
+	}
+	// One event per request says it started and how the node was found:
+	// Started when the start and the cordon are this reconcile's, Cordoned
+	// when the cordon is put back on a started request (after a restart).
+	switch {
+	case s.starting:
+		s.event(corev1.EventTypeNormal, ReasonStarted, "lease acquired; "+msg)
+	case patched:
+		s.event(corev1.EventTypeNormal, ReasonCordoned, msg)
 	}
 	s.cond(ConditionCordoned, true, "Cordoned", msg)
 	return s.afterCordon()

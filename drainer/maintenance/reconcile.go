@@ -75,10 +75,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if node == nil {
 		return r.nodeGone(ctx, nm)
 	}
-	if stop, err := r.syncLabel(ctx, nm, node); stop || err != nil {
+	stop, labelRemoved, err := r.syncLabel(ctx, nm, node)
+	if stop || err != nil {
 		return reconcile.Result{}, err
 	}
-	if nm.Spec.Complete || nm.Status.Phase == lullv1alpha1.PhaseUncordoning {
+	if labelRemoved || nm.Spec.Complete || nm.Status.Phase == lullv1alpha1.PhaseUncordoning {
 		return r.complete(ctx, nm, node)
 	}
 	if !r.Forecast.Synced() {
@@ -146,6 +147,8 @@ type step struct {
 	// ws caches the governing windows for this reconcile (read once).
 	ws       []*lullv1alpha1.MaintenanceWindow
 	wsLoaded bool
+	// starting is set when this reconcile started the request.
+	starting bool
 }
 
 func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) *step {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -51,6 +52,12 @@ const progressEvery = 5 * time.Second
 func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
 	s.status.Phase = phase
 	s.status.ObservedGeneration = s.nm.Generation
+	if phase.Disrupting() && res.Priority == nil {
+		// A node lull disrupts holds a budget slot until its request
+		// ends: its next round goes ahead of requests waiting to start
+		// (which entered the line without a reconcile: lineUp).
+		res.Priority = ptr.To(SlotPriority)
+	}
 	if equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
 		return res, nil
 	}

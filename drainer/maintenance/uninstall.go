@@ -85,8 +85,10 @@ type UninstallWatch struct {
 	Install Install
 	Reader  client.Reader
 	Period  time.Duration
-	// OnStart is called when an uninstall is seen (again).
-	OnStart func()
+	// OnChange is called when an uninstall is seen (again) and when it is
+	// no longer seen (the mark removed): either way every request has
+	// something to do now (end, or be made again from its label).
+	OnChange func()
 
 	seen atomic.Bool
 }
@@ -106,11 +108,11 @@ func (w *UninstallWatch) Start(ctx context.Context) error {
 			switch {
 			case ok && !was:
 				klog.FromContext(ctx).Info("lull is being uninstalled: ending every request", "because", why)
-				if w.OnStart != nil {
-					w.OnStart()
-				}
 			case !ok && was:
 				klog.FromContext(ctx).Info("lull is no longer being uninstalled: requests are made from labels again")
+			}
+			if ok != was && w.OnChange != nil {
+				w.OnChange()
 			}
 		}
 		select {

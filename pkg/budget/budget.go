@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -100,6 +101,9 @@ type Result struct {
 	Message string
 	// InUse are the nodes using the full budget.
 	InUse []string
+	// Room is, when Free, how many more nodes the fullest of the
+	// request's budgets takes after this one.
+	Room int
 }
 
 // WithHolders adds to a budget message the nodes holding the budget now,
@@ -184,6 +188,7 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []A
 			inUseLabels[a.Node] = labels.Set(n.Labels)
 		}
 	}
+	room := math.MaxInt
 	if len(req.Windows) == 0 || req.Default {
 		// Nodes no window selects share the default budget.
 		var all lullv1alpha1.MaintenanceWindowList
@@ -205,6 +210,7 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []A
 			return Result{InUse: inUse, Message: fmt.Sprintf("the default budget for nodes without a window allows %d at once; %d in use",
 				req.DefaultMaxUnavailable, len(inUse))}, nil
 		}
+		room = min(room, req.DefaultMaxUnavailable-len(inUse)-1)
 	}
 	for _, w := range req.Windows {
 		sel := WindowSelector(w)
@@ -230,8 +236,9 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []A
 		if len(inUse) >= max {
 			return Result{InUse: inUse, Message: fmt.Sprintf("window %s allows %d node(s) disrupted at once; %d in use", w.Name, max, len(inUse))}, nil
 		}
+		room = min(room, max-len(inUse)-1)
 	}
-	return Result{Free: true}, nil
+	return Result{Free: true, Room: room}, nil
 }
 
 // WindowSelector is the set of nodes a window selects: all of them when it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,6 +58,12 @@ type Ledger struct {
 	Holder string
 	Clock  clock.PassiveClock
 
+	// writing serialises this process's changes to the ledger (Reserve,
+	// Release): the API server serialises them anyway, and workers of one
+	// process racing each other only made conflicts (0.7 a node in a
+	// 1,000-node wave).
+	writing sync.Mutex
+
 	mu sync.Mutex
 	// last is the ledger as last read or written, to skip the API call
 	// when a release finds nothing to release. With concurrent callers it
@@ -65,7 +72,25 @@ type Ledger struct {
 	// mine and always released by reading the ledger.
 	last map[string]Entry
 	mine map[string]types.UID
+	// lastCM is the ConfigMap as last read or written (nil: it did not
+	// exist), with its resourceVersion; lastKnown says whether there is
+	// one. A change is written against it without reading the ledger
+	// first: the write carries its resourceVersion, so it lands only if
+	// nobody wrote since, exactly as after a read (a conflict reads it).
+	lastCM    *corev1.ConfigMap
+	lastKnown bool
+	// released are the requests whose slot this process gave back, and
+	// when. The caller releases only once the node is given back (its
+	// cordon undone), but the cache may still show the request disrupting
+	// for a moment: counted, it kept the slot it had just freed from the
+	// request woken for it, which then waited for its next look (a
+	// 1,000-node wave ran with 4 of 10 slots in use).
+	released map[types.UID]time.Time
 }
+
+// releasedFor is how long a released request is not counted from the
+// cache: far longer than the cache lags behind the release.
+const releasedFor = time.Minute
 
 // Reserve takes a budget slot for the request's node when the budget has
 // room, atomically with the check. A request that already holds its slot
@@ -87,17 +112,28 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 	if res, full, err := l.fullByLast(ctx, cached, nm, req); err != nil || full {
 		return res, err
 	}
+	l.writing.Lock()
+	defer l.writing.Unlock()
+	// The first look is at the ledger as this process last read or wrote
+	// it; only a start is decided on it (the write fails if the ledger
+	// changed meanwhile). "Ours already" and "no room" are answers the
+	// API server's ledger may contradict, so they are asked again live.
+	live, staleness := false, map[types.UID]bool{}
 	for attempt := 0; ; attempt++ {
-		cm, entries, err := l.read(ctx)
+		cm, entries, err := l.current(ctx, live)
 		if err != nil {
 			return Result{}, err
 		}
 		if e, ok := entries[req.Node]; ok && e.UID == nm.UID {
+			if !live {
+				live = true
+				continue
+			}
 			return Result{Free: true}, nil
 		}
-		pruned := l.prune(ctx, cached, entries)
+		pruned := l.prune(ctx, cached, entries, staleness)
 		var act actives
-		if err := cachedActive(ctx, cached, req.Node, &act); err != nil {
+		if err := cachedActive(ctx, cached, req.Node, l.releasedUIDs(), &act); err != nil {
 			return Result{}, err
 		}
 		for _, n := range req.Also {
@@ -109,8 +145,15 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 			}
 		}
 		res, err := evaluate(ctx, cached, req, act.list())
-		if err != nil || !res.Free {
+		if err != nil {
 			return res, err
+		}
+		if !res.Free {
+			if !live {
+				live = true
+				continue
+			}
+			return res, nil
 		}
 		entries[req.Node] = Entry{Request: nm.Name, UID: nm.UID, Holder: l.Holder, Since: l.now(), Budgets: req.budgets()}
 		err = l.write(ctx, cm, entries)
@@ -118,23 +161,50 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 			l.took(req.Node, nm.UID)
 			return res, nil
 		}
-		if (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err)) || attempt >= 4 {
+		if (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err)) || attempt >= 4 {
 			return Result{}, fmt.Errorf("reserving budget for node %s in ConfigMap %s/%s (%d stale entries dropped): %w", req.Node, l.Namespace, l.name(), pruned, err)
 		}
-		// Another replica wrote the ledger since we read it: check again
-		// against what it wrote.
+		// Another replica wrote (or someone deleted) the ledger since we
+		// read it: check again against what it is now.
+		live = true
 	}
 }
 
 // cachedActive adds the requests cached shows using budget, except
-// node's. The cached objects are only read, so they are not copied.
-func cachedActive(ctx context.Context, cached client.Reader, node string, act *actives) error {
+// node's and those whose slot this process released. The cached objects
+// are only read, so they are not copied.
+func cachedActive(ctx context.Context, cached client.Reader, node string, released map[types.UID]bool, act *actives) error {
 	var all lullv1alpha1.NodeMaintenanceList
 	if err := cached.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing NodeMaintenances: %w", err)
 	}
-	addRequests(act, all.Items, node)
+	items := all.Items
+	if len(released) > 0 {
+		items = make([]lullv1alpha1.NodeMaintenance, 0, len(all.Items))
+		for i := range all.Items {
+			if !released[all.Items[i].UID] {
+				items = append(items, all.Items[i])
+			}
+		}
+	}
+	addRequests(act, items, node)
 	return nil
+}
+
+// releasedUIDs are the requests released less than releasedFor ago.
+func (l *Ledger) releasedUIDs() map[types.UID]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now().Time
+	out := make(map[types.UID]bool, len(l.released))
+	for uid, at := range l.released {
+		if now.Sub(at) < releasedFor {
+			out[uid] = true
+		} else {
+			delete(l.released, uid)
+		}
+	}
+	return out
 }
 
 // fullByLast answers "no room" without reading the ledger from the API
@@ -196,13 +266,21 @@ func (l *Ledger) Release(ctx context.Context, node string, uid types.UID) (relea
 	if known && !listed && !took {
 		return false, nil
 	}
+	l.writing.Lock()
+	defer l.writing.Unlock()
 	for attempt := 0; ; attempt++ {
-		cm, entries, err := l.read(ctx)
+		cm, entries, err := l.current(ctx, attempt > 0)
 		if err != nil {
 			return false, err // the slot stays counted, and ours to release
 		}
 		e, ok := entries[node]
 		if !ok || (uid != "" && e.UID != uid) {
+			if took && attempt == 0 {
+				// We took it, and the ledger as remembered does not show
+				// it: a read older than our write was remembered last.
+				// Ask the API server.
+				continue
+			}
 			l.took(node, "")
 			return false, nil
 		}
@@ -210,6 +288,9 @@ func (l *Ledger) Release(ctx context.Context, node string, uid types.UID) (relea
 		err = l.write(ctx, cm, entries)
 		if err == nil || apierrors.IsNotFound(err) {
 			l.took(node, "")
+			if err == nil {
+				l.gaveBack(e.UID)
+			}
 			return err == nil, nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 4 {
@@ -238,6 +319,23 @@ func (l *Ledger) now() metav1.Time {
 	return metav1.Time{Time: l.Clock.Now()}
 }
 
+// current returns the ledger as this process last read or wrote it, or
+// reads it when live is set or nothing is remembered. Called with writing
+// held, so no write of this process lands between the two.
+func (l *Ledger) current(ctx context.Context, live bool) (*corev1.ConfigMap, map[string]Entry, error) {
+	l.mu.Lock()
+	if !live && l.lastKnown {
+		cm, entries := l.lastCM, make(map[string]Entry, len(l.last))
+		for k, v := range l.last {
+			entries[k] = v
+		}
+		l.mu.Unlock()
+		return cm, entries, nil
+	}
+	l.mu.Unlock()
+	return l.read(ctx)
+}
+
 // read returns the ledger ConfigMap (nil when it does not exist yet) and
 // its entries. An entry that cannot be parsed counts as holding budget
 // (fail closed) under a placeholder request.
@@ -245,7 +343,7 @@ func (l *Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry,
 	var cm corev1.ConfigMap
 	err := l.Live.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.name()}, &cm)
 	if apierrors.IsNotFound(err) {
-		l.remember(map[string]Entry{})
+		l.remember(nil, map[string]Entry{})
 		return nil, map[string]Entry{}, nil
 	}
 	if err != nil {
@@ -259,7 +357,7 @@ func (l *Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry,
 		}
 		entries[node] = e
 	}
-	l.remember(entries)
+	l.remember(&cm, entries)
 	return &cm, entries, nil
 }
 
@@ -279,7 +377,7 @@ func (l *Ledger) write(ctx context.Context, cm *corev1.ConfigMap, entries map[st
 			Labels: map[string]string{"app.kubernetes.io/part-of": "lull"}}, Data: data}
 		err := l.Client.Create(ctx, cm)
 		if err == nil {
-			l.remember(entries)
+			l.remember(cm, entries)
 		}
 		return err
 	}
@@ -287,9 +385,22 @@ func (l *Ledger) write(ctx context.Context, cm *corev1.ConfigMap, entries map[st
 	cm.Data = data
 	err := l.Client.Update(ctx, cm) // carries cm.ResourceVersion: a precondition
 	if err == nil {
-		l.remember(entries)
+		l.remember(cm, entries) // with the resourceVersion the write made
 	}
 	return err
+}
+
+// gaveBack records that this process released request uid's slot.
+func (l *Ledger) gaveBack(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released == nil {
+		l.released = map[types.UID]time.Time{}
+	}
+	l.released[uid] = l.now().Time
 }
 
 // took records that this process took node's slot for request uid; an
@@ -301,15 +412,19 @@ func (l *Ledger) took(node string, uid types.UID) {
 		delete(l.mine, node)
 		return
 	}
+	delete(l.released, uid) // it holds a slot again: count it
 	if l.mine == nil {
 		l.mine = map[string]types.UID{}
 	}
 	l.mine[node] = uid
 }
 
-func (l *Ledger) remember(entries map[string]Entry) {
+// remember records the ledger as read or written: cm (nil: it does not
+// exist) and its entries.
+func (l *Ledger) remember(cm *corev1.ConfigMap, entries map[string]Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lastCM, l.lastKnown = cm, true
 	l.last = make(map[string]Entry, len(entries))
 	for k, v := range entries {
 		l.last[k] = v
@@ -325,13 +440,21 @@ func (l *Ledger) remember(entries map[string]Entry) {
 // does not show may only be too new for it (another replica reserved for a
 // request created a moment ago), so one live read confirms it is gone
 // before its entry goes; when that read fails the entry stays and counts.
-func (l *Ledger) prune(ctx context.Context, cached client.Reader, entries map[string]Entry) int {
+//
+// seen remembers each request's answer for one Reserve, which may look at
+// the ledger twice.
+func (l *Ledger) prune(ctx context.Context, cached client.Reader, entries map[string]Entry, seen map[types.UID]bool) int {
 	n := 0
 	for node, e := range entries {
 		if e.UID == "" {
 			continue // unreadable: kept, counts against the budget
 		}
-		if l.stale(ctx, cached, e) {
+		stale, ok := seen[e.UID]
+		if !ok {
+			stale = l.stale(ctx, cached, e)
+			seen[e.UID] = stale
+		}
+		if stale {
 			delete(entries, node)
 			n++
 		}

@@ -389,7 +389,7 @@ func TestReleaseAfterStaleRead(t *testing.T) {
 	res, err := l.Reserve(ctx, c, nms["a"], inWindow(w)("a"))
 	require.NoError(t, err)
 	require.True(t, res.Free)
-	l.remember(map[string]Entry{}) // the other worker's older read lands now
+	l.remember(nil, map[string]Entry{}) // the other worker's older read (before the ledger existed) lands now
 	failing := &failingReader{Reader: c, err: errors.New("connection refused")}
 	l.Live = failing
 	_, err = l.Release(ctx, "a", "uid-a")
@@ -416,4 +416,94 @@ type failingReader struct {
 
 func (f *failingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
 	return f.err
+}
+
+// One replica taking and giving back slots writes the ledger without
+// reading it first: each write carries the resourceVersion of its last
+// write. When another replica wrote meanwhile, the write conflicts and the
+// decision is made again on the ledger read live (here: no room).
+func TestWritesWithoutReadingFirst(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	reads := 0
+	live := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				reads++
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	})
+	l := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	reserveA(t, l, c, w, nms["a"]) // the first look reads (the ledger does not exist yet)
+	require.Equal(t, 1, reads)
+	for range 3 {
+		released, err := l.Release(ctx, "a", "uid-a")
+		require.NoError(t, err)
+		require.True(t, released)
+		reserveA(t, l, c, w, nms["a"])
+	}
+	assert.Equal(t, 1, reads, "taking and giving back a slot read the ledger")
+
+	// Another replica releases a's slot and takes it for b: our view is
+	// stale. Our write for a conflicts, and the live ledger has no room.
+	other := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/y"}
+	released, err := other.Release(ctx, "a", "uid-a")
+	require.NoError(t, err)
+	require.True(t, released)
+	res, err := other.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
+	require.NoError(t, err)
+	require.True(t, res.Free)
+	l.took("a", "") // as if a's request had ended here too
+	a2 := nms["a"].DeepCopy()
+	a2.UID, a2.ResourceVersion = "uid-a2", ""
+	require.NoError(t, c.Delete(ctx, nms["a"]))
+	require.NoError(t, c.Create(ctx, a2))
+	reads = 0
+	res, err = l.Reserve(ctx, c, a2, inWindow(w)("a"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "b holds the window's one slot")
+	assert.Equal(t, 1, reads, "the conflict read the ledger")
+	entries, err := l.Entries(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, sortedNodes(entries))
+}
+
+// The slot a request gives back is free for the next request at once,
+// although the cache still shows the first one disrupting (its status
+// write has not reached the cache): the release is this process's own.
+// Another replica's view, which did not release it, still counts it.
+func TestReleasedSlotFreeBeforeTheCacheCatchesUp(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	nms["a"].Status.Phase = lullv1alpha1.PhaseDrained
+	require.NoError(t, c.Status().Update(ctx, nms["a"]))
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	reserveA(t, l, c, w, nms["a"])
+	released, err := l.Release(ctx, "a", "uid-a")
+	require.NoError(t, err)
+	require.True(t, released)
+	other := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/y"}
+	res, err := other.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "another replica counts a from the cache")
+	res, err = l.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
+	require.NoError(t, err)
+	assert.True(t, res.Free, res.Message)
+}
+
+// A start says how much room its budgets have left after it.
+func TestReserveSaysRoomLeft(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	w.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}
+	res, err := l.Reserve(ctx, c, nms["a"], inWindow(w)("a"))
+	require.NoError(t, err)
+	require.True(t, res.Free)
+	assert.Equal(t, 1, res.Room, "one more node fits")
+	res, err = l.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
+	require.NoError(t, err)
+	require.True(t, res.Free)
+	assert.Zero(t, res.Room, "full after b")
 }
