@@ -60,6 +60,10 @@ if [[ -x "$BIN/lull-drainer" ]]; then
     if [[ "${LULL_DRAINER_PPROF:-}" == 1 ]]; then
       extra+=(--pprof-bind-address="127.0.0.1:${pprof}")
     fi
+    # LULL_DRAINER_WORKERS=N sets --workers (a benchmark's knob).
+    if [[ -n "${LULL_DRAINER_WORKERS:-}" ]]; then
+      extra+=(--workers="${LULL_DRAINER_WORKERS}")
+    fi
     # Each replica its own lease holder identity, as POD_NAME gives pods.
     KUBECONFIG="$DIR/lull-drainer.kubeconfig" start_proc "$name" "$BIN/lull-drainer" \
       --identity="lull-drainer/${name}" --lease-namespace=lull-leases --budget-namespace=lull-system \
@@ -67,7 +71,7 @@ if [[ -x "$BIN/lull-drainer" ]]; then
       --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s "${extra[@]}"
     wait_for "$name healthy" 30 curl -sf "http://127.0.0.1:${probe}/healthz"
     log "$name metrics: http://127.0.0.1:${metrics}/metrics"
-    if [[ "${#extra[@]}" -gt 0 ]]; then log "$name profiles: http://127.0.0.1:${pprof}/debug/pprof/"; fi
+    if [[ "${LULL_DRAINER_PPROF:-}" == 1 ]]; then log "$name profiles: http://127.0.0.1:${pprof}/debug/pprof/"; fi
   done
   # The leader creates the policy lull ships (--default-policy).
   wait_for "the shipped DisruptionPolicy created by lull-drainer" 60 "$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" get disruptionpolicy default
