@@ -313,15 +313,7 @@ func TestReserveCountsLedgerAndCache(t *testing.T) {
 func TestReserveFullWithoutReadingTheLedger(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
-	reads := 0
-	live := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
-		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if _, ok := obj.(*corev1.ConfigMap); ok {
-				reads++
-			}
-			return cl.Get(ctx, key, obj, opts...)
-		},
-	})
+	live, reads := countingLedgerReads(c)
 	l := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/x"}
 	other := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/y"}
 	req := inWindow(w)
@@ -332,14 +324,14 @@ func TestReserveFullWithoutReadingTheLedger(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Free)
 
-	reads = 0
+	*reads = 0
 	for range 3 {
 		res, err = other.Reserve(ctx, c, nms["b"], req("b"))
 		require.NoError(t, err)
 		assert.False(t, res.Free)
 		assert.Equal(t, "window pool allows 1 node(s) disrupted at once; 1 in use", res.Message)
 	}
-	assert.Zero(t, reads, "a full budget read the ledger again")
+	assert.Zero(t, *reads, "a full budget read the ledger again")
 
 	// a ends and l releases its slot: other's view still has the entry,
 	// but the cache shows a no longer disrupting, so other reads the
@@ -349,11 +341,11 @@ func TestReserveFullWithoutReadingTheLedger(t *testing.T) {
 	require.True(t, released)
 	nms["a"].Status.Phase = lullv1alpha1.PhaseUncordoning
 	require.NoError(t, c.Status().Update(ctx, nms["a"]))
-	reads = 0
+	*reads = 0
 	res, err = other.Reserve(ctx, c, nms["b"], req("b"))
 	require.NoError(t, err)
 	assert.True(t, res.Free, res.Message)
-	assert.Equal(t, 1, reads)
+	assert.Equal(t, 1, *reads)
 }
 
 // A request disrupting without a ledger entry (the ledger deleted or
@@ -425,25 +417,17 @@ func (f *failingReader) Get(context.Context, client.ObjectKey, client.Object, ..
 func TestWritesWithoutReadingFirst(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
-	reads := 0
-	live := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
-		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if _, ok := obj.(*corev1.ConfigMap); ok {
-				reads++
-			}
-			return cl.Get(ctx, key, obj, opts...)
-		},
-	})
+	live, reads := countingLedgerReads(c)
 	l := &Ledger{Client: c, Live: live, Namespace: "lull-system", Holder: "lull-drainer/x"}
 	reserveA(t, l, c, w, nms["a"]) // the first look reads (the ledger does not exist yet)
-	require.Equal(t, 1, reads)
+	require.Equal(t, 1, *reads)
 	for range 3 {
 		released, err := l.Release(ctx, "a", "uid-a")
 		require.NoError(t, err)
 		require.True(t, released)
 		reserveA(t, l, c, w, nms["a"])
 	}
-	assert.Equal(t, 1, reads, "taking and giving back a slot read the ledger")
+	assert.Equal(t, 1, *reads, "taking and giving back a slot read the ledger")
 
 	// Another replica releases a's slot and takes it for b: our view is
 	// stale. Our write for a conflicts, and the live ledger has no room.
@@ -459,11 +443,11 @@ func TestWritesWithoutReadingFirst(t *testing.T) {
 	a2.UID, a2.ResourceVersion = "uid-a2", ""
 	require.NoError(t, c.Delete(ctx, nms["a"]))
 	require.NoError(t, c.Create(ctx, a2))
-	reads = 0
+	*reads = 0
 	res, err = l.Reserve(ctx, c, a2, inWindow(w)("a"))
 	require.NoError(t, err)
 	assert.False(t, res.Free, "b holds the window's one slot")
-	assert.Equal(t, 1, reads, "the conflict read the ledger")
+	assert.Equal(t, 1, *reads, "the conflict read the ledger")
 	entries, err := l.Entries(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b"}, sortedNodes(entries))
@@ -506,4 +490,17 @@ func TestReserveSaysRoomLeft(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Free)
 	assert.Zero(t, res.Room, "full after b")
+}
+
+// countingLedgerReads wraps c to count the ledger ConfigMap reads through it.
+func countingLedgerReads(c client.Client) (client.Client, *int) {
+	reads := new(int)
+	return interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				*reads++
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	}), reads
 }

@@ -157,16 +157,20 @@ func drainWithKubectl(b *testing.B, node string) (time.Duration, int, int) {
 	if err := cmd.Run(); err != nil {
 		b.Fatalf("kubectl drain: %v\n%s", err, tail(out.String()))
 	}
-	wall := time.Since(start)
+	return time.Since(start), countResponses(&out), pods
+}
+
+// countResponses counts the API responses in a client-go -v=6 log.
+func countResponses(log *bytes.Buffer) int {
 	n := 0
-	sc := bufio.NewScanner(&out)
+	sc := bufio.NewScanner(log)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		if requestLine.MatchString(sc.Text()) {
 			n++
 		}
 	}
-	return wall, n, pods
+	return n
 }
 
 func drainWithLull(b *testing.B, node string) (time.Duration, int, int) {
@@ -308,9 +312,19 @@ func drainerAudit(b *testing.B, from, to time.Time) *drainAudit {
 	path := filepath.Join(cluster.Dir, "logs", "kube-apiserver-audit.log")
 	var events []auditEvent
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		raw, err := os.ReadFile(path)
+		// The API server rotates the log at 100 MB (a 5,000-node wave
+		// writes more): the rotated files first, then the current one.
+		rotated, err := filepath.Glob(filepath.Join(cluster.Dir, "logs", "kube-apiserver-audit-*.log"))
 		if err != nil {
 			return false, err
+		}
+		var raw []byte
+		for _, f := range append(rotated, path) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return false, err
+			}
+			raw = append(raw, b...)
 		}
 		events = events[:0]
 		seen, past := map[string]bool{}, false

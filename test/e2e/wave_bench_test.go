@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -70,10 +69,11 @@ var waveWindows = []struct {
 //
 //	make bench-wave   (go test ./test/e2e -run '^$' -bench BenchmarkFleetWave -benchtime 1x -timeout 60m)
 //
-// LULL_WAVE_NODES (default 1000), LULL_WAVE_PODS_PER_NODE (default 1) and
+// LULL_WAVE_NODES (default 1000), LULL_WAVE_PODS_PER_NODE (default 1),
 // LULL_WAVE_TIMEOUT (the wave's own bound, default 40m: a 1,000-node wave
-// takes ~5 min on 2 cores, 22 min before the 2026-11-24 fixes) change the
-// run.
+// takes ~3 min on 2 cores, 22 min before the 2026-11-24 fixes) and
+// LULL_WAVE_KUBECTL_NODES (default 50: how many of the fleet's nodes
+// kubectl drain drains afterwards, for comparison) change the run.
 func BenchmarkFleetWave(b *testing.B) {
 	n, ppn := envInt(b, "LULL_WAVE_NODES", 1000), envInt(b, "LULL_WAVE_PODS_PER_NODE", 1)
 	bound, err := time.ParseDuration(envOr("LULL_WAVE_TIMEOUT", "40m"))
@@ -869,14 +869,7 @@ func (w *wave) kubectlDrain(ctx context.Context, k int, idle float64) kubectlRes
 		b.Fatalf("kubectl drain: %v\n%s", err, tail(out.String()))
 	}
 	cpu := apiserverCPU(b) - c0 - idle*time.Since(t0).Seconds()
-	n := 0
-	sc := bufio.NewScanner(&out)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if requestLine.MatchString(sc.Text()) {
-			n++
-		}
-	}
+	n := countResponses(&out)
 	uncordon := append([]string{"--kubeconfig", cluster.Kubeconfig, "uncordon"}, nodes...)
 	if o, err := exec.CommandContext(ctx, filepath.Join(framework.BinDir(), "kubectl"), uncordon...).CombinedOutput(); err != nil {
 		b.Fatalf("kubectl uncordon: %v\n%s", err, o)
