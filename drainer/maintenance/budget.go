@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -113,31 +112,21 @@ func slotHandler() handler.EventHandler {
 	}
 }
 
-// nodeHandler queues a node's request when the node changes (nodeChanged
-// filters what matters), at SlotPriority when its maintenance label went.
-func nodeHandler(label string) handler.EventHandler {
-	byName := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		enqueueAt(q, o.GetName(), 0)
-	}
+// nodeHandler is byName for node events, but queues at SlotPriority a
+// node whose maintenance label went (nodeChanged filters what matters).
+func nodeHandler(label string, byName handler.EventHandler) handler.EventHandler {
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			byName(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if _, had := e.ObjectOld.GetLabels()[label]; had {
-				if _, has := e.ObjectNew.GetLabels()[label]; !has {
-					enqueueAt(q, e.ObjectNew.GetName(), SlotPriority)
-					return
-				}
+		CreateFunc: byName.Create,
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			_, had := e.ObjectOld.GetLabels()[label]
+			if _, has := e.ObjectNew.GetLabels()[label]; had && !has {
+				enqueueAt(q, e.ObjectNew.GetName(), SlotPriority)
+				return
 			}
-			byName(e.ObjectNew, q)
+			byName.Update(ctx, e, q)
 		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			byName(e.Object, q)
-		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			byName(e.Object, q)
-		},
+		DeleteFunc:  byName.Delete,
+		GenericFunc: byName.Generic,
 	}
 }
 
@@ -149,11 +138,15 @@ func (s *step) inLine(waiting bool) {
 		s.r.waiters.Done(s.node.Name)
 		return
 	}
-	var names []string
-	if ws, err := s.windows(); err == nil {
-		for _, w := range ws {
-			names = append(names, w.Name)
-		}
+	ws, _ := s.windows() // unreadable: the default budget's line, until the next look
+	s.r.waiters.Wait(s.node.Name, s.budgets(ws), s.nm.CreationTimestamp.Time)
+}
+
+// budgets names the budgets the request counts against with windows ws.
+func (s *step) budgets(ws []*lullv1alpha1.MaintenanceWindow) []string {
+	names := make([]string, 0, len(ws))
+	for _, w := range ws {
+		names = append(names, w.Name)
 	}
-	s.r.waiters.Wait(s.node.Name, budget.Budgets(names, s.status.DefaultBudget), s.nm.CreationTimestamp.Time)
+	return budget.Budgets(names, s.status.DefaultBudget)
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -127,7 +128,9 @@ func TestSlotWorkGoesFirst(t *testing.T) {
 	ctx := context.Background()
 	q := priorityqueue.New[reconcile.Request]("test")
 	defer q.ShutDown()
-	nodes := nodeHandler(lullv1alpha1.MaintenanceLabel)
+	nodes := nodeHandler(lullv1alpha1.MaintenanceLabel, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+	}))
 	node := func(name string, lbls map[string]string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
 	}
@@ -173,4 +176,37 @@ func TestNewRequestsLineUpWithoutAReconcile(t *testing.T) {
 	assert.Equal(t, 2, r.waiters.Len())
 	assert.Equal(t, []string{"older"}, r.nextWaiting(ctx, []string{"w1"}), "the oldest request first")
 	assert.Equal(t, []string{"fresh"}, r.nextWaiting(ctx, []string{"w1"}))
+}
+
+// A slot given back is free at once for the next request only when the
+// request's stored status already says it no longer disrupts (a
+// completion writes Uncordoning first); given back before that (an abort,
+// whose status write may yet fail), the cache keeps counting it until it
+// shows otherwise.
+func TestReleasedSlotFreeOnlyOnceTheStatusSaysSo(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		stored lullv1alpha1.MaintenancePhase
+		free   bool
+	}{{lullv1alpha1.PhaseUncordoning, true}, {lullv1alpha1.PhaseDraining, false}} {
+		t.Run(string(tc.stored), func(t *testing.T) {
+			a := nmIn("a", lullv1alpha1.PhaseDraining, t0()) // as the cache shows it
+			b := nmIn("b", lullv1alpha1.PhaseWaitingForBudget, t0())
+			a.UID, b.UID = "uid-a", "uid-b"
+			c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(a, b).Build()
+			r := &Reconciler{Client: c, Wake: make(chan event.GenericEvent, 10),
+				Budget: &budget.Ledger{Client: c, Live: c, Namespace: "lull-system", Holder: "lull-drainer/x"}}
+			req := func(n string) budget.Request { return budget.Request{Node: n, DefaultMaxUnavailable: 1} }
+			res, err := r.Budget.Reserve(ctx, c, a, req("a"))
+			require.NoError(t, err)
+			require.True(t, res.Free)
+			stored := a.DeepCopy()
+			stored.Status.Phase = tc.stored
+			s := &step{r: r, ctx: ctx, logger: klog.Background(), nm: stored, status: stored.Status.DeepCopy()}
+			s.releaseBudget()
+			res, err = r.Budget.Reserve(ctx, c, b, req("b"))
+			require.NoError(t, err)
+			assert.Equal(t, tc.free, res.Free, res.Message)
+		})
+	}
 }

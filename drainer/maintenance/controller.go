@@ -194,7 +194,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// lull-agent recording a host step.
 		For(&lullv1alpha1.NodeMaintenance{}, ctrl.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, actionsChanged()))).
 		// Labels request and complete maintenance; unschedulable shows cordons.
-		Watches(&corev1.Node{}, nodeHandler(r.Options.MaintenanceLabel), ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
+		Watches(&corev1.Node{}, nodeHandler(r.Options.MaintenanceLabel, byName), ctrl.WithPredicates(nodeChanged(r.Options.MaintenanceLabel))).
 		// A lease released or taken in the lease namespace; lull-agent
 		// appearing on or leaving a node.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest), ctrl.WithPredicates(r.leaseChanged())).

@@ -105,12 +105,8 @@ func (s *step) reserveBudget(ctx context.Context) (budget.Result, error) {
 		// now, rather than when its own first look comes round (a wave's
 		// new requests filled 4 of 10 slots while their first reconciles
 		// queued behind the drains).
-		var names []string
-		for _, w := range ws {
-			names = append(names, w.Name)
-		}
 		s.r.waiters.Done(s.node.Name) // not waiting any more: not the next in line
-		s.r.wakeNextWaiting(ctx, budget.Budgets(names, s.status.DefaultBudget))
+		s.r.wakeNextWaiting(ctx, s.budgets(ws))
 	}
 	return res, err
 }

@@ -133,6 +133,12 @@ func (s *step) releaseBudget() {
 		return
 	}
 	if released {
+		if !budget.UsesBudget(s.nm) {
+			// Its stored status already says it no longer disrupts
+			// (Uncordoning): the slot is free now, whatever the cache
+			// still shows.
+			s.r.Budget.Settled(s.nm.UID)
+		}
 		s.r.wakeNextWaiting(s.ctx, budget.Recorded(s.status))
 	}
 }

@@ -64,8 +64,10 @@ func Classify(method, path string, watch bool) (verb, resource string) {
 	default:
 		return strings.ToLower(method), ""
 	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) != 2 {
-		parts = parts[2:] // namespaces/<ns>/<resource>...; namespaces/<name> is the namespace itself
+	// namespaces/<ns>/<resource>...; but namespaces/<name> and its
+	// subresources (status, finalize) are the namespace itself.
+	if len(parts) >= 3 && parts[0] == "namespaces" && !(len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")) {
+		parts = parts[2:]
 	}
 	if len(parts) == 0 {
 		return strings.ToLower(method), ""

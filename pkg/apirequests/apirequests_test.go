@@ -27,6 +27,8 @@ func TestClassify(t *testing.T) {
 		{"DELETE", "/api/v1/namespaces/kube-system/pods", false, "deletecollection", "pods"},
 		{"GET", "/api/v1/namespaces/lull-system", false, "get", "namespaces"},
 		{"GET", "/api/v1/namespaces", false, "list", "namespaces"},
+		{"PUT", "/api/v1/namespaces/lull-system/finalize", false, "update", "namespaces/finalize"},
+		{"PUT", "/api/v1/namespaces/lull-system/status", false, "update", "namespaces/status"},
 		{"PUT", "/api/v1/namespaces/lull-system/configmaps/lull-budget", false, "update", "configmaps"},
 		{"POST", "/apis/coordination.k8s.io/v1/namespaces/lull-leases/leases", false, "create", "leases.coordination.k8s.io"},
 		{"PUT", "/apis/lull.dev/v1alpha1/nodemaintenances/n1/status", false, "update", "nodemaintenances.lull.dev/status"},

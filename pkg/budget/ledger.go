@@ -79,17 +79,17 @@ type Ledger struct {
 	// nobody wrote since, exactly as after a read (a conflict reads it).
 	lastCM    *corev1.ConfigMap
 	lastKnown bool
-	// released are the requests whose slot this process gave back, and
-	// when. The caller releases only once the node is given back (its
-	// cordon undone), but the cache may still show the request disrupting
-	// for a moment: counted, it kept the slot it had just freed from the
-	// request woken for it, which then waited for its next look (a
-	// 1,000-node wave ran with 4 of 10 slots in use).
-	released map[types.UID]time.Time
+	// settled are the requests whose slot this process gave back after
+	// their own status stopped saying they disrupt (Settled), and when:
+	// the cache may still show them disrupting for a moment, and counted,
+	// one kept the slot it had just freed from the request woken for it,
+	// which then waited for its next look (a 1,000-node wave ran with 4 of
+	// 10 slots in use).
+	settled map[types.UID]time.Time
 }
 
-// releasedFor is how long a released request is not counted from the
-// cache: far longer than the cache lags behind the release.
+// releasedFor is how long a settled request is not counted from the
+// cache: far longer than the cache lags behind the status write.
 const releasedFor = time.Minute
 
 // Reserve takes a budget slot for the request's node when the budget has
@@ -133,7 +133,7 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 		}
 		pruned := l.prune(ctx, cached, entries, staleness)
 		var act actives
-		if err := cachedActive(ctx, cached, req.Node, l.releasedUIDs(), &act); err != nil {
+		if err := cachedActive(ctx, cached, req.Node, l.settledUIDs(), &act); err != nil {
 			return Result{}, err
 		}
 		for _, n := range req.Also {
@@ -171,18 +171,18 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 }
 
 // cachedActive adds the requests cached shows using budget, except
-// node's and those whose slot this process released. The cached objects
-// are only read, so they are not copied.
-func cachedActive(ctx context.Context, cached client.Reader, node string, released map[types.UID]bool, act *actives) error {
+// node's and those settled (see Settled). The cached objects are only
+// read, so they are not copied.
+func cachedActive(ctx context.Context, cached client.Reader, node string, settled map[types.UID]bool, act *actives) error {
 	var all lullv1alpha1.NodeMaintenanceList
 	if err := cached.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing NodeMaintenances: %w", err)
 	}
 	items := all.Items
-	if len(released) > 0 {
+	if len(settled) > 0 {
 		items = make([]lullv1alpha1.NodeMaintenance, 0, len(all.Items))
 		for i := range all.Items {
-			if !released[all.Items[i].UID] {
+			if !settled[all.Items[i].UID] {
 				items = append(items, all.Items[i])
 			}
 		}
@@ -191,17 +191,17 @@ func cachedActive(ctx context.Context, cached client.Reader, node string, releas
 	return nil
 }
 
-// releasedUIDs are the requests released less than releasedFor ago.
-func (l *Ledger) releasedUIDs() map[types.UID]bool {
+// settledUIDs are the requests settled less than releasedFor ago.
+func (l *Ledger) settledUIDs() map[types.UID]bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now().Time
-	out := make(map[types.UID]bool, len(l.released))
-	for uid, at := range l.released {
+	out := make(map[types.UID]bool, len(l.settled))
+	for uid, at := range l.settled {
 		if now.Sub(at) < releasedFor {
 			out[uid] = true
 		} else {
-			delete(l.released, uid)
+			delete(l.settled, uid)
 		}
 	}
 	return out
@@ -288,9 +288,6 @@ func (l *Ledger) Release(ctx context.Context, node string, uid types.UID) (relea
 		err = l.write(ctx, cm, entries)
 		if err == nil || apierrors.IsNotFound(err) {
 			l.took(node, "")
-			if err == nil {
-				l.gaveBack(e.UID)
-			}
 			return err == nil, nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 4 {
@@ -390,17 +387,22 @@ func (l *Ledger) write(ctx context.Context, cm *corev1.ConfigMap, entries map[st
 	return err
 }
 
-// gaveBack records that this process released request uid's slot.
-func (l *Ledger) gaveBack(uid types.UID) {
+// Settled tells the ledger that request uid, whose slot this process
+// released, is no longer using budget by its own stored status (phase
+// Uncordoning, say): until the cache shows that too, the count leaves it
+// out. A request released before its status says so (an abort whose
+// status write may yet fail) is not settled, and the cache keeps counting
+// it: fail closed.
+func (l *Ledger) Settled(uid types.UID) {
 	if uid == "" {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.released == nil {
-		l.released = map[types.UID]time.Time{}
+	if l.settled == nil {
+		l.settled = map[types.UID]time.Time{}
 	}
-	l.released[uid] = l.now().Time
+	l.settled[uid] = l.now().Time
 }
 
 // took records that this process took node's slot for request uid; an
@@ -412,7 +414,7 @@ func (l *Ledger) took(node string, uid types.UID) {
 		delete(l.mine, node)
 		return
 	}
-	delete(l.released, uid) // it holds a slot again: count it
+	delete(l.settled, uid) // it holds a slot again: count it
 	if l.mine == nil {
 		l.mine = map[string]types.UID{}
 	}

@@ -455,8 +455,10 @@ func TestWritesWithoutReadingFirst(t *testing.T) {
 
 // The slot a request gives back is free for the next request at once,
 // although the cache still shows the first one disrupting (its status
-// write has not reached the cache): the release is this process's own.
-// Another replica's view, which did not release it, still counts it.
+// write has not reached the cache), once the releasing process says its
+// stored status no longer disrupts (Settled). Released alone, it still
+// counts from the cache (fail closed: the status write may yet fail), and
+// another replica's view, which did not settle it, counts it too.
 func TestReleasedSlotFreeBeforeTheCacheCatchesUp(t *testing.T) {
 	c, w, nms := ledgerFixture(t)
 	ctx := context.Background()
@@ -471,6 +473,10 @@ func TestReleasedSlotFreeBeforeTheCacheCatchesUp(t *testing.T) {
 	res, err := other.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
 	require.NoError(t, err)
 	assert.False(t, res.Free, "another replica counts a from the cache")
+	res, err = l.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "released but not settled: the cache still counts a")
+	l.Settled("uid-a")
 	res, err = l.Reserve(ctx, c, nms["b"], inWindow(w)("b"))
 	require.NoError(t, err)
 	assert.True(t, res.Free, res.Message)
