@@ -31,12 +31,6 @@ type Options struct {
 	Horizon time.Duration
 }
 
-var weekdays = map[lullv1alpha1.Weekday]time.Weekday{
-	lullv1alpha1.Sunday: time.Sunday, lullv1alpha1.Monday: time.Monday, lullv1alpha1.Tuesday: time.Tuesday,
-	lullv1alpha1.Wednesday: time.Wednesday, lullv1alpha1.Thursday: time.Thursday,
-	lullv1alpha1.Friday: time.Friday, lullv1alpha1.Saturday: time.Saturday,
-}
-
 // Compile validates a MaintenanceWindow spec and compiles it for
 // evaluation. The errors name the field to fix.
 func Compile(spec *lullv1alpha1.MaintenanceWindowSpec, opts Options) (*Window, error) {
@@ -117,99 +111,21 @@ func compile(spec *lullv1alpha1.MaintenanceWindowSpec, opts Options) (*Window, f
 	return w, nil
 }
 
+// compileSchedule compiles a Schedule: its time zone, start time and
+// duration, the recurrence or RRULE counted from the anchor, and the
+// exclusions. The errors name the field under spec.schedule.
 func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
-	var errs field.ErrorList
 	p := field.NewPath("spec", "schedule")
 	s := &schedule{}
-
-	tz := in.TimeZone
-	if tz == "" {
-		tz = "UTC"
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil || tz == "Local" {
-		errs = append(errs, field.Invalid(p.Child("timeZone"), in.TimeZone, "unknown time zone; use an IANA name such as Europe/Berlin"))
-		loc = time.UTC
-	}
-	s.loc = loc
-
-	if hh, mm, ok := parseHHMM(in.StartTime); ok {
-		s.startMin = hh*60 + mm
-	} else {
-		errs = append(errs, field.Invalid(p.Child("startTime"), in.StartTime, `must be local wall time "HH:MM" (00:00 to 23:59)`))
-	}
-	s.dur = in.Duration.Duration
-	if err := in.Duration.Err(); err != nil {
-		errs = append(errs, field.Invalid(p.Child("duration"), in.Duration.Invalid, err.Error()))
-	} else if s.dur <= 0 || s.dur > MaxDuration {
-		errs = append(errs, field.Invalid(p.Child("duration"), in.Duration.Duration.String(), "must be more than 0 and at most 744h (31 days)"))
-	}
-
-	anchor := in.Anchor
-	if anchor == "" {
-		anchor = DefaultAnchor
-	}
-	anchorDay, ok := parseDate(anchor)
-	if !ok {
-		errs = append(errs, field.Invalid(p.Child("anchor"), in.Anchor, `must be a date that exists, "YYYY-MM-DD"`))
-	}
-
-	var rrule *rruleParts
-	switch {
-	case in.Recurrence != nil && in.RRule != "":
-		errs = append(errs, field.Invalid(p.Child("rrule"), in.RRule, "set exactly one of recurrence and rrule"))
-	case in.Recurrence == nil && in.RRule == "":
-		errs = append(errs, field.Required(p.Child("recurrence"), "set recurrence or rrule"))
-	case in.RRule != "":
-		parsed, err := parseRRule(in.RRule)
-		if err != nil {
-			errs = append(errs, field.Invalid(p.Child("rrule"), in.RRule, err.Error()))
-			break
-		}
-		rrule = parsed
-		s.rec = parsed.recurrence(anchorDay)
-	default:
-		r, recErrs := compileRecurrence(in.Recurrence, p.Child("recurrence"))
-		errs = append(errs, recErrs...)
-		r.setAnchor(anchorDay)
-		s.rec = r
-	}
-
-	var excl []exclusion
-	for i, ex := range in.Exclude {
-		ep := p.Child("exclude").Index(i)
-		var e exclusion
-		e.reason = ex.Reason
-		switch {
-		case ex.StartDate != "" || ex.EndDate != "":
-			sd, ok1 := parseDate(ex.StartDate)
-			ed, ok2 := parseDate(ex.EndDate)
-			if !ok1 {
-				errs = append(errs, field.Invalid(ep.Child("startDate"), ex.StartDate, `must be a date that exists, "YYYY-MM-DD"`))
-			}
-			if !ok2 {
-				errs = append(errs, field.Invalid(ep.Child("endDate"), ex.EndDate, `must be a date that exists, "YYYY-MM-DD"`))
-			}
-			if ex.Start != nil || ex.End != nil {
-				errs = append(errs, field.Invalid(ep, "", "use either startDate/endDate or start/end, not both"))
-			}
-			if ok1 && ok2 {
-				if ed < sd {
-					errs = append(errs, field.Invalid(ep.Child("endDate"), ex.EndDate, "must not be before startDate"))
-				}
-				e.start = midnight(sd, loc)
-				e.end = midnight(ed+1, loc)
-			}
-		case ex.Start != nil && ex.End != nil:
-			e.start, e.end = ex.Start.Time, ex.End.Time
-			if !e.end.After(e.start) {
-				errs = append(errs, field.Invalid(ep.Child("end"), ex.End.Time.Format(time.RFC3339), "must be after start"))
-			}
-		default:
-			errs = append(errs, field.Required(ep, "set startDate and endDate (local dates) or start and end (instants)"))
-		}
-		excl = append(excl, e)
-	}
+	var errs field.ErrorList
+	s.loc, errs = compileTimeZone(in.TimeZone, p.Child("timeZone"))
+	errs = append(errs, s.compileStartAndDuration(in, p)...)
+	anchorDay, anchorErrs := compileAnchor(in.Anchor, p.Child("anchor"))
+	errs = append(errs, anchorErrs...)
+	rrule, ruleErrs := s.compileRule(in, anchorDay, p)
+	errs = append(errs, ruleErrs...)
+	excl, exclErrs := compileExclusions(in.Exclude, s.loc, p.Child("exclude"))
+	errs = append(errs, exclErrs...)
 	s.excl = newExclusionSet(excl)
 
 	if len(errs) > 0 {
@@ -221,8 +137,129 @@ func compileSchedule(in *lullv1alpha1.Schedule) (*schedule, field.ErrorList) {
 	fewest, most := s.rec.gaps()
 	const day = 24 * time.Hour
 	s.joins = most > 0 && time.Duration(most)*day <= s.dur
-	s.single = time.Duration(fewest)*day-offsetSpan(loc) > s.dur
+	s.single = time.Duration(fewest)*day-offsetSpan(s.loc) > s.dur
 	return s, nil
+}
+
+// compileTimeZone loads the schedule's IANA time zone (UTC when unset);
+// for one that does not load it reports the error and returns UTC.
+func compileTimeZone(timeZone string, p *field.Path) (*time.Location, field.ErrorList) {
+	tz := timeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil || tz == "Local" {
+		return time.UTC, field.ErrorList{field.Invalid(p, timeZone, "unknown time zone; use an IANA name such as Europe/Berlin")}
+	}
+	return loc, nil
+}
+
+// compileStartAndDuration reads when each occurrence starts (local wall
+// time) and how long it lasts.
+func (s *schedule) compileStartAndDuration(in *lullv1alpha1.Schedule, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if hh, mm, ok := parseHHMM(in.StartTime); ok {
+		s.startMin = hh*60 + mm
+	} else {
+		errs = append(errs, field.Invalid(p.Child("startTime"), in.StartTime, `must be local wall time "HH:MM" (00:00 to 23:59)`))
+	}
+	s.dur = in.Duration.Duration
+	if err := in.Duration.Err(); err != nil {
+		errs = append(errs, field.Invalid(p.Child("duration"), in.Duration.Invalid, err.Error()))
+	} else if s.dur <= 0 || s.dur > MaxDuration {
+		errs = append(errs, field.Invalid(p.Child("duration"), in.Duration.Duration.String(), "must be more than 0 and at most 744h (31 days)"))
+	}
+	return errs
+}
+
+// compileAnchor returns the day number of the anchor date (DefaultAnchor
+// when unset).
+func compileAnchor(anchor string, p *field.Path) (int, field.ErrorList) {
+	a := anchor
+	if a == "" {
+		a = DefaultAnchor
+	}
+	day, ok := parseDate(a)
+	if !ok {
+		return day, field.ErrorList{field.Invalid(p, anchor, `must be a date that exists, "YYYY-MM-DD"`)}
+	}
+	return day, nil
+}
+
+// compileRule compiles the schedule's recurrence or RRULE (exactly one
+// must be set), counted from anchorDay, into s.rec. It returns the parsed
+// RRULE, if any: its COUNT or UNTIL is applied (bound) once the rest of
+// the schedule has compiled.
+func (s *schedule) compileRule(in *lullv1alpha1.Schedule, anchorDay int, p *field.Path) (*rruleParts, field.ErrorList) {
+	switch {
+	case in.Recurrence != nil && in.RRule != "":
+		return nil, field.ErrorList{field.Invalid(p.Child("rrule"), in.RRule, "set exactly one of recurrence and rrule")}
+	case in.Recurrence == nil && in.RRule == "":
+		return nil, field.ErrorList{field.Required(p.Child("recurrence"), "set recurrence or rrule")}
+	case in.RRule != "":
+		parsed, err := parseRRule(in.RRule)
+		if err != nil {
+			return nil, field.ErrorList{field.Invalid(p.Child("rrule"), in.RRule, err.Error())}
+		}
+		s.rec = parsed.recurrence(anchorDay)
+		return parsed, nil
+	}
+	r, errs := compileRecurrence(in.Recurrence, p.Child("recurrence"))
+	r.setAnchor(anchorDay)
+	s.rec = r
+	return nil, errs
+}
+
+// compileExclusions compiles the schedule's exclusions; local dates are
+// whole days in loc.
+func compileExclusions(in []lullv1alpha1.Exclusion, loc *time.Location, p *field.Path) ([]exclusion, field.ErrorList) {
+	var (
+		excl []exclusion
+		errs field.ErrorList
+	)
+	for i := range in {
+		e, exErrs := compileExclusion(&in[i], loc, p.Index(i))
+		errs = append(errs, exErrs...)
+		excl = append(excl, e)
+	}
+	return excl, errs
+}
+
+// compileExclusion compiles one exclusion: either local dates
+// (startDate and endDate, both included) or instants (start and end).
+func compileExclusion(ex *lullv1alpha1.Exclusion, loc *time.Location, p *field.Path) (exclusion, field.ErrorList) {
+	var errs field.ErrorList
+	e := exclusion{reason: ex.Reason}
+	switch {
+	case ex.StartDate != "" || ex.EndDate != "":
+		sd, ok1 := parseDate(ex.StartDate)
+		ed, ok2 := parseDate(ex.EndDate)
+		if !ok1 {
+			errs = append(errs, field.Invalid(p.Child("startDate"), ex.StartDate, `must be a date that exists, "YYYY-MM-DD"`))
+		}
+		if !ok2 {
+			errs = append(errs, field.Invalid(p.Child("endDate"), ex.EndDate, `must be a date that exists, "YYYY-MM-DD"`))
+		}
+		if ex.Start != nil || ex.End != nil {
+			errs = append(errs, field.Invalid(p, "", "use either startDate/endDate or start/end, not both"))
+		}
+		if ok1 && ok2 {
+			if ed < sd {
+				errs = append(errs, field.Invalid(p.Child("endDate"), ex.EndDate, "must not be before startDate"))
+			}
+			e.start = midnight(sd, loc)
+			e.end = midnight(ed+1, loc)
+		}
+	case ex.Start != nil && ex.End != nil:
+		e.start, e.end = ex.Start.Time, ex.End.Time
+		if !e.end.After(e.start) {
+			errs = append(errs, field.Invalid(p.Child("end"), ex.End.Time.Format(time.RFC3339), "must be after start"))
+		}
+	default:
+		errs = append(errs, field.Required(p, "set startDate and endDate (local dates) or start and end (instants)"))
+	}
+	return e, errs
 }
 
 // lastDay is the last start day lull considers: occurrences after it
@@ -275,107 +312,6 @@ func (s *schedule) bound(p *rruleParts, anchorDay int) {
 	}
 	// Otherwise the rule has fewer than COUNT occurrences before lastDay:
 	// as far as lull looks, it does not end.
-}
-
-func fmtDay(day int) string {
-	y, m, d := civil(day)
-	return fmt.Sprintf("%04d-%02d-%02d", y, m, d)
-}
-
-func compileRecurrence(in *lullv1alpha1.Recurrence, p *field.Path) (recurrence, field.ErrorList) {
-	var errs field.ErrorList
-	// A typed recurrence lists start days: a day of the month or an
-	// ordinal weekday suffices (dayOr), unlike an RRULE's BYMONTHDAY and
-	// BYDAY, which both limit.
-	r := recurrence{interval: int(in.Interval), wkst: time.Monday, dayOr: true, first: -unbounded, last: unbounded}
-	if r.interval == 0 {
-		r.interval = 1
-	}
-	if r.interval < 1 || r.interval > 1000 {
-		errs = append(errs, field.Invalid(p.Child("interval"), in.Interval, "must be 1..1000"))
-		r.interval = 1
-	}
-	for i, d := range in.DaysOfWeek {
-		wd, ok := weekdays[d]
-		if !ok {
-			errs = append(errs, field.NotSupported(p.Child("daysOfWeek").Index(i), d, weekdayNames()))
-			continue
-		}
-		r.weekdays |= 1 << uint(wd)
-	}
-	for i, d := range in.DaysOfMonth {
-		switch {
-		case d == 0 || d < -31 || d > 31:
-			errs = append(errs, field.Invalid(p.Child("daysOfMonth").Index(i), d, "must be 1..31 or -31..-1 (-1 is the last day)"))
-		case d > 0:
-			r.mdayPos |= 1 << uint(d)
-		default:
-			r.mdayNeg |= 1 << uint(-d)
-		}
-	}
-	for i, o := range in.Weekdays {
-		wd, ok := weekdays[o.Day]
-		if !ok {
-			errs = append(errs, field.NotSupported(p.Child("weekdays").Index(i).Child("day"), o.Day, weekdayNames()))
-		}
-		switch {
-		case o.Ordinal == 0 || o.Ordinal < -5 || o.Ordinal > 5:
-			errs = append(errs, field.Invalid(p.Child("weekdays").Index(i).Child("ordinal"), o.Ordinal, "must be 1..5 or -5..-1 (-1 is the last)"))
-		case !ok:
-		case o.Ordinal > 0:
-			r.hasNth = true
-			r.nth[wd].pos |= 1 << uint(o.Ordinal)
-		default:
-			r.hasNth = true
-			r.nth[wd].neg |= 1 << uint(-o.Ordinal)
-		}
-	}
-	for i, m := range in.Months {
-		if m < 1 || m > 12 {
-			errs = append(errs, field.Invalid(p.Child("months").Index(i), m, "must be 1..12"))
-			continue
-		}
-		r.months |= 1 << uint(m)
-	}
-	switch in.Frequency {
-	case lullv1alpha1.Daily:
-		r.freq = freqDaily
-		if r.weekdays != 0 || r.hasMday() || r.hasNth || r.months != 0 {
-			errs = append(errs, field.Invalid(p, "", "a Daily recurrence takes only interval"))
-		}
-	case lullv1alpha1.Weekly:
-		r.freq = freqWeekly
-		if r.weekdays == 0 && len(in.DaysOfWeek) == 0 {
-			errs = append(errs, field.Required(p.Child("daysOfWeek"), "a Weekly recurrence needs daysOfWeek"))
-		}
-		if r.hasMday() || r.hasNth || r.months != 0 {
-			errs = append(errs, field.Invalid(p, "", "a Weekly recurrence takes only interval and daysOfWeek"))
-		}
-	case lullv1alpha1.Monthly, lullv1alpha1.Yearly:
-		r.freq = freqMonthly
-		if in.Frequency == lullv1alpha1.Yearly {
-			r.freq = freqYearly
-		}
-		if len(in.DaysOfMonth) == 0 && len(in.Weekdays) == 0 {
-			errs = append(errs, field.Required(p.Child("daysOfMonth"), "a Monthly or Yearly recurrence needs daysOfMonth or weekdays"))
-		}
-		if len(in.DaysOfWeek) > 0 {
-			errs = append(errs, field.Invalid(p.Child("daysOfWeek"), "", "use weekdays (with ordinals) for Monthly and Yearly"))
-		}
-		if in.Frequency == lullv1alpha1.Yearly && len(in.Months) == 0 {
-			errs = append(errs, field.Required(p.Child("months"), "a Yearly recurrence needs months"))
-		}
-		if in.Frequency == lullv1alpha1.Monthly && len(in.Months) > 0 {
-			errs = append(errs, field.Invalid(p.Child("months"), "", "months is only valid with frequency Yearly"))
-		}
-	default:
-		errs = append(errs, field.NotSupported(p.Child("frequency"), in.Frequency, []string{"Daily", "Weekly", "Monthly", "Yearly"}))
-	}
-	return r, errs
-}
-
-func weekdayNames() []string {
-	return []string{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
 }
 
 func parseHHMM(s string) (int, int, bool) {

@@ -15,18 +15,6 @@ const (
 	freqYearly
 )
 
-// nthSet is a set of ordinals of one weekday: bit n of pos for the nth
-// from the start of the month (or year), bit n of neg for the nth from
-// its end; n is 1..53.
-type nthSet struct{ pos, neg uint64 }
-
-// bits384 is a set of small whole numbers (days of the year and indexes
-// into a year's days, 0..383).
-type bits384 [6]uint64
-
-func (b *bits384) set(i int)      { b[i>>6] |= 1 << uint(i&63) }
-func (b *bits384) has(i int) bool { return b[i>>6]&(1<<uint(i&63)) != 0 }
-
 // recurrence says on which local dates a window starts. It is RFC 5545's
 // model for daily-or-coarser rules: the periods (days, weeks, months or
 // years) in step with the anchor by the interval; in each, the days that
@@ -130,38 +118,6 @@ func monthLen(y int, m time.Month) int {
 	return monthDays[m]
 }
 
-// matches reports whether the day passes the BY parts; wno is the week
-// number mask of the day's year (BYWEEKNO), nil without BYWEEKNO.
-func (r *recurrence) matches(c *dayCursor, wno *bits384) bool {
-	if r.weekdays != 0 && r.weekdays&(1<<uint(c.wd)) == 0 {
-		return false
-	}
-	if r.months != 0 && r.months&(1<<uint(c.m)) == 0 {
-		return false
-	}
-	if wno != nil && !wno.has(c.doy-1) {
-		return false
-	}
-	if r.hasYday && !r.ydayPos.has(c.doy) && !r.ydayNeg.has(c.ylen-c.doy+1) {
-		return false
-	}
-	mday := r.hasMday() && (r.mdayPos&(1<<uint(c.dom)) != 0 || r.mdayNeg&(1<<uint(c.monthLen-c.dom+1)) != 0)
-	nth := r.hasNth && r.nthMatches(c)
-	if r.dayOr {
-		return !(r.hasMday() || r.hasNth) || mday || nth
-	}
-	return (!r.hasMday() || mday) && (!r.hasNth || nth)
-}
-
-func (r *recurrence) nthMatches(c *dayCursor) bool {
-	s := r.nth[c.wd]
-	pos, len := c.dom, c.monthLen
-	if r.nthInYear {
-		pos, len = c.doy, c.ylen
-	}
-	return s.pos&(1<<uint((pos-1)/7+1)) != 0 || s.neg&(1<<uint((len-pos)/7+1)) != 0
-}
-
 // periodOf returns the period holding day: the day itself (Daily), the
 // day starting its week (Weekly, weeks starting on wkst), a month index
 // y*12+m-1 (Monthly) or the year (Yearly).
@@ -243,23 +199,7 @@ func (r *recurrence) periodDays(buf []int, p int) []int {
 			c.next()
 		}
 	case freqYearly:
-		var wno *bits384
-		if len(r.weekNos) > 0 {
-			mask := weekNoMask(p, r.wkst, r.weekNos)
-			wno = &mask
-		}
-		for m := time.January; m <= time.December; m++ {
-			if r.months != 0 && r.months&(1<<uint(m)) == 0 {
-				continue
-			}
-			c := cursorAt(dayOf(p, m, 1))
-			for n := c.monthLen; n > 0; n-- {
-				if r.matches(&c, wno) {
-					buf = append(buf, c.day)
-				}
-				c.next()
-			}
-		}
+		buf = r.yearDays(buf, p)
 	}
 	if len(r.setPos) == 0 {
 		return buf
@@ -267,26 +207,27 @@ func (r *recurrence) periodDays(buf []int, p int) []int {
 	return selectPositions(buf, r.setPos)
 }
 
-// selectPositions keeps the days at the positions given (1 the first, -1
-// the last), in ascending order; positions beyond the set select nothing.
-func selectPositions(days []int, positions []int) []int {
-	var keep bits384
-	for _, pos := range positions {
-		i := pos - 1
-		if pos < 0 {
-			i = len(days) + pos
+// yearDays appends to buf the days of year y that pass the BY parts, in
+// ascending order (periodDays of a Yearly recurrence, before BYSETPOS).
+func (r *recurrence) yearDays(buf []int, y int) []int {
+	var wno *bits384
+	if len(r.weekNos) > 0 {
+		mask := weekNoMask(y, r.wkst, r.weekNos)
+		wno = &mask
+	}
+	for m := time.January; m <= time.December; m++ {
+		if r.months != 0 && r.months&(1<<uint(m)) == 0 {
+			continue
 		}
-		if i >= 0 && i < len(days) {
-			keep.set(i)
+		c := cursorAt(dayOf(y, m, 1))
+		for n := c.monthLen; n > 0; n-- {
+			if r.matches(&c, wno) {
+				buf = append(buf, c.day)
+			}
+			c.next()
 		}
 	}
-	out := days[:0]
-	for i, d := range days {
-		if keep.has(i) {
-			out = append(out, d)
-		}
-	}
-	return out
+	return buf
 }
 
 // periodStart returns the first day of period p.
@@ -405,96 +346,4 @@ func (r *recurrence) gaps() (fewest, most int) {
 		return fewest, most
 	}
 	return 1, 0
-}
-
-// weekNoMask returns which days of year y (0-based) BYWEEKNO selects,
-// computed as python-dateutil 2.9 does (rrule._iterinfo.rebuild), so that
-// lull reads a rule as the most used implementation does. Weeks start on
-// wkst; week 1 is the first with at least four days in the year, and a
-// negative number counts from the year's last week. The days after the
-// last week belong to week 1 of the next year and are selected by 1 (not
-// by a negative number). The days before week 1 belong to the last week
-// of the year before and are selected by -1 or by that week's number as
-// dateutil computes it: when the year before has no more than three days
-// before its first week start, dateutil takes the number from this year's
-// length and says 53 instead of 52 for a year with two or three days
-// before its first week start (three in a leap year).
-func weekNoMask(y int, wkst time.Weekday, weekNos []int) bits384 {
-	var mask bits384
-	jan1 := dayOf(y, time.January, 1)
-	// dateutil numbers weekdays from Monday (0).
-	pyWd := func(day int) int { return floorMod(int(weekdayOf(day))-1, 7) }
-	pyWkst := floorMod(int(wkst)-1, 7)
-	yearlen := yearLen(y)
-	yearWd := pyWd(jan1)
-	no1wkst := floorMod(7-yearWd+pyWkst, 7)
-	firstwkst := no1wkst
-	var wyearlen int
-	if no1wkst >= 4 {
-		no1wkst = 0
-		wyearlen = yearlen + floorMod(yearWd-pyWkst, 7)
-	} else {
-		wyearlen = yearlen - no1wkst
-	}
-	numweeks := wyearlen/7 + (wyearlen%7)/4
-	markWeek := func(i int) {
-		for j := 0; j < 7; j++ {
-			mask.set(i)
-			i++
-			if pyWd(jan1+i) == pyWkst {
-				break
-			}
-		}
-	}
-	has := func(n int) bool {
-		for _, w := range weekNos {
-			if w == n {
-				return true
-			}
-		}
-		return false
-	}
-	for _, n := range weekNos {
-		if n < 0 {
-			n += numweeks + 1
-		}
-		if n <= 0 || n > numweeks {
-			continue
-		}
-		i := no1wkst
-		if n > 1 {
-			i = no1wkst + (n-1)*7
-			if no1wkst != firstwkst {
-				i -= 7 - firstwkst
-			}
-		}
-		markWeek(i)
-	}
-	if has(1) {
-		i := no1wkst + numweeks*7
-		if no1wkst != firstwkst {
-			i -= 7 - firstwkst
-		}
-		if i < yearlen {
-			markWeek(i)
-		}
-	}
-	if no1wkst != 0 {
-		lnumweeks := -1
-		if !has(-1) {
-			lyearWd := pyWd(dayOf(y-1, time.January, 1))
-			lno1wkst := floorMod(7-lyearWd+pyWkst, 7)
-			if lno1wkst >= 4 {
-				lnumweeks = 52 + floorMod(yearLen(y-1)+floorMod(lyearWd-pyWkst, 7), 7)/4
-			} else {
-				lnumweeks = 52 + floorMod(yearlen-no1wkst, 7)/4
-			}
-		}
-		if has(lnumweeks) {
-			for i := 0; i < no1wkst; i++ {
-				mask.set(i)
-			}
-		}
-	}
-	return mask
 }

@@ -70,7 +70,6 @@ func parseRRule(s string) (*rruleParts, error) {
 	r := &rruleParts{interval: 1, wkst: time.Monday}
 	seen := map[string]bool{}
 	var byday string
-	hasFreq := false
 	for _, part := range strings.Split(s, ";") {
 		k, v, ok := strings.Cut(part, "=")
 		k = strings.ToUpper(strings.TrimSpace(k))
@@ -82,48 +81,15 @@ func parseRRule(s string) (*rruleParts, error) {
 			return nil, fmt.Errorf("RRULE part %s appears twice", k)
 		}
 		seen[k] = true
-		var err error
-		switch k {
-		case "FREQ":
-			hasFreq = true
-			err = r.parseFreq(v)
-		case "INTERVAL":
-			r.interval, err = parseNumber(v, "INTERVAL", 1, 1000)
-		case "COUNT":
-			r.count, err = parseNumber(v, "COUNT", 1, maxCount)
-		case "UNTIL":
-			r.until, err = parseUntil(v)
-			r.untilText = v
-		case "WKST":
-			wd, ok := rruleDays[v]
-			if !ok {
-				err = fmt.Errorf("WKST=%s must be one of MO TU WE TH FR SA SU", v)
-			}
-			r.wkst = wd
-		case "BYMONTH":
-			r.months, err = parseRRuleList(v, "BYMONTH", 1, 12, false)
-		case "BYWEEKNO":
-			r.weekNos, err = parseRRuleList(v, "BYWEEKNO", 1, 53, true)
-		case "BYYEARDAY":
-			r.yearDays, err = parseRRuleList(v, "BYYEARDAY", 1, 366, true)
-		case "BYMONTHDAY":
-			r.monthDays, err = parseRRuleList(v, "BYMONTHDAY", 1, 31, true)
-		case "BYSETPOS":
-			r.setPos, err = parseRRuleList(v, "BYSETPOS", 1, 366, true)
-		case "BYDAY":
+		if k == "BYDAY" {
 			byday = v // read once FREQ is known
-		case "BYHOUR", "BYMINUTE", "BYSECOND":
-			err = fmt.Errorf("%s is not supported: a window starts once a day, at schedule.startTime", k)
-		case "DTSTART":
-			err = fmt.Errorf("DTSTART is not an RRULE part here: the first day is schedule.anchor and the time schedule.startTime in schedule.timeZone")
-		default:
-			err = fmt.Errorf("RRULE part %s is not supported (supported: %s)", k, supportedParts)
+			continue
 		}
-		if err != nil {
+		if err := r.parsePart(k, v); err != nil {
 			return nil, err
 		}
 	}
-	if !hasFreq {
+	if !seen["FREQ"] {
 		return nil, fmt.Errorf("RRULE needs FREQ")
 	}
 	if byday != "" {
@@ -139,6 +105,46 @@ func parseRRule(s string) (*rruleParts, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// parsePart reads one NAME=VALUE part of a rule other than BYDAY (which
+// parseRRule reads once FREQ is known); k and v are upper case.
+func (r *rruleParts) parsePart(k, v string) error {
+	var err error
+	switch k {
+	case "FREQ":
+		err = r.parseFreq(v)
+	case "INTERVAL":
+		r.interval, err = parseNumber(v, "INTERVAL", 1, 1000)
+	case "COUNT":
+		r.count, err = parseNumber(v, "COUNT", 1, maxCount)
+	case "UNTIL":
+		r.until, err = parseUntil(v)
+		r.untilText = v
+	case "WKST":
+		wd, ok := rruleDays[v]
+		if !ok {
+			err = fmt.Errorf("WKST=%s must be one of MO TU WE TH FR SA SU", v)
+		}
+		r.wkst = wd
+	case "BYMONTH":
+		r.months, err = parseRRuleList(v, "BYMONTH", 1, 12, false)
+	case "BYWEEKNO":
+		r.weekNos, err = parseRRuleList(v, "BYWEEKNO", 1, 53, true)
+	case "BYYEARDAY":
+		r.yearDays, err = parseRRuleList(v, "BYYEARDAY", 1, 366, true)
+	case "BYMONTHDAY":
+		r.monthDays, err = parseRRuleList(v, "BYMONTHDAY", 1, 31, true)
+	case "BYSETPOS":
+		r.setPos, err = parseRRuleList(v, "BYSETPOS", 1, 366, true)
+	case "BYHOUR", "BYMINUTE", "BYSECOND":
+		err = fmt.Errorf("%s is not supported: a window starts once a day, at schedule.startTime", k)
+	case "DTSTART":
+		err = fmt.Errorf("DTSTART is not an RRULE part here: the first day is schedule.anchor and the time schedule.startTime in schedule.timeZone")
+	default:
+		err = fmt.Errorf("RRULE part %s is not supported (supported: %s)", k, supportedParts)
+	}
+	return err
 }
 
 func (r *rruleParts) parseFreq(v string) error {
