@@ -1,11 +1,14 @@
 package lease
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
@@ -25,6 +28,12 @@ type Observer struct {
 
 	mu   sync.Mutex
 	seen map[string]observation // namespace/name -> first sight of the version
+}
+
+// observation is when an Observer first saw a lease version.
+type observation struct {
+	resourceVersion string // fingerprint of the version
+	at              time.Time
 }
 
 // NewObserver returns an Observer measuring with clk (a real clock if nil).
@@ -93,4 +102,72 @@ func (o *Observer) Fenced(l *coordinationv1.Lease, token Token, holderFamily str
 		return fmt.Sprintf("the lease has expired: unchanged for %s since this process first saw its version", ExpiryDuration(l))
 	}
 	return ""
+}
+
+// ExpiryDuration is how long a lease version must go unchanged before it
+// counts as expired. A lease written without a duration (by a third-party
+// tool) gets DefaultDuration rather than zero, so it is never taken over on
+// the second look.
+func ExpiryDuration(l *coordinationv1.Lease) time.Duration {
+	if d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second; d > 0 {
+		return d
+	}
+	return DefaultDuration
+}
+
+// Fingerprint identifies a lease version: its resourceVersion and, like
+// client-go's leader election record, the holder and renew time, so a
+// renewal is noticed even from a source that does not bump
+// resourceVersion.
+func Fingerprint(l *coordinationv1.Lease) string {
+	renew := ""
+	if l.Spec.RenewTime != nil {
+		renew = l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+	}
+	return l.ResourceVersion + "|" + ptr.Deref(l.Spec.HolderIdentity, "") + "|" + renew
+}
+
+// Get returns node's lease, or nil when there is none.
+func (c *Client) Get(ctx context.Context, node string) (*Info, error) {
+	l, err := c.cs.CoordinationV1().Leases(c.namespace).Get(ctx, Name(node), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting lease of node %s: %w", node, err)
+	}
+	c.observe(l)
+	return c.info(node, l), nil
+}
+
+// List returns every node lease in the namespace.
+func (c *Client) List(ctx context.Context) ([]*Info, error) {
+	list, err := c.cs.CoordinationV1().Leases(c.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing leases in %s: %w", c.namespace, err)
+	}
+	var out []*Info
+	for i := range list.Items {
+		l := &list.Items[i]
+		node, ok := NodeOf(l.Name)
+		if !ok {
+			continue
+		}
+		c.observe(l)
+		out = append(out, c.info(node, l))
+	}
+	return out, nil
+}
+
+// observe records when this client first saw the lease's current version
+// and reports whether it has since gone unrenewed for its full duration,
+// measured on this client's own clock. Clock offset between machines
+// therefore cannot make a live lease look expired: only elapsed local time
+// counts, never the holder's timestamps.
+func (c *Client) observe(l *coordinationv1.Lease) bool { return c.obs.Expired(l) }
+
+func (c *Client) info(node string, l *coordinationv1.Lease) *Info {
+	i := FromLease(node, l)
+	i.Expired = c.obs.Expired(l)
+	return i
 }
