@@ -911,3 +911,42 @@ func TestRunningStepResumedOnlyWhenTheAPIServerSaysSo(t *testing.T) {
 		})
 	}
 }
+
+// A step whose plan gives no timeout has a deadline all the same, counted
+// from when the agent runs it: the agent's DefaultStepTimeout, or
+// DefaultStepTimeout when that is not set. A step with a timeout of its
+// own keeps it.
+func TestDefaultStepTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		field   time.Duration // Agent.DefaultStepTimeout
+		timeout time.Duration // the step's own
+		want    time.Duration // its deadline, from t0
+	}{
+		{name: "no timeout, field unset: DefaultStepTimeout", want: DefaultStepTimeout},
+		{name: "no timeout, field set: the field", field: 5 * time.Minute, want: 5 * time.Minute},
+		{name: "a timeout of its own: the timeout", field: 5 * time.Minute, timeout: 2 * time.Minute, want: 2 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, request(step(lullv1alpha1.StepRestartService, "chronyd", tc.timeout, lullv1alpha1.ActionPending)), drainerLease(), node(bootID))
+			e.a.DefaultStepTimeout = tc.field
+			e.exec.run = func(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error) {
+				// The deadline is the one timer on the clock: still set a
+				// second before, fired at it.
+				e.clock.Step(tc.want - time.Second)
+				require.Equal(t, 1, e.clock.Waiters(), "a second before the deadline")
+				e.clock.Step(time.Second)
+				require.Zero(t, e.clock.Waiters(), "at the deadline")
+				return untilDeadline(t, ctx, "waiting for chronyd")
+			}
+
+			_, err := e.reconcile(e.ctx, testNode)
+			require.NoError(t, err)
+			got := e.actions()
+			require.Len(t, got, 1)
+			require.Equal(t, lullv1alpha1.ActionTimedOut, got[0].State)
+			require.Equal(t, t0, got[0].StartedAt.Time)
+			require.Equal(t, t0.Add(tc.want), got[0].FinishedAt.Time, "ended at its deadline")
+		})
+	}
+}
