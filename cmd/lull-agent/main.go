@@ -6,6 +6,8 @@ package main
 import (
 	"os"
 
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+
 	"lull.dev/lull/agent"
 )
 

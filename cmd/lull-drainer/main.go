@@ -8,6 +8,8 @@ import (
 
 	_ "time/tzdata" // evaluate IANA zones without relying on the OS image
 
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+
 	"lull.dev/lull/drainer/app"
 )
 

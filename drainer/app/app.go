@@ -5,12 +5,12 @@ package app
 import (
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +21,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +39,7 @@ import (
 	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/apirequests"
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/options"
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/pkg/serving"
 	"lull.dev/lull/pkg/settings"
@@ -45,113 +47,42 @@ import (
 	"lull.dev/lull/pkg/version"
 )
 
-// Options are lull-drainer's flags.
-type Options struct {
-	LeaderElect             bool
-	LeaderElectionNamespace string
-	// ConfigNamespace holds the Secrets of the windows' alerts gates.
-	ConfigNamespace string
-	// DefaultPolicy: create and keep the DisruptionPolicy "default" lull
-	// ships (drainer/policy.Shipped).
-	DefaultPolicy  bool
-	LeaseDuration  time.Duration
-	RenewDeadline  time.Duration
-	RetryPeriod    time.Duration
-	MetricsAddr    string
-	MetricsSecure  bool
-	MetricsCertDir string
-	ProbeAddr      string
-	// PprofAddr serves net/http/pprof (unauthenticated); empty: off.
-	PprofAddr string
-	// QPS and Burst bound the drainer's requests to the API server.
-	QPS   float64
-	Burst int
-	// Settings shared with lull-scheduler and kubectl-lull.
-	Settings settings.Settings
-	// Maintenance configures the NodeMaintenance controller; its Settings
-	// are taken from Settings.
-	Maintenance maintenance.Options
-	// EndOnUninstall: watch for lull's uninstall (its Deployment
-	// lull-drainer or its namespace deleted, the NodeMaintenance CRD
-	// deleted) and end every request before exiting. The installed
-	// drainer runs with it; a drainer run outside that Deployment must
-	// not, or it would take the missing Deployment for an uninstall.
-	EndOnUninstall bool
-	// UninstallTimeout bounds the ending of requests after a signal (it
-	// must fit the pod's terminationGracePeriodSeconds).
-	UninstallTimeout time.Duration
-	// UninstallPoll is how often a running drainer looks for an uninstall
-	// (default 5 s).
-	UninstallPoll time.Duration
-	// Uninstall: run once as the Helm chart's pre-delete hook: mark the
-	// install for uninstalling and wait until every request has ended
-	// (ending them itself when no replica runs), then exit.
-	Uninstall bool
-}
+// Options are lull-drainer's options (pkg/options declares them).
+type Options = options.Drainer
+
+// NewOptions returns lull-drainer's defaults.
+func NewOptions() *Options { return options.NewDrainer() }
 
 // Run parses args, runs the manager until a signal and returns the exit code.
 func Run(args []string) int {
-	fs := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
-	var o Options
+	fs := pflag.NewFlagSet(settings.Drainer, pflag.ContinueOnError)
+	o := NewOptions()
 	o.AddFlags(fs)
-	klog.InitFlags(fs)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := o.Settings.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	if err := settings.ValidateAgentNamespace(o.Maintenance.AgentNamespace); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
 	if *showVersion {
-		fmt.Println(version.Line("lull-drainer"))
+		fmt.Println(version.Line(settings.Drainer))
 		return 0
 	}
-	return run(o)
-}
-
-// AddFlags registers lull-drainer's flags, the shared settings' among them
-// (all but the toleration key, which only the scheduler and kubectl lull
-// why read).
-func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader among replicas; only the leader acts")
-	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "lull-system", "namespace of the leader election lease")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a stopped leader's lease blocks the others")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leading")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between leader-election attempts")
-	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "requests per second to the API server the drainer may send (client-side limit)")
-	fs.IntVar(&o.Burst, "kube-api-burst", 100, "burst above --kube-api-qps")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint (0 disables)")
-	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the non-resource URL /metrics); false: plain HTTP to anyone, for a loopback address only")
-	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics endpoint's tls.crt and tls.key, reloaded when they change; empty: a self-signed certificate generated in memory")
-	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints for profiling, unauthenticated: use a loopback address and kubectl port-forward (empty: off)")
-	o.Settings.AddFlags(fs, settings.TolerationKeyName)
-	fs.StringVar(&o.Maintenance.Identity, "identity", "", "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
-	settings.AddAgentNamespaceFlag(fs, &o.Maintenance.AgentNamespace)
-	fs.StringVar(&o.Maintenance.BudgetNamespace, "budget-namespace", "lull-system", "namespace of the budget ledger ConfigMap lull-budget")
-	fs.BoolVar(&o.DefaultPolicy, "default-policy", true, "create the DisruptionPolicy \"default\" lull ships and keep it as shipped while it carries the annotation lull.dev/managed-by=lull-drainer (docs/policy.md)")
-	fs.StringVar(&o.ConfigNamespace, "config-namespace", lullv1alpha1.ConfigNamespace, "namespace of the Secrets with the alerts gates' credentials (spec.gates.alerts.secretName)")
-	fs.DurationVar(&o.Maintenance.LeaseDuration, "lease-duration", time.Minute, "duration of the node leases lull holds (renewed every third of it)")
-	fs.DurationVar(&o.Maintenance.DrainTimeout, "drain-timeout", time.Hour, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")
-	fs.DurationVar(&o.Maintenance.RetryDelay, "eviction-retry-delay", 2*time.Second, "first delay between eviction rounds; doubles while blocked")
-	fs.DurationVar(&o.Maintenance.MaxRetryDelay, "eviction-max-retry-delay", 30*time.Second, "longest delay between eviction rounds")
-	fs.IntVar(&o.Maintenance.Workers, "workers", maintenance.DefaultWorkers, "how many maintenance requests are reconciled at once (never the same node twice)")
-	fs.BoolVar(&o.Maintenance.AllowForce, "allow-force", false, "permit the Force escalation (deleting pods past their PodDisruptionBudget); needs pods/delete RBAC")
-	fs.BoolVar(&o.EndOnUninstall, "end-requests-on-uninstall", false, "when lull is being uninstalled (the Deployment lull-drainer marked lull.dev/uninstall or deleted, its namespace or the NodeMaintenance CRD deleted), end every request: undo lull's cordons, release the node leases, keep the labels (the install's manifests set it)")
-	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", 45*time.Second, "how long, after a signal, ending the requests of an uninstall may take (less than the pod's terminationGracePeriodSeconds)")
-	fs.BoolVar(&o.Uninstall, "uninstall", false, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")
-	fs.BoolVar(&o.Maintenance.DeleteEmptyDirData, "delete-emptydir-data", true, "evict pods with emptyDir volumes (their data is lost)")
+	if errs := o.Validate(); len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return 2
+	}
+	if err := logsapi.ValidateAndApply(o.Logs, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return run(*o)
 }
 
 // run runs the manager until a signal and returns the exit code.
 func run(o Options) int {
 	ctrl.SetLogger(klog.NewKlogr())
-	logger := klog.Background().WithName("lull-drainer")
+	logger := klog.Background().WithName(settings.Drainer)
 	if o.Maintenance.Identity == "" {
 		o.Maintenance.Identity = DefaultIdentity()
 	}
@@ -170,7 +101,7 @@ func run(o Options) int {
 	// defaults are kube-scheduler's.
 	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
 	// Requests name the replica, so an API server audit log tells replicas apart.
-	cfg.UserAgent = fmt.Sprintf("lull-drainer/%s (%s)", version.Version, o.Maintenance.Identity)
+	cfg.UserAgent = fmt.Sprintf(settings.Drainer+"/%s (%s)", version.Version, o.Maintenance.Identity)
 	// And are counted by verb and resource (lull_api_requests_total).
 	apirequests.New(crmetrics.Registry).Wrap(cfg)
 	if o.Uninstall {
@@ -187,7 +118,7 @@ func run(o Options) int {
 		HealthProbeBindAddress:  o.ProbeAddr,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        "lull-drainer",
+		LeaderElectionID:        settings.Drainer,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// The lease names the replica (lull-drainer/<pod>), as the node
 		// leases do, not controller-runtime's hostname_uuid.
@@ -293,7 +224,7 @@ func uninstallHook(cfg *rest.Config, o Options, logger klog.Logger) int {
 }
 
 // install is what lull-drainer watches for an uninstall.
-func (o *Options) install() maintenance.Install {
+func install(o *Options) maintenance.Install {
 	return maintenance.Install{Namespace: o.LeaderElectionNamespace}
 }
 
@@ -313,7 +244,7 @@ func endOnUninstall(cfg *rest.Config, o Options, clk clock.Clock, logger klog.Lo
 		logger.Error(err, "Creating a client to check for an uninstall")
 		return
 	}
-	in := o.install()
+	in := install(&o)
 	uninstalling, why, err := in.Uninstalling(ctx, c)
 	if err != nil || !uninstalling {
 		if err != nil {
@@ -343,11 +274,10 @@ func endRequests(ctx context.Context, cfg *rest.Config, o Options, clk clock.Clo
 	defer b.Shutdown()
 	o.Settings = o.Settings.WithDefaults()
 	mo := o.Maintenance
-	mo.Settings = o.Settings
 	r := &maintenance.Reconciler{
 		Client: c, APIReader: c, Kube: kube, Clock: clk, Options: mo,
 		Leases:   lease.New(kube, lease.Options{Namespace: o.Settings.LeaseNamespace, Clock: clk, TakeOverReplicas: o.LeaderElect}),
-		Recorder: b.NewRecorder(lullscheme.New(), "lull-drainer"),
+		Recorder: b.NewRecorder(lullscheme.New(), settings.Drainer),
 	}
 	// The admission guard may refuse for a moment while it is deleted
 	// (its parameters go before its bindings): try again until the
@@ -387,7 +317,7 @@ func leaderLock(cfg *rest.Config, o *Options) (resourcelock.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resourcelock.New(resourcelock.LeasesResourceLock, o.LeaderElectionNamespace, "lull-drainer", core, coord,
+	return resourcelock.New(resourcelock.LeasesResourceLock, o.LeaderElectionNamespace, settings.Drainer, core, coord,
 		resourcelock.ResourceLockConfig{Identity: o.Maintenance.Identity})
 }
 
@@ -441,7 +371,6 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		return err
 	}
 	mo := o.Maintenance
-	mo.Settings = o.Settings
 	metrics := maintenance.NewMetrics(mgr.GetClient())
 	if reg != nil {
 		if err := metrics.Register(reg); err != nil {
@@ -453,7 +382,7 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	}
 	var uninstall *maintenance.UninstallWatch
 	if o.EndOnUninstall {
-		uninstall = &maintenance.UninstallWatch{Install: o.install(), Reader: mgr.GetAPIReader(), Period: cmp.Or(o.UninstallPoll, 5*time.Second)}
+		uninstall = &maintenance.UninstallWatch{Install: install(&o), Reader: mgr.GetAPIReader(), Period: cmp.Or(o.UninstallPoll, 5*time.Second)}
 	}
 	return (&maintenance.Reconciler{
 		Uninstall: uninstall,
@@ -467,7 +396,7 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 			NodeUID: cachedNodeUID(mgr.GetClient())}),
 		Forecast: f,
 		Clock:    clk,
-		Recorder: mgr.GetEventRecorder("lull-drainer"),
+		Recorder: mgr.GetEventRecorder(settings.Drainer),
 		Metrics:  metrics,
 		Options:  mo,
 	}).SetupWithManager(mgr)

@@ -1,10 +1,10 @@
 package app
 
 import (
-	"flag"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,8 +15,8 @@ import (
 // defaults (lull-scheduler's args and kubectl-lull's flags are checked
 // against the same set), and set what the controllers read.
 func TestSharedSettingsFlags(t *testing.T) {
-	var o Options
-	fs := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
+	o := NewOptions()
+	fs := pflag.NewFlagSet("lull-drainer", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	require.NoError(t, fs.Parse(nil))
 	assert.Equal(t, settings.Defaults(), o.Settings)
@@ -41,8 +41,8 @@ func TestRunRejectsBadSettings(t *testing.T) {
 // Profiling is unauthenticated, so it is off unless asked for; the client
 // limit defaults to kube-scheduler's.
 func TestPprofOffAndClientLimitDefaults(t *testing.T) {
-	var o Options
-	fs := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
+	o := NewOptions()
+	fs := pflag.NewFlagSet("lull-drainer", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	require.NoError(t, fs.Parse(nil))
 	assert.Empty(t, o.PprofAddr)

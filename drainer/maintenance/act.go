@@ -34,9 +34,9 @@ const (
 
 // plan is the request's recorded plan (pkg/policy reads a decision
 // recorded before plans had steps as its action).
-func (s *step) plan() []lullv1alpha1.PlannedStep { return policy.Planned(s.status.Decision) }
+func (s *step) plan() lullv1alpha1.Plan { return s.status.Decision.Plan() }
 
-func (s *step) planHas(t lullv1alpha1.DisruptionAction) bool { return policy.Has(s.plan(), t) }
+func (s *step) planHas(t lullv1alpha1.DisruptionAction) bool { return s.plan().Has(t) }
 
 // rebootsOrPowersOff reports whether a Reboot or PowerOff is still to
 // come (planned, or a fallback).
@@ -59,16 +59,6 @@ func (s *step) needsDrain() bool {
 	return s.planHas(lullv1alpha1.ActionDrain) || s.rebootsOrPowersOff()
 }
 
-// hostSteps reports whether the plan has steps lull-agent carries out.
-func (s *step) hostSteps() bool {
-	for _, st := range s.plan() {
-		if st.Type.HostStep() {
-			return true
-		}
-	}
-	return len(s.status.Actions) > 0
-}
-
 // afterCordon goes on from a cordoned node: drain it, hand it to
 // lull-agent, or hold it (plan Cordon).
 func (s *step) afterCordon() (reconcile.Result, error) {
@@ -79,7 +69,7 @@ func (s *step) afterCordon() (reconcile.Result, error) {
 		// before writing leaves the phase Cordoning, and the next
 		// reconcile cordons (a no-op now) and drains again.
 		return s.drain()
-	case s.hostSteps():
+	case s.status.HasHostSteps():
 		s.cond(ConditionDrained, false, "NotNeeded", "the plan drains nothing")
 		return s.act()
 	}

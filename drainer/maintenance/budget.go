@@ -34,14 +34,8 @@ func (r *Reconciler) nextWaiting(ctx context.Context, budgets []string) []string
 	return r.waiters.Next(budgets, func(node string) bool {
 		var nm lullv1alpha1.NodeMaintenance
 		err := r.Client.Get(ctx, types.NamespacedName{Name: node}, &nm)
-		return err == nil && nm.DeletionTimestamp == nil && inLinePhase(nm.Status.Phase)
+		return err == nil && nm.DeletionTimestamp == nil && nm.Status.Phase.InLine()
 	})
-}
-
-// inLinePhase: a request in one of these phases may be in the budget's
-// line.
-func inLinePhase(p lullv1alpha1.MaintenancePhase) bool {
-	return p == "" || p == lullv1alpha1.PhasePending || p == lullv1alpha1.PhaseWaitingForBudget
 }
 
 // lineUp puts new requests in the budget's line as soon as the forecast
@@ -55,12 +49,12 @@ func (r *Reconciler) lineUp(changes []forecast.Change) {
 		if c.New == nil || c.New.Maintenance == nil || c.New.Windows == nil {
 			continue
 		}
-		if m := c.New.Maintenance; m.Name == "" || m.Started || !inLinePhase(m.Phase) {
+		if m := c.New.Maintenance; m.Name == "" || m.Started || !m.Phase.InLine() {
 			continue // a label without its request yet, or a request past the line
 		}
 		var nm lullv1alpha1.NodeMaintenance
 		err := r.Client.Get(context.Background(), types.NamespacedName{Name: c.New.Maintenance.Name}, &nm)
-		if err != nil || nm.DeletionTimestamp != nil || nm.Status.StartedAt != nil || !inLinePhase(nm.Status.Phase) {
+		if err != nil || nm.DeletionTimestamp != nil || nm.Status.StartedAt != nil || !nm.Status.Phase.InLine() {
 			continue // the cache has not caught up, or it has moved on
 		}
 		r.waiters.Wait(c.Node, budget.Budgets(c.New.Windows.Names, c.New.Windows.Default), nm.CreationTimestamp.Time)

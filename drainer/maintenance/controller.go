@@ -17,7 +17,6 @@ package maintenance
 import (
 	"context"
 	"strings"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +46,7 @@ import (
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/pkg/options"
 	"lull.dev/lull/pkg/settings"
 )
 
@@ -56,72 +56,15 @@ const (
 	Finalizer = lullv1alpha1.DrainerFinalizer
 	// DefaultIdentityFamily is the drainer's lease holder family; replicas
 	// hold leases as DefaultIdentityFamily/<replica>.
-	DefaultIdentityFamily = "lull-drainer"
+	DefaultIdentityFamily = settings.Drainer
 )
 
 // DefaultWorkers is how many requests are reconciled at once by default.
-const DefaultWorkers = 4
+const DefaultWorkers = options.DefaultWorkers
 
-// Options configure the controller.
-type Options struct {
-	// Identity is this replica's lease holder name, lull-drainer/<replica>:
-	// every replica's own, so each write says who made it; the family
-	// (lull-drainer) makes the replicas' leases lull's (lease.SameFamily).
-	Identity string
-	// BudgetNamespace holds the budget ledger (budget.Ledger).
-	BudgetNamespace string
-	// AgentNamespace holds lull-agent's leases (pkg/agentlease).
-	AgentNamespace string
-	// LeaseDuration of the node disruption lease lull holds.
-	LeaseDuration time.Duration
-	// DrainTimeout is how long a blocked drain waits before its
-	// escalation applies (per request: spec.drain.timeout).
-	DrainTimeout time.Duration
-	// RetryDelay is the first delay between eviction rounds; it doubles
-	// while the drain is blocked, up to MaxRetryDelay.
-	RetryDelay, MaxRetryDelay time.Duration
-	// AllowForce permits the Force escalation (deleting pods past their
-	// PodDisruptionBudget). Off unless explicitly configured.
-	AllowForce bool
-	// Settings shared with lull-scheduler and kubectl-lull (pkg/settings);
-	// the controller reads the maintenance label and the default budget.
-	settings.Settings
-	// DeleteEmptyDirData lets drains evict pods with emptyDir volumes.
-	DeleteEmptyDirData bool
-	// Workers is how many requests are reconciled at once (never the same
-	// node twice). A reconcile mostly waits for the API server, so with
-	// one worker a wave's hundreds of waiting requests delay the one that
-	// could start.
-	Workers int
-}
-
-func (o *Options) defaults() {
-	if o.Identity == "" {
-		o.Identity = DefaultIdentityFamily
-	}
-	if o.BudgetNamespace == "" {
-		o.BudgetNamespace = "lull-system"
-	}
-	if o.AgentNamespace == "" {
-		o.AgentNamespace = agentlease.DefaultNamespace
-	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = time.Minute
-	}
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = time.Hour
-	}
-	if o.RetryDelay == 0 {
-		o.RetryDelay = 2 * time.Second
-	}
-	if o.MaxRetryDelay == 0 {
-		o.MaxRetryDelay = 30 * time.Second
-	}
-	if o.Workers == 0 {
-		o.Workers = DefaultWorkers
-	}
-	o.Settings = o.Settings.WithDefaults()
-}
+// Options configure the controller (pkg/options declares them, with their
+// defaults and flags, for lull-drainer and the plan preview alike).
+type Options = options.Maintenance
 
 // Reconciler carries NodeMaintenance requests out.
 type Reconciler struct {
@@ -157,7 +100,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller. Reconciles run one at a time:
 // the budget check and the claim that follows it must not interleave.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
-	r.Options.defaults()
+	r.Options.Default()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

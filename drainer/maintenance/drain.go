@@ -20,16 +20,10 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/gate"
-	"lull.dev/lull/pkg/policy"
 )
 
 // maxPendingNames bounds the pod names kept in status.
 const maxPendingNames = 50
-
-// drainOptions configure pkg/drain as the drainer's flags say.
-func (o Options) drainOptions() drain.Options {
-	return drain.Options{DeleteEmptyDirData: o.DeleteEmptyDirData, Timeout: o.DrainTimeout, RetryDelay: o.RetryDelay}
-}
 
 // drain runs one eviction round: list the node's pods, evict those not
 // yet going, record progress and blockers, and requeue after the retry
@@ -51,8 +45,7 @@ func (s *step) drain() (reconcile.Result, error) {
 	if res, ok := s.stillBlocked(); ok {
 		return res, nil
 	}
-	opts := s.r.Options.drainOptions()
-	opts.WholeNode = policy.TakesNodeDown(s.plan()) || s.rebootsOrPowersOff()
+	opts := s.r.Options.DrainOptions(s.plan().TakesNodeDown() || s.rebootsOrPowersOff())
 	d, err := drain.New(s.ctx, s.r.Kube, opts, s.nm)
 	if err != nil {
 		return s.abort(lullv1alpha1.PhaseFailed, err.Error())
@@ -422,7 +415,7 @@ func (s *step) drained() (reconcile.Result, error) {
 	}
 	s.cond(ConditionBlocked, false, "Drained", "nothing left to evict")
 	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
-	if s.hostSteps() {
+	if s.status.HasHostSteps() {
 		s.event(corev1.EventTypeNormal, ReasonDrained, "node drained")
 		return s.act()
 	}

@@ -61,13 +61,9 @@ func (s *step) cordonExpected() bool {
 	if !st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false) {
 		return false
 	}
-	switch st.Phase {
-	case lullv1alpha1.PhaseDraining, lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned, lullv1alpha1.PhasePoweredOff:
-		return true
-	case lullv1alpha1.PhaseActing:
-		return s.needsCordon()
-	}
-	return false
+	// While acting, only a plan that cordons keeps the cordon (host
+	// steps alone, such as a service restart, need none).
+	return st.Phase.Holding() && (st.Phase != lullv1alpha1.PhaseActing || s.needsCordon())
 }
 
 // keepHold restores on a node lull holds what someone else took away:

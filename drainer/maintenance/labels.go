@@ -23,11 +23,6 @@ func hasLabel(n *corev1.Node, label string) bool {
 	return ok
 }
 
-// requestedByLabel reports whether the request was made from the label.
-func requestedByLabel(nm *lullv1alpha1.NodeMaintenance) bool {
-	return nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedByLabel
-}
-
 // createFromLabel turns a node's maintenance label into a NodeMaintenance;
 // nothing for a node without the label, gone, or being deleted.
 func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) error {
@@ -73,18 +68,13 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) err
 // the label stays removed across a restart, so nothing else need record
 // it).
 func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (stop, complete bool, err error) {
-	if !requestedByLabel(nm) || nm.Spec.Complete {
-		return false, false, nil
-	}
 	class, labelled := node.Labels[r.Options.MaintenanceLabel]
 	logger := klog.FromContext(ctx)
-	switch {
-	case !labelled:
+	switch nm.FollowLabel(class, labelled) {
+	case lullv1alpha1.LabelRemoved:
 		logger.V(2).Info("Maintenance label removed; completing the request")
 		return false, true, nil
-	case class != nm.Spec.Class && nm.Status.StartedAt == nil:
-		// The label now names another class and nothing has started: the
-		// request follows the label (and its policy decision with it).
+	case lullv1alpha1.LabelReclassed:
 		logger.Info("Maintenance label changed class; updating the request", "from", nm.Spec.Class, "to", class)
 		nm.Spec.Class = class
 		if err := r.update(ctx, nm); apierrors.IsInvalid(err) {

@@ -119,7 +119,7 @@ func (s *step) leaseMayBeHeld() bool {
 // requests drops it.
 //
 // While lull's cordon is still on the node the slot is kept: the node is
-// still disrupted (budget.UsesBudget), and the ledger's entries are the
+// still disrupted (its status HoldsSlot), and the ledger's entries are the
 // whole count. A request that lost its lease mid-drain waits for it
 // cordoned, and gives the slot back only once giveBack has run (a
 // completion or an abort).
@@ -133,7 +133,7 @@ func (s *step) releaseBudget() {
 		return
 	}
 	if released {
-		if !budget.UsesBudget(s.nm) {
+		if !s.nm.Status.HoldsSlot() {
 			// Its stored status already says it no longer disrupts
 			// (Uncordoning): the slot is free now, whatever the cache
 			// still shows.

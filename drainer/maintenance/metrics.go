@@ -105,10 +105,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		perPhase[p] = 0
 	}
 	for _, nm := range list.Items {
-		p := nm.Status.Phase
-		if p == "" {
-			p = lullv1alpha1.PhasePending
-		}
+		p := nm.Status.Phase.OrPending()
 		perPhase[p]++
 		if p.Disrupting() && nm.Status.StartedAt != nil {
 			ch <- prometheus.MustNewConstMetric(disruptingDesc, prometheus.GaugeValue, now.Sub(nm.Status.StartedAt.Time).Seconds(), nm.Spec.NodeName, string(p))

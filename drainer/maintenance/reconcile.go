@@ -161,8 +161,7 @@ func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenan
 // through the gates (gate.go); a started one continues where it is
 // (lifecycle.go, drain.go).
 func (s *step) run() (reconcile.Result, error) {
-	switch s.nm.Status.Phase {
-	case lullv1alpha1.PhaseDraining, lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned, lullv1alpha1.PhaseActing, lullv1alpha1.PhasePoweredOff:
+	if s.nm.Status.Phase.Holding() {
 		// A node lull holds keeps what lull put on it (hold.go), and its
 		// request every window that has governed it; only while lull still
 		// holds the node's lease, renewed first: a cordon restored without

@@ -185,7 +185,7 @@ func (s *step) endActions() string {
 // reading and writing the API server directly: the manager and its cache
 // have stopped. It returns how many requests it ended.
 func (r *Reconciler) WindDown(ctx context.Context) (int, error) {
-	r.Options.defaults()
+	r.Options.Default()
 	if r.Budget == nil {
 		r.Budget = &budget.Ledger{Client: r.Client, Live: r.APIReader, Namespace: r.Options.BudgetNamespace,
 			Holder: r.Options.Identity, Clock: r.Clock}

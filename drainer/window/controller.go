@@ -223,7 +223,7 @@ func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.Mainten
 		switch p := nm.Status.Phase; {
 		case p.Disrupting():
 			c.inMaintenance++
-		case !p.Finished() && p != lullv1alpha1.PhaseUncordoning:
+		case p.Waiting():
 			c.waiting++
 		}
 	}

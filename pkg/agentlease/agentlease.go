@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"lull.dev/lull/pkg/settings"
 )
 
 const (
@@ -24,7 +26,7 @@ const (
 	// DefaultNamespace is where lull-agent keeps its leases unless told
 	// otherwise (lull-agent's --namespace, lull-drainer's and
 	// kubectl-lull's --agent-namespace).
-	DefaultNamespace = "lull-system"
+	DefaultNamespace = settings.Namespace
 	// Duration is how long an agent lease lasts without renewal.
 	Duration = 40 * time.Second
 	// RenewEvery is how often the agent renews it.
@@ -37,7 +39,7 @@ const (
 	MaxDuration = 3 * Duration
 	// ComponentLabel = Component labels agent leases.
 	ComponentLabel = "app.kubernetes.io/component"
-	Component      = "lull-agent"
+	Component      = settings.Agent
 )
 
 // Name is the agent lease's name for node.

@@ -124,7 +124,7 @@ func WithHolders(msg string, nodes []string) string {
 func Holders(mine []string, requests iter.Seq[*lullv1alpha1.NodeMaintenance]) []string {
 	var out []string
 	for nm := range requests {
-		if UsesBudget(nm) && slices.ContainsFunc(Recorded(&nm.Status), func(b string) bool { return slices.Contains(mine, b) }) {
+		if nm.Status.HoldsSlot() && slices.ContainsFunc(Recorded(&nm.Status), func(b string) bool { return slices.Contains(mine, b) }) {
 			out = append(out, nm.Spec.NodeName)
 		}
 	}
@@ -132,11 +132,6 @@ func Holders(mine []string, requests iter.Seq[*lullv1alpha1.NodeMaintenance]) []
 	return out
 }
 
-// UsesBudget reports whether a request uses budget: lull has cordoned the node
-// (or is about to), or lost its lease while its cordon is still in place.
-func UsesBudget(nm *lullv1alpha1.NodeMaintenance) bool {
-	return nm.Status.Phase.Disrupting() || (nm.Status.Phase == lullv1alpha1.PhaseWaitingForLease && nm.Status.CordonedByLull)
-}
 
 // Check counts the requests in progress from live (read it from the API
 // server, never from a cache that may lag behind the caller's own writes)
@@ -161,7 +156,7 @@ func Check(ctx context.Context, live, cached client.Reader, req Request) (Result
 func addRequests(act *actives, items []lullv1alpha1.NodeMaintenance, node string) {
 	for i := range items {
 		o := &items[i]
-		if o.Spec.NodeName != node && UsesBudget(o) {
+		if o.Spec.NodeName != node && o.Status.HoldsSlot() {
 			act.add(o.Spec.NodeName, Recorded(&o.Status)...)
 		}
 	}

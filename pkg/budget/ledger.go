@@ -217,7 +217,7 @@ func (l *Ledger) fullByLast(ctx context.Context, cached client.Reader, nm *lullv
 			continue
 		}
 		var holder lullv1alpha1.NodeMaintenance
-		if e.UID == "" || (cached.Get(ctx, client.ObjectKey{Name: e.Request}, &holder) == nil && holder.UID == e.UID && UsesBudget(&holder)) {
+		if e.UID == "" || (cached.Get(ctx, client.ObjectKey{Name: e.Request}, &holder) == nil && holder.UID == e.UID && holder.Status.HoldsSlot()) {
 			held.add(node, e.Budgets...)
 		}
 	}

@@ -29,23 +29,22 @@ import (
 const ExitNeedsForce = 4
 
 // drainerFlags are the drainer flags besides the shared settings (global
-// flags) that a preview must share with the drainer to predict what it does.
+// flags) that a preview must share with the drainer to predict what it
+// does: pkg/options declares them with the drainer's.
 type drainerFlags struct {
-	identity           string
-	deleteEmptyDirData bool
+	plan.Options
 }
 
 func (d *drainerFlags) add(fs *pflag.FlagSet) {
-	def := plan.DefaultOptions()
-	fs.StringVar(&d.identity, "drainer-identity", def.Identity, "the drainer's lease holder family (its replicas hold leases as <family>/<replica>)")
-	fs.BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", def.DeleteEmptyDirData, "the drainer's --delete-emptydir-data")
+	d.Options = plan.DefaultOptions()
+	d.AddPreviewFlags(fs)
 }
 
 func (o *options) planOptions(d *drainerFlags) plan.Options {
-	po := plan.DefaultOptions()
+	po := d.Options
+	po.Maintenance.Default()
 	po.Settings = o.settings
 	po.LeaseNamespace = o.namespace()
-	po.Identity, po.DeleteEmptyDirData = d.identity, d.deleteEmptyDirData
 	if o.agentNamespace != "" {
 		po.AgentNamespace = o.agentNamespace
 	}

@@ -185,9 +185,7 @@ func renderStatus(w io.Writer, rows []NodeStatus, now time.Time, h humanOptions)
 // PoweredOff): its place among the host steps, what it is, and its state,
 // "2/3 Reboot (Running, 2m)"; "-" in any other phase.
 func stepCell(r NodeStatus, now time.Time) string {
-	switch r.Phase {
-	case lullv1alpha1.PhaseWaitingForAgent, lullv1alpha1.PhaseActing, lullv1alpha1.PhasePoweredOff:
-	default:
+	if !r.Phase.WithAgent() {
 		return "-"
 	}
 	as := r.Actions

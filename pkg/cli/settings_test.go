@@ -3,9 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
-	"flag"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +56,7 @@ func TestAgentNamespaceFlag(t *testing.T) {
 	assert.Equal(t, agentlease.DefaultNamespace, o.planOptions(&drainerFlags{}).AgentNamespace)
 	f := root.PersistentFlags().Lookup(settings.AgentNamespaceFlag)
 	require.NotNil(t, f)
-	drainer := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
+	drainer := pflag.NewFlagSet("lull-drainer", pflag.ContinueOnError)
 	var ns string
 	settings.AddAgentNamespaceFlag(drainer, &ns)
 	assert.Equal(t, drainer.Lookup(settings.AgentNamespaceFlag).Usage, f.Usage)

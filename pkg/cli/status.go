@@ -138,7 +138,7 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 	classes := []string{"status"}
 	if nm := cl.Requests[n.Name]; nm != nil {
 		st.Classes = nm.Spec.AllClasses()
-		st.Class, st.Phase, st.WaitingFor, st.Reason = strings.Join(st.Classes, ","), phaseOrPending(nm), nm.Status.WaitingFor, nm.Spec.Reason
+		st.Class, st.Phase, st.WaitingFor, st.Reason = strings.Join(st.Classes, ","), nm.Status.Phase.OrPending(), nm.Status.WaitingFor, nm.Spec.Reason
 		if st.Class == "" && !nm.Spec.Changes.Empty() {
 			// A request planned from a change names no class: say what
 			// changes instead.
@@ -176,21 +176,13 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 // goes no further until the label is corrected or removed).
 func relabelRefused(nm *lullv1alpha1.NodeMaintenance, n *corev1.Node, labelKey string) string {
 	v, labelled := n.Labels[labelKey]
-	if !labelled || v == nm.Spec.Class || nm.Annotations[lullv1alpha1.RequestedByAnnotation] != lullv1alpha1.RequestedByLabel ||
-		nm.Status.StartedAt != nil || nm.Spec.Complete {
+	if nm.FollowLabel(v, labelled) != lullv1alpha1.LabelReclassed {
 		return ""
 	}
 	if err := lullv1alpha1.ValidateClass(v); err != nil {
 		return fmt.Sprintf("held: the drainer refuses the label's new class (event InvalidMaintenanceLabel): %v; correct or remove the label", err)
 	}
 	return ""
-}
-
-func phaseOrPending(nm *lullv1alpha1.NodeMaintenance) lullv1alpha1.MaintenancePhase {
-	if nm.Status.Phase == "" {
-		return lullv1alpha1.PhasePending
-	}
-	return nm.Status.Phase
 }
 
 func newWhyCommand(o *options) *cobra.Command {

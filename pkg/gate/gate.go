@@ -64,17 +64,6 @@ const budgetRetry = 30 * time.Second
 // itself (an agent lease appearing wakes it sooner).
 const agentRetry = 15 * time.Second
 
-// HostSteps reports whether the decision's plan has steps lull-agent
-// carries out.
-func HostSteps(d lullv1alpha1.Decision) bool {
-	for _, st := range d.Steps {
-		if st.Type.HostStep() {
-			return true
-		}
-	}
-	return false
-}
-
 // Request is the request being gated.
 type Request struct {
 	// Classes requested.
@@ -157,7 +146,7 @@ func Check(ctx context.Context, req Request, c Checks) (Verdict, error) {
 		v.Message = policy.Describe(req.Classes, req.Changes, d) + ": completed at once, without lease, window or budget"
 		return v, nil
 	}
-	if c.Agent != nil && HostSteps(d) && !req.Started {
+	if c.Agent != nil && d.Plan().HostSteps() && !req.Started {
 		ok, why, err := c.Agent(ctx)
 		if err != nil {
 			return v, fmt.Errorf("agent gate: %w", err)

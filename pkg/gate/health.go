@@ -216,9 +216,9 @@ func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceW
 	cl := &clusterView{r: r}
 	for i := range nms {
 		nm := &nms[i]
-		p := nm.Status.Phase
-		if (p != lullv1alpha1.PhaseUncordoning && p != lullv1alpha1.PhaseCompleted && p != lullv1alpha1.PhaseFailed) ||
-			nm.Status.StartedAt == nil || nm.Spec.NodeName == skip || !slices.Contains(nm.Status.Windows, w.Name) {
+		// A request that started (so disrupted the node) and has ended
+		// or is ending.
+		if !nm.Status.Phase.Ending() || nm.Status.StartedAt == nil || nm.Spec.NodeName == skip || !slices.Contains(nm.Status.Windows, w.Name) {
 			continue
 		}
 		// A request still uncordoning has given its budget slot back: it

@@ -33,43 +33,33 @@ import (
 	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/pkg/options"
 	"lull.dev/lull/pkg/policy"
-	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/window"
 )
 
 // Options must match the drainer's configuration for the preview to match
-// what it does.
+// Options configure a preview: the drainer's options it decides by
+// (pkg/options declares them once, defaults and flags, for lull-drainer
+// and kubectl-lull alike) and the clock.
 type Options struct {
-	// Settings shared with the drainer and lull-scheduler (pkg/settings):
-	// the maintenance label, lease namespace, policy for nodes no window
-	// selects, default budget and window search horizon.
-	settings.Settings
-	// Identity of the drainer (its lease holder name).
-	Identity string
-	// DeleteEmptyDirData: drains may evict pods with emptyDir volumes.
-	DeleteEmptyDirData bool
-	// AgentNamespace holds lull-agent's leases (pkg/agentlease): a plan
-	// with host steps waits for an agent on the node, as the drainer's.
-	AgentNamespace string
+	// Maintenance are the drainer's options: the shared settings (the
+	// maintenance label, lease namespace, policy for nodes no window
+	// selects, default budget and window search horizon), its identity
+	// (the holder family), --delete-emptydir-data, and the namespace of
+	// lull-agent's leases (a plan with host steps waits for an agent on
+	// the node, as the drainer's).
+	options.Maintenance
 	// Clock gives now.
 	Clock clock.WithTickerAndDelayedExecution
 }
 
 // DefaultOptions are the drainer's defaults.
-func DefaultOptions() Options {
-	return Options{Settings: settings.Defaults(), Identity: "lull-drainer", DeleteEmptyDirData: true, AgentNamespace: agentlease.DefaultNamespace}
-}
+func DefaultOptions() Options { return Options{Maintenance: options.DefaultMaintenance()} }
 
 // withDefaults fills in what o leaves unset with the drainer's defaults.
 func (o Options) withDefaults() Options {
-	o.Settings = o.Settings.WithDefaults()
-	if o.Identity == "" {
-		o.Identity = DefaultOptions().Identity
-	}
-	if o.AgentNamespace == "" {
-		o.AgentNamespace = DefaultOptions().AgentNamespace
-	}
+	o.Maintenance.Default()
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -431,7 +421,7 @@ func (cl *Cluster) prospective(p *Node, node *corev1.Node, req Request) *lullv1a
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node.Name}, Spec: req.Spec(node.Name)}
 	if ex := cl.Requests[node.Name]; ex != nil {
 		p.Existing = ex
-		p.warn("node is already under maintenance: NodeMaintenance %s (class %s, phase %s)", ex.Name, ex.Spec.ClassNames(), phaseOf(ex))
+		p.warn("node is already under maintenance: NodeMaintenance %s (class %s, phase %s)", ex.Name, ex.Spec.ClassNames(), ex.Status.Phase.OrPending())
 		nm.Status = ex.Status
 		nm.Spec.Drain = ex.Spec.Drain // a forced request keeps the drain options
 	}
@@ -510,9 +500,7 @@ func (p *Node) decided(d lullv1alpha1.Decision) {
 
 // drains reports whether the plan drains the node, as the drainer reads
 // it (pkg/policy: a Drain step; a Reboot or PowerOff always has one).
-func (p *Node) drains() bool {
-	return policy.Has(policy.Planned(&lullv1alpha1.Decision{Action: p.Action, Steps: p.Steps}), lullv1alpha1.ActionDrain)
-}
+func (p *Node) drains() bool { return lullv1alpha1.Plan(p.Steps).Has(lullv1alpha1.ActionDrain) }
 
 // startOf names the start a verdict predicts.
 func startOf(v gate.Verdict) Start {
@@ -582,8 +570,8 @@ func (cl *Cluster) heldByOther(p *Node, fc *forecast.Node) *lease.HeldError {
 
 // previewDrain fills in what the drain's first round would do now.
 func (cl *Cluster) previewDrain(ctx context.Context, c client.Reader, kube kubernetes.Interface, p *Node, nm *lullv1alpha1.NodeMaintenance) error {
-	whole := policy.TakesNodeDown(p.Steps)
-	d, err := drain.New(ctx, kube, drain.Options{DeleteEmptyDirData: cl.Options.DeleteEmptyDirData, WholeNode: whole}, nm)
+	whole := lullv1alpha1.Plan(p.Steps).TakesNodeDown()
+	d, err := drain.New(ctx, kube, cl.Options.DrainOptions(whole), nm)
 	if err != nil {
 		return err
 	}
@@ -690,13 +678,6 @@ func (p *Node) warnWindowTooShort(fc *forecast.Node, now time.Time) {
 
 func (p *Node) warn(format string, args ...any) {
 	p.Warnings = append(p.Warnings, fmt.Sprintf(format, args...))
-}
-
-func phaseOf(nm *lullv1alpha1.NodeMaintenance) lullv1alpha1.MaintenancePhase {
-	if nm.Status.Phase == "" {
-		return lullv1alpha1.PhasePending
-	}
-	return nm.Status.Phase
 }
 
 // selectNodes resolves the request's nodes; a named node that does not

@@ -344,39 +344,3 @@ func covered(ps *lullv1alpha1.PlannedStep) string {
 	}
 	return s
 }
-
-// Planned is the plan a recorded decision stands for: its steps; for a
-// decision recorded before plans had steps, its action (Cordon; Cordon and
-// Drain); for none, the built-in default's, Cordon and Drain. The drainer
-// carries a request out by it and kubectl lull plan previews it.
-func Planned(d *lullv1alpha1.Decision) []lullv1alpha1.PlannedStep {
-	switch {
-	case d == nil:
-		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}, {Type: lullv1alpha1.ActionDrain}}
-	case len(d.Steps) > 0:
-		return d.Steps
-	case d.Action == lullv1alpha1.ActionCordon:
-		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}}
-	case d.Action == lullv1alpha1.ActionDrain:
-		return []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}, {Type: lullv1alpha1.ActionDrain}}
-	}
-	return nil
-}
-
-// Has reports whether the plan has a step of type t.
-func Has(steps []lullv1alpha1.PlannedStep, t lullv1alpha1.DisruptionAction) bool {
-	for _, st := range steps {
-		if st.Type == t {
-			return true
-		}
-	}
-	return false
-}
-
-// TakesNodeDown reports whether steps reboot or power off the node: every
-// pod on it stops, so the drain before must evict every evictable pod,
-// whatever the request's podSelector says (a narrower drain would stop
-// the other pods without their PodDisruptionBudgets being asked).
-func TakesNodeDown(steps []lullv1alpha1.PlannedStep) bool {
-	return Has(steps, lullv1alpha1.StepReboot) || Has(steps, lullv1alpha1.StepPowerOff)
-}

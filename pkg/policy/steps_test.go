@@ -103,31 +103,6 @@ func TestPlanTimeoutsAndClasses(t *testing.T) {
 	require.Equal(t, []string{"kernel-update"}, d.Steps[0].Classes, "the reboot's class needs the cordon")
 }
 
-// A recorded decision's plan: its steps, or for one recorded before plans
-// had steps its action; no decision is the default's drain.
-func TestPlanned(t *testing.T) {
-	cordon, drain := lullv1alpha1.PlannedStep{Type: lullv1alpha1.ActionCordon}, lullv1alpha1.PlannedStep{Type: lullv1alpha1.ActionDrain}
-	reboot := lullv1alpha1.PlannedStep{Type: lullv1alpha1.StepReboot}
-	for name, tc := range map[string]struct {
-		d     *lullv1alpha1.Decision
-		want  []lullv1alpha1.PlannedStep
-		drain bool
-	}{
-		"no decision":       {nil, []lullv1alpha1.PlannedStep{cordon, drain}, true},
-		"steps":             {&lullv1alpha1.Decision{Action: lullv1alpha1.StepReboot, Steps: []lullv1alpha1.PlannedStep{cordon, drain, reboot}}, []lullv1alpha1.PlannedStep{cordon, drain, reboot}, true},
-		"legacy Cordon":     {&lullv1alpha1.Decision{Action: lullv1alpha1.ActionCordon}, []lullv1alpha1.PlannedStep{cordon}, false},
-		"legacy Drain":      {&lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}, []lullv1alpha1.PlannedStep{cordon, drain}, true},
-		"None":              {&lullv1alpha1.Decision{Action: lullv1alpha1.ActionNone}, nil, false},
-		"restart, no drain": {&lullv1alpha1.Decision{Action: lullv1alpha1.StepRestartService, Steps: []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}}}, []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}}, false},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got := Planned(tc.d)
-			require.Equal(t, tc.want, got)
-			require.Equal(t, tc.drain, Has(got, lullv1alpha1.ActionDrain))
-		})
-	}
-}
-
 func TestNodeCritical(t *testing.T) {
 	for unit, want := range map[string]bool{"kubelet": true, "kubelet.service": true, "containerd.service": true, "reboot.target": true,
 		"multi-user.target": true, "chronyd": false, "chronyd.service": false, "kubelet.socket": false, "lull-tour.service": false} {

@@ -3,22 +3,11 @@ package settings
 import (
 	"fmt"
 	"slices"
-	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"lull.dev/lull/pkg/agentlease"
 )
-
-// FlagSet is what AddFlags needs of a flag set: both the standard
-// library's *flag.FlagSet (lull-drainer) and *pflag.FlagSet (kubectl-lull)
-// have these methods.
-type FlagSet interface {
-	StringVar(p *string, name, value, usage string)
-	IntVar(p *int, name string, value int, usage string)
-	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
-}
 
 // agree ends a setting's help: which components must be given the same.
 func agree(n Name) string {
@@ -29,7 +18,7 @@ func agree(n Name) string {
 // except those named in omit (settings a binary has no use for, which keep
 // their defaults). Every binary calls it, so the flags have the same names,
 // defaults and help everywhere. Call Validate after parsing.
-func (s *Settings) AddFlags(fs FlagSet, omit ...Name) {
+func (s *Settings) AddFlags(fs *pflag.FlagSet, omit ...Name) {
 	d := Defaults()
 	*s = d
 	add := func(n Name) bool { return !slices.Contains(omit, n) }
@@ -66,10 +55,10 @@ func (s *Settings) AddFlags(fs FlagSet, omit ...Name) {
 const AgentNamespaceFlag = "agent-namespace"
 
 // AddAgentNamespaceFlag registers --agent-namespace, defaulting to
-// pkg/agentlease's namespace, into ns. Check it with
+// lull's namespace (Namespace), into ns. Check it with
 // ValidateAgentNamespace after parsing.
-func AddAgentNamespaceFlag(fs FlagSet, ns *string) {
-	fs.StringVar(ns, AgentNamespaceFlag, agentlease.DefaultNamespace,
+func AddAgentNamespaceFlag(fs *pflag.FlagSet, ns *string) {
+	fs.StringVar(ns, AgentNamespaceFlag, Namespace,
 		"namespace of lull-agent's leases (one per node it runs on); lull-agent (its --namespace), lull-drainer and kubectl-lull must agree")
 }
 

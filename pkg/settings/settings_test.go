@@ -1,7 +1,6 @@
 package settings
 
 import (
-	"flag"
 	"io"
 	"strings"
 	"testing"
@@ -71,29 +70,23 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The standard library's flag sets (lull-drainer) and pflag's
-// (kubectl-lull) get the same flags, defaults and help.
+// Every binary registers the settings with AddFlags (pflag): the defaults
+// are Defaults(), each help says which components must agree, and there is
+// a flag for every setting and nothing else.
 func TestAddFlags(t *testing.T) {
-	var std, pf Settings
-	stdFS := flag.NewFlagSet("std", flag.ContinueOnError)
+	var pf Settings
 	pfFS := pflag.NewFlagSet("pflag", pflag.ContinueOnError)
-	std.AddFlags(stdFS)
 	pf.AddFlags(pfFS)
-	require.NoError(t, stdFS.Parse(nil))
 	require.NoError(t, pfFS.Parse(nil))
-	assert.Equal(t, Defaults(), std)
 	assert.Equal(t, Defaults(), pf)
 	names := []Name{MaintenanceLabelName, TolerationKeyName, LeaseNamespaceName, NodesWithoutWindowName, DefaultMaxUnavailableName, WindowHorizonName}
 	for _, n := range names {
-		s, p := stdFS.Lookup(n.Flag), pfFS.Lookup(n.Flag)
-		require.NotNil(t, s, n.Flag)
+		p := pfFS.Lookup(n.Flag)
 		require.NotNil(t, p, n.Flag)
-		assert.Equal(t, s.Usage, p.Usage, n.Flag)
-		assert.Equal(t, s.DefValue, p.DefValue, n.Flag)
-		assert.True(t, strings.Contains(s.Usage, "must agree"), "%s: the help says which components must agree", n.Flag)
+		assert.True(t, strings.Contains(p.Usage, "must agree"), "%s: the help says which components must agree", n.Flag)
 	}
 	visited := 0
-	stdFS.VisitAll(func(*flag.Flag) { visited++ })
+	pfFS.VisitAll(func(*pflag.Flag) { visited++ })
 	assert.Equal(t, len(names), visited, "a flag for every setting, and nothing else")
 
 	require.NoError(t, pfFS.Parse([]string{"--maintenance-label=example.com/m", "--toleration-key=example.com/t", "--lease-namespace=leases",
@@ -104,7 +97,7 @@ func TestAddFlags(t *testing.T) {
 
 func TestAddFlagsOmit(t *testing.T) {
 	s := Settings{TolerationKey: "stale"}
-	fs := flag.NewFlagSet("omit", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("omit", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	s.AddFlags(fs, TolerationKeyName)
 	assert.Nil(t, fs.Lookup(TolerationKeyName.Flag))
@@ -114,25 +107,18 @@ func TestAddFlagsOmit(t *testing.T) {
 	require.Error(t, fs.Parse([]string{"--toleration-key=x"}))
 }
 
-// --agent-namespace is registered once for lull-drainer (standard flags)
-// and kubectl-lull (pflag): the same name, default and help, and the same
-// validation.
+// --agent-namespace is registered once for lull-drainer and kubectl-lull:
+// the same name, default and help, and the same validation.
 func TestAgentNamespaceFlag(t *testing.T) {
-	var std, pf string
-	stdFS := flag.NewFlagSet("std", flag.ContinueOnError)
+	var pf string
 	pfFS := pflag.NewFlagSet("pflag", pflag.ContinueOnError)
-	AddAgentNamespaceFlag(stdFS, &std)
 	AddAgentNamespaceFlag(pfFS, &pf)
-	require.NoError(t, stdFS.Parse(nil))
 	require.NoError(t, pfFS.Parse(nil))
-	assert.Equal(t, "lull-system", std, "lull-agent's --namespace default")
-	assert.Equal(t, std, pf)
-	s, p := stdFS.Lookup(AgentNamespaceFlag), pfFS.Lookup(AgentNamespaceFlag)
-	require.NotNil(t, s)
+	assert.Equal(t, "lull-system", pf, "lull-agent's --namespace default")
+	std := pf
+	p := pfFS.Lookup(AgentNamespaceFlag)
 	require.NotNil(t, p)
-	assert.Equal(t, s.Usage, p.Usage)
-	assert.Equal(t, s.DefValue, p.DefValue)
-	assert.Contains(t, s.Usage, "must agree")
+	assert.Contains(t, p.Usage, "must agree")
 	require.NoError(t, pfFS.Parse([]string{"--agent-namespace=agents"}))
 	assert.Equal(t, "agents", pf)
 

@@ -74,7 +74,7 @@ func (pl *NodeDisruption) isSchedulableAfterMaintenanceChange(logger klog.Logger
 	} else {
 		nm, err = forecast.As[lullv1alpha1.NodeMaintenance](newObj)
 		if err == nil {
-			ended = nm.Spec.Complete || nm.Status.Phase.Finished() || nm.Status.Phase == lullv1alpha1.PhaseUncordoning
+			ended = nm.Spec.Complete || nm.Status.Phase.Ending()
 		}
 	}
 	if err != nil {

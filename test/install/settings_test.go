@@ -1,7 +1,6 @@
 package install
 
 import (
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 
@@ -42,8 +42,8 @@ func sharedSettings(t *testing.T, objs map[string]object, ns string) (scheduler,
 	for _, a := range get(t, dc, "command").([]any)[1:] {
 		args = append(args, a.(string))
 	}
-	var o app.Options
-	fs := flag.NewFlagSet("lull-drainer", flag.ContinueOnError)
+	o := app.NewOptions()
+	fs := pflag.NewFlagSet("lull-drainer", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -81,8 +81,8 @@ func newDrainEnv(t *testing.T) *drainEnv {
 // crash would: nothing is cleaned up).
 func (e *drainEnv) start(mutate func(*app.Options)) context.CancelFunc {
 	e.t.Helper()
-	o := app.Options{Settings: settings.Defaults(),
-		Maintenance: maintenance.Options{LeaseDuration: time.Minute, DrainTimeout: time.Hour, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second, DeleteEmptyDirData: true}}
+	o := app.Options{
+		Maintenance: maintenance.Options{Settings: settings.Defaults(), LeaseDuration: time.Minute, DrainTimeout: time.Hour, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second, DeleteEmptyDirData: true}}
 	if mutate != nil {
 		mutate(&o)
 	}

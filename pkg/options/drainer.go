@@ -1,0 +1,124 @@
+package options
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/settings"
+)
+
+// Drainer are lull-drainer's options.
+type Drainer struct {
+	// Maintenance configures the NodeMaintenance controller, the shared
+	// settings among them (Drainer.Settings).
+	Maintenance
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	// ConfigNamespace holds the Secrets of the windows' alerts gates.
+	ConfigNamespace string
+	// DefaultPolicy: create and keep the DisruptionPolicy "default" lull
+	// ships (drainer/policy.Shipped).
+	DefaultPolicy bool
+	// LeaseDuration, RenewDeadline and RetryPeriod are leader election's.
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	MetricsAddr    string
+	MetricsSecure  bool
+	MetricsCertDir string
+	ProbeAddr      string
+	// PprofAddr serves net/http/pprof (unauthenticated); empty: off.
+	PprofAddr string
+	// QPS and Burst bound the drainer's requests to the API server.
+	QPS   float64
+	Burst int
+	// EndOnUninstall: watch for lull's uninstall (its Deployment
+	// lull-drainer or its namespace deleted, the NodeMaintenance CRD
+	// deleted) and end every request before exiting. The installed
+	// drainer runs with it; a drainer run outside that Deployment must
+	// not, or it would take the missing Deployment for an uninstall.
+	EndOnUninstall bool
+	// UninstallTimeout bounds the ending of requests after a signal (it
+	// must fit the pod's terminationGracePeriodSeconds).
+	UninstallTimeout time.Duration
+	// UninstallPoll is how often a running drainer looks for an uninstall
+	// (default 5 s; no flag).
+	UninstallPoll time.Duration
+	// Uninstall: run once as the Helm chart's pre-delete hook: mark the
+	// install for uninstalling and wait until every request has ended
+	// (ending them itself when no replica runs), then exit.
+	Uninstall bool
+	// Logs are component-base's logging options (-v, --vmodule,
+	// --logging-format).
+	Logs *logsapi.LoggingConfiguration
+}
+
+// NewDrainer returns lull-drainer's defaults.
+func NewDrainer() *Drainer {
+	m := DefaultMaintenance()
+	// Each replica's own identity, lull-drainer/<replica>, is found when
+	// it starts (the flag's help says how).
+	m.Identity = ""
+	return &Drainer{
+		Maintenance:             m,
+		LeaderElect:             true,
+		LeaderElectionNamespace: settings.Namespace,
+		ConfigNamespace:         lullv1alpha1.ConfigNamespace,
+		DefaultPolicy:           true,
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
+		MetricsAddr:             ":8443",
+		MetricsSecure:           true,
+		ProbeAddr:               ":8081",
+		// kube-scheduler's: controller-runtime's 20/s, burst 30 throttled
+		// a 1,000-node wave's waiting requests into one-second reconciles.
+		QPS:              50,
+		Burst:            100,
+		UninstallTimeout: 45 * time.Second,
+		Logs:             logsapi.NewLoggingConfiguration(),
+	}
+}
+
+// AddFlags registers lull-drainer's flags with o's values as defaults:
+// the shared settings' (all but the toleration key, which only the
+// scheduler and kubectl lull why read), the controller's, its own and
+// component-base's logging flags.
+func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas; only the leader acts")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election lease")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a stopped leader's lease blocks the others")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader retries renewing before it gives up leading")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between leader-election attempts")
+	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second to the API server the drainer may send (client-side limit)")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst above --kube-api-qps")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the non-resource URL /metrics); false: plain HTTP to anyone, for a loopback address only")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "directory with the metrics endpoint's tls.crt and tls.key, reloaded when they change; empty: a self-signed certificate generated in memory")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of /healthz and /readyz")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of Go's /debug/pprof endpoints for profiling, unauthenticated: use a loopback address and kubectl port-forward (empty: off)")
+	o.Settings.AddFlags(fs, settings.TolerationKeyName)
+	o.Maintenance.AddFlags(fs)
+	fs.BoolVar(&o.DefaultPolicy, "default-policy", o.DefaultPolicy, "create the DisruptionPolicy \"default\" lull ships and keep it as shipped while it carries the annotation lull.dev/managed-by=lull-drainer (docs/policy.md)")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "namespace of the Secrets with the alerts gates' credentials (spec.gates.alerts.secretName)")
+	fs.BoolVar(&o.EndOnUninstall, "end-requests-on-uninstall", o.EndOnUninstall, "when lull is being uninstalled (the Deployment lull-drainer marked lull.dev/uninstall or deleted, its namespace or the NodeMaintenance CRD deleted), end every request: undo lull's cordons, release the node leases, keep the labels (the install's manifests set it)")
+	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", o.UninstallTimeout, "how long, after a signal, ending the requests of an uninstall may take (less than the pod's terminationGracePeriodSeconds)")
+	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")
+	logsapi.AddFlags(o.Logs, fs)
+}
+
+// Validate checks the options after parsing; each error names its flag.
+func (o *Drainer) Validate() []error {
+	var errs []error
+	if err := o.Settings.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, o.Maintenance.Validate()...)
+	if err := logsapi.Validate(o.Logs, nil, nil).ToAggregate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
