@@ -132,7 +132,6 @@ func Holders(mine []string, requests iter.Seq[*lullv1alpha1.NodeMaintenance]) []
 	return out
 }
 
-
 // Check counts the requests in progress from live (read it from the API
 // server, never from a cache that may lag behind the caller's own writes)
 // and the nodes and windows from cached. It only answers; the drainer
