@@ -1,6 +1,8 @@
 package maintenance
 
 import (
+	"context"
+
 	"fmt"
 	"time"
 
@@ -61,47 +63,47 @@ func (s *step) needsDrain() bool {
 
 // afterCordon goes on from a cordoned node: drain it, hand it to
 // lull-agent, or hold it (plan Cordon).
-func (s *step) afterCordon() (reconcile.Result, error) {
+func (s *step) afterCordon(ctx context.Context) (reconcile.Result, error) {
 	switch {
 	case s.needsDrain():
 		// The first round's status write records the phase Draining with
 		// the round's counts: one write, not two. A round that fails
 		// before writing leaves the phase Cordoning, and the next
 		// reconcile cordons (a no-op now) and drains again.
-		return s.drain()
+		return s.drain(ctx)
 	case s.status.HasHostSteps():
 		s.cond(ConditionDrained, false, "NotNeeded", "the plan drains nothing")
-		return s.act()
+		return s.act(ctx)
 	}
 	s.cond(ConditionDrained, false, "NotNeeded", "the policy action is Cordon: nothing is evicted")
-	return s.hold(lullv1alpha1.PhaseCordoned)
+	return s.hold(ctx, lullv1alpha1.PhaseCordoned)
 }
 
 // agentAlive is the agent gate: does lull-agent run on the node (its
 // lease is fresh)? pkg/agentlease judges, from the cache; kubectl lull
 // plan asks the same of its snapshot.
-func (s *step) agentAlive() (bool, string, error) {
-	return agentlease.Lookup(s.ctx, s.r.Client, s.r.Options.AgentNamespace, s.node.Name, s.now)
+func (s *step) agentAlive(ctx context.Context) (bool, string, error) {
+	return agentlease.Lookup(ctx, s.r.Client, s.r.Options.AgentNamespace, s.node.Name, s.now)
 }
 
 // agentRuns reports whether lull-agent's heartbeat shows it running on
 // the node; a failed read counts as running (nothing is concluded).
-func (s *step) agentRuns() bool {
-	alive, _, err := s.agentAlive()
+func (s *step) agentRuns(ctx context.Context) bool {
+	alive, _, err := s.agentAlive(ctx)
 	return alive || err != nil
 }
 
 // waitForAgent keeps a request whose plan needs lull-agent waiting until
 // one runs on the node, holding nothing.
-func (s *step) waitForAgent(msg string, retry time.Duration) (reconcile.Result, error) {
-	s.releaseIfHeld()
-	s.releaseBudget()
+func (s *step) waitForAgent(ctx context.Context, msg string, retry time.Duration) (reconcile.Result, error) {
+	s.releaseIfHeld(ctx)
+	s.releaseBudget(ctx)
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForAgent {
 		s.event(corev1.EventTypeWarning, ReasonNoAgent, msg)
 	}
 	s.cond(ConditionAgentReady, false, "NoAgent", msg)
 	s.status.WaitingFor = msg
-	return s.save(lullv1alpha1.PhaseWaitingForAgent, lookAgain(retry))
+	return s.save(ctx, lullv1alpha1.PhaseWaitingForAgent, lookAgain(retry))
 }
 
 // act hands the host steps to lull-agent (phase Acting) and follows them:
@@ -109,11 +111,11 @@ func (s *step) waitForAgent(msg string, retry time.Duration) (reconcile.Result, 
 // agent does not finish, sees a rebooted node come back, falls back to a
 // reboot when a service restart fails, and ends the request when every
 // step is done.
-func (s *step) act() (reconcile.Result, error) {
-	if res, lost, err := s.renew(); lost || err != nil {
+func (s *step) act(ctx context.Context) (reconcile.Result, error) {
+	if res, lost, err := s.renew(ctx); lost || err != nil {
 		return res, err
 	}
-	fence, err := s.fencing()
+	fence, err := s.fencing(ctx)
 	if err != nil || fence == nil {
 		// The cache has not seen our lease yet (or it is another's: the
 		// renewal just now would have said so): look again shortly.
@@ -127,23 +129,23 @@ func (s *step) act() (reconcile.Result, error) {
 	if entering {
 		s.event(corev1.EventTypeNormal, ReasonActing, "lull-agent carries out: "+actionsLine(s.status.Actions))
 	}
-	s.follow()
+	s.follow(ctx)
 	if i := lullv1alpha1.UnhandledFailure(s.status.Actions); i >= 0 {
-		return s.failed(i)
+		return s.failed(ctx, i)
 	}
 	next := nextAction(s.status.Actions)
 	if next == nil {
-		return s.actionsDone()
+		return s.actionsDone(ctx)
 	}
-	return s.awaitAgent(next)
+	return s.awaitAgent(ctx, next)
 }
 
 // fencing is the token the agent acts under: our lease's UID and
 // transitions, as the cache shows the lease; nil until it shows ours.
-func (s *step) fencing() (*lullv1alpha1.Fencing, error) {
+func (s *step) fencing(ctx context.Context) (*lullv1alpha1.Fencing, error) {
 	var l coordinationv1.Lease
 	key := types.NamespacedName{Namespace: s.r.Leases.Namespace(), Name: lease.Name(s.node.Name)}
-	if err := s.r.Client.Get(s.ctx, key, &l); err != nil {
+	if err := s.r.Client.Get(ctx, key, &l); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -188,7 +190,7 @@ func actionsLine(as []lullv1alpha1.ActionStatus) string {
 // and is Ready has come back; a node powered off is NotReady and its
 // lull-agent's heartbeat has stopped (a machine still running keeps its
 // agent's heartbeat: a power-off command that did nothing times out).
-func (s *step) follow() {
+func (s *step) follow(ctx context.Context) {
 	a := nextAction(s.status.Actions)
 	if a == nil || a.State != lullv1alpha1.ActionRunning || a.StartedAt == nil {
 		return
@@ -197,7 +199,7 @@ func (s *step) follow() {
 	case a.Type == lullv1alpha1.StepReboot && a.BootID != "" && s.node.Status.NodeInfo.BootID != a.BootID && nodeReady(s.node):
 		s.endAction(a, lullv1alpha1.ActionSucceeded, fmt.Sprintf("node came back (boot ID %s, was %s) and is Ready", s.node.Status.NodeInfo.BootID, a.BootID))
 		s.event(corev1.EventTypeNormal, ReasonCameBack, "node rebooted and Ready again")
-	case a.Type == lullv1alpha1.StepPowerOff && !nodeReady(s.node) && !s.agentRuns():
+	case a.Type == lullv1alpha1.StepPowerOff && !nodeReady(s.node) && !s.agentRuns(ctx):
 		s.endAction(a, lullv1alpha1.ActionSucceeded, "node powered off: NotReady, and its lull-agent's heartbeat has stopped")
 	case !s.now.Before(a.StartedAt.Add(a.Timeout.Duration)):
 		what := "did not finish"
@@ -231,12 +233,12 @@ func nextAction(as []lullv1alpha1.ActionStatus) *lullv1alpha1.ActionStatus {
 // if the plan did not. A WriteFiles, Reboot or PowerOff that fails ends
 // the request Failed (lull's cordon undone, its lease released): the
 // files are as they were, and nothing better is known to be safe.
-func (s *step) failed(i int) (reconcile.Result, error) {
+func (s *step) failed(ctx context.Context, i int) (reconcile.Result, error) {
 	a := s.status.Actions[i]
 	if !a.Type.FallsBack() || hasFallback(s.status.Actions) {
 		why := fmt.Sprintf("%s %s: %s", a.Label(), a.State, a.Message)
 		s.event(corev1.EventTypeWarning, ReasonStepFailed, why)
-		return s.abort(lullv1alpha1.PhaseFailed, why)
+		return s.abort(ctx, lullv1alpha1.PhaseFailed, why)
 	}
 	for j := range s.status.Actions {
 		if !s.status.Actions[j].State.Done() {
@@ -250,10 +252,10 @@ func (s *step) failed(i int) (reconcile.Result, error) {
 	s.event(corev1.EventTypeWarning, ReasonFellBack, msg)
 	s.status.WaitingFor = msg
 	// The reboot needs the node cordoned and drained: go back through them.
-	if _, err := s.save(lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
+	if _, err := s.save(ctx, lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
-	return s.cordon()
+	return s.cordon(ctx)
 }
 
 func hasFallback(as []lullv1alpha1.ActionStatus) bool {
@@ -268,35 +270,35 @@ func hasFallback(as []lullv1alpha1.ActionStatus) bool {
 // actionsDone ends the host steps: a node powered off stays so (phase
 // PoweredOff) until an admin completes the request; otherwise the request
 // completes as any other (uncordon what lull cordoned, release the lease).
-func (s *step) actionsDone() (reconcile.Result, error) {
+func (s *step) actionsDone(ctx context.Context) (reconcile.Result, error) {
 	for _, a := range s.status.Actions {
 		if a.Type == lullv1alpha1.StepPowerOff && a.State == lullv1alpha1.ActionSucceeded {
 			if s.status.Phase != lullv1alpha1.PhasePoweredOff {
 				s.event(corev1.EventTypeNormal, ReasonPoweredOff, "node powered off; it stays off and cordoned until the request is completed")
 			}
-			return s.poweredOff()
+			return s.poweredOff(ctx)
 		}
 	}
-	if _, err := s.save(lullv1alpha1.PhaseActing, reconcile.Result{}); err != nil {
+	if _, err := s.save(ctx, lullv1alpha1.PhaseActing, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
-	return s.r.complete(s.ctx, s.nm, s.node)
+	return s.r.complete(ctx, s.nm, s.node)
 }
 
 // poweredOff holds a powered-off node's lease and cordon until the request
 // is completed.
-func (s *step) poweredOff() (reconcile.Result, error) {
-	if res, lost, err := s.renew(); lost || err != nil {
+func (s *step) poweredOff(ctx context.Context) (reconcile.Result, error) {
+	if res, lost, err := s.renew(ctx); lost || err != nil {
 		return res, err
 	}
 	s.status.WaitingFor = "powered off: lull keeps the node cordoned and leased, and nothing powers it on. Do the hardware work, " +
 		"then remove the label lull.dev/maintenance (or set spec.complete)"
-	return s.save(lullv1alpha1.PhasePoweredOff, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
+	return s.save(ctx, lullv1alpha1.PhasePoweredOff, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
 }
 
 // awaitAgent waits for lull-agent to carry out the next step, saying so,
 // and looks again when the lease needs renewing or the step times out.
-func (s *step) awaitAgent(next *lullv1alpha1.ActionStatus) (reconcile.Result, error) {
+func (s *step) awaitAgent(ctx context.Context, next *lullv1alpha1.ActionStatus) (reconcile.Result, error) {
 	retry := s.r.Options.LeaseDuration / 3
 	if next.State == lullv1alpha1.ActionRunning && next.StartedAt != nil {
 		if left := next.StartedAt.Add(next.Timeout.Duration).Sub(s.now); left < retry {
@@ -306,7 +308,7 @@ func (s *step) awaitAgent(next *lullv1alpha1.ActionStatus) (reconcile.Result, er
 	} else {
 		s.status.WaitingFor = "lull-agent to start " + next.Label()
 	}
-	alive, why, err := s.agentAlive()
+	alive, why, err := s.agentAlive(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -317,5 +319,5 @@ func (s *step) awaitAgent(next *lullv1alpha1.ActionStatus) (reconcile.Result, er
 		s.cond(ConditionAgentReady, false, "NoAgent", why)
 		s.status.WaitingFor += "; " + why
 	}
-	return s.save(lullv1alpha1.PhaseActing, reconcile.Result{RequeueAfter: retry})
+	return s.save(ctx, lullv1alpha1.PhaseActing, reconcile.Result{RequeueAfter: retry})
 }

@@ -51,8 +51,9 @@ func TestAgentGateAgreesWithPlan(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).Build()
 			r := &Reconciler{Client: c, Options: Options{AgentNamespace: "agents"}}
-			s := &step{r: r, ctx: context.Background(), logger: klog.Background(), now: now, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
-			alive, why, err := s.agentAlive()
+			s := &step{r: r, logger: klog.Background(), now: now, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
+			ctx := context.Background()
+			alive, why, err := s.agentAlive(ctx)
 			require.NoError(t, err)
 			require.Equal(t, tc.alive, alive)
 
@@ -106,9 +107,10 @@ func TestPowerOffDoneWhenMachineDown(t *testing.T) {
 				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}}
 			st := &lullv1alpha1.NodeMaintenanceStatus{Actions: []lullv1alpha1.ActionStatus{{Type: lullv1alpha1.StepPowerOff,
 				State: lullv1alpha1.ActionRunning, StartedAt: &metav1.Time{Time: now.Add(-tc.started)}, Timeout: lullv1alpha1.Duration{Duration: 5 * time.Minute}}}}
-			s := &step{r: &Reconciler{Client: c, Options: Options{AgentNamespace: "agents"}}, ctx: context.Background(), logger: klog.Background(),
+			s := &step{r: &Reconciler{Client: c, Options: Options{AgentNamespace: "agents"}}, logger: klog.Background(),
 				now: now, node: node, status: st}
-			s.follow()
+			ctx := context.Background()
+			s.follow(ctx)
 			require.Equal(t, tc.want, st.Actions[0].State, st.Actions[0].Message)
 		})
 	}

@@ -127,12 +127,12 @@ func nodeHandler(label string, byName handler.EventHandler) handler.EventHandler
 // inLine records the outcome of the budget gate for the request: waiting
 // for budget puts it in line (by its creation time, so the oldest request
 // starts first), anything else takes it out.
-func (s *step) inLine(waiting bool) {
+func (s *step) inLine(ctx context.Context, waiting bool) {
 	if !waiting {
 		s.r.waiters.Done(s.node.Name)
 		return
 	}
-	ws, _ := s.windows() // unreadable: the default budget's line, until the next look
+	ws, _ := s.windows(ctx) // unreadable: the default budget's line, until the next look
 	s.r.waiters.Wait(s.node.Name, s.budgets(ws), s.nm.CreationTimestamp.Time)
 }
 

@@ -81,8 +81,8 @@ func TestReleasedSlotWakesNextInLineOfItsWindow(t *testing.T) {
 		}
 	}
 	release := func(nm *lullv1alpha1.NodeMaintenance) {
-		s := &step{r: r, ctx: ctx, logger: klog.Background(), nm: nm, status: nm.Status.DeepCopy()}
-		s.releaseBudget()
+		s := &step{r: r, logger: klog.Background(), nm: nm, status: nm.Status.DeepCopy()}
+		s.releaseBudget(ctx)
 	}
 
 	release(holders[0])
@@ -108,14 +108,14 @@ func TestCordonedRequestKeepsItsSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Free)
 
-	s := &step{r: r, ctx: ctx, logger: klog.Background(), nm: nm, status: nm.Status.DeepCopy()}
-	s.releaseBudget()
+	s := &step{r: r, logger: klog.Background(), nm: nm, status: nm.Status.DeepCopy()}
+	s.releaseBudget(ctx)
 	entries, err := r.Budget.Entries(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, entries, "lost", "a cordoned node's slot was given back")
 
 	s.status.CordonedByLull = false // uncordonIfOurs ran
-	s.releaseBudget()
+	s.releaseBudget(ctx)
 	entries, err = r.Budget.Entries(ctx)
 	require.NoError(t, err)
 	assert.NotContains(t, entries, "lost")
@@ -202,8 +202,8 @@ func TestReleasedSlotFreeOnlyOnceTheStatusSaysSo(t *testing.T) {
 			require.True(t, res.Free)
 			stored := a.DeepCopy()
 			stored.Status.Phase = tc.stored
-			s := &step{r: r, ctx: ctx, logger: klog.Background(), nm: stored, status: stored.Status.DeepCopy()}
-			s.releaseBudget()
+			s := &step{r: r, logger: klog.Background(), nm: stored, status: stored.Status.DeepCopy()}
+			s.releaseBudget(ctx)
 			res, err = r.Budget.Reserve(ctx, c, b, req("b"))
 			require.NoError(t, err)
 			assert.Equal(t, tc.free, res.Free, res.Message)

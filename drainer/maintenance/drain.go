@@ -32,27 +32,27 @@ const maxPendingNames = 50
 // the next asks for those again without listing (drain.Again); the pods
 // are listed again when none is left blocked (only a listed round calls
 // the node drained) and at least every MaxRetryDelay.
-func (s *step) drain() (reconcile.Result, error) {
-	if res, lost, err := s.renew(); lost || err != nil {
+func (s *step) drain(ctx context.Context) (reconcile.Result, error) {
+	if res, lost, err := s.renew(ctx); lost || err != nil {
 		return res, err
 	}
 	s.noteWindows()
 	if s.fc != nil && !s.fc.WindowOpen {
-		if res, stop, err := s.windowClosed(); stop || err != nil {
+		if res, stop, err := s.windowClosed(ctx); stop || err != nil {
 			return res, err
 		}
 	}
-	if res, ok := s.stillBlocked(); ok {
+	if res, ok := s.stillBlocked(ctx); ok {
 		return res, nil
 	}
 	opts := s.r.Options.DrainOptions(s.plan().TakesNodeDown() || s.rebootsOrPowersOff())
-	d, err := drain.New(s.ctx, s.r.Kube, opts, s.nm)
+	d, err := drain.New(ctx, s.r.Kube, opts, s.nm)
 	if err != nil {
-		return s.abort(lullv1alpha1.PhaseFailed, err.Error())
+		return s.abort(ctx, lullv1alpha1.PhaseFailed, err.Error())
 	}
 	var evictErr string
 	evict := func(p *corev1.Pod) drain.Outcome {
-		o, msg := s.evictOne(p, d.GracePeriod())
+		o, msg := s.evictOne(ctx, p, d.GracePeriod())
 		if msg != "" {
 			evictErr = msg
 		}
@@ -61,9 +61,9 @@ func (s *step) drain() (reconcile.Result, error) {
 	var round *drain.Round
 	pods, listed, again := s.r.memo.blockedPods(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
 	if again {
-		round, err = d.Again(s.ctx, s.r.Client, pods, evict)
+		round, err = d.Again(ctx, s.r.Client, pods, evict)
 	} else {
-		round, err = d.Round(s.ctx, s.r.Client, evict)
+		round, err = d.Round(ctx, s.r.Client, evict)
 		listed = s.now
 	}
 	if err != nil {
@@ -73,13 +73,13 @@ func (s *step) drain() (reconcile.Result, error) {
 	s.coveredBudgets(round)
 	if round.Listed && len(round.Pods) == 0 && len(round.Refused) == 0 {
 		s.status.Pods.Evicted, s.status.Pods.Pending = s.status.Pods.Total, 0
-		return s.drained()
+		return s.drained(ctx)
 	}
 	if err := s.blockers(round); err != nil {
 		return reconcile.Result{}, fmt.Errorf("drain round on node %s: %w", s.node.Name, err)
 	}
 	if len(s.status.Blockers) > 0 || len(round.Refused) > 0 {
-		if res, done, err := s.escalate(round.Blocked); done || err != nil {
+		if res, done, err := s.escalate(ctx, round.Blocked); done || err != nil {
 			return res, err
 		}
 	} else {
@@ -87,7 +87,7 @@ func (s *step) drain() (reconcile.Result, error) {
 	}
 	s.cond(ConditionDrained, false, "Draining", fmt.Sprintf("%d pod(s) still on the node", s.status.Pods.Pending))
 	s.status.WaitingFor = fmt.Sprintf("draining: %d of %d pod(s) left", s.status.Pods.Pending, s.status.Pods.Total)
-	res, err := s.save(lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay(round.Progress)})
+	res, err := s.save(ctx, lullv1alpha1.PhaseDraining, reconcile.Result{RequeueAfter: s.retryDelay(round.Progress)})
 	if err == nil {
 		budgets, left := onlyBudgetsBlock(round, evictErr), []corev1.Pod(nil)
 		if budgets != nil {
@@ -146,7 +146,7 @@ func onlyBudgetsBlock(round *drain.Round, evictErr string) map[string]string {
 // same pods, evict nothing and write nothing. A budget gaining room wakes
 // the drain (the controller watches them), and a round runs at least
 // every MaxRetryDelay, so pods that appear or go meanwhile are still seen.
-func (s *step) stillBlocked() (reconcile.Result, bool) {
+func (s *step) stillBlocked(ctx context.Context) (reconcile.Result, bool) {
 	budgets, ok := s.r.memo.lastBlocked(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
 	if !ok || len(s.status.Blockers) == 0 || !equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
 		return reconcile.Result{}, false
@@ -157,7 +157,7 @@ func (s *step) stillBlocked() (reconcile.Result, bool) {
 	for id, rv := range budgets {
 		ns, name, _ := strings.Cut(id, "/")
 		var pdb policyv1.PodDisruptionBudget
-		if err := s.r.Client.Get(s.ctx, types.NamespacedName{Namespace: ns, Name: name}, &pdb); err != nil {
+		if err := s.r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &pdb); err != nil {
 			return reconcile.Result{}, false
 		}
 		exhausted := pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.DisruptionsAllowed <= 0
@@ -173,14 +173,14 @@ func (s *step) stillBlocked() (reconcile.Result, bool) {
 // closed: Abort undoes it, Pause holds it (cordoned and leased) until the
 // window opens again, Continue goes on. stop is true when the round ends
 // here.
-func (s *step) windowClosed() (res reconcile.Result, stop bool, err error) {
-	ws, err := s.windows()
+func (s *step) windowClosed(ctx context.Context) (res reconcile.Result, stop bool, err error) {
+	ws, err := s.windows(ctx)
 	if err != nil {
 		return reconcile.Result{}, true, err
 	}
 	switch windowEnd(ws) {
 	case lullv1alpha1.WindowEndAbort:
-		res, err := s.abort(lullv1alpha1.PhaseWaitingForWindow, "the window closed during the drain (windowEnd: Abort); uncordoned what lull cordoned and released the lease")
+		res, err := s.abort(ctx, lullv1alpha1.PhaseWaitingForWindow, "the window closed during the drain (windowEnd: Abort); uncordoned what lull cordoned and released the lease")
 		return res, true, err
 	case lullv1alpha1.WindowEndPause:
 		msg := "paused: the window closed during the drain (windowEnd: Pause); the node stays cordoned and leased"
@@ -196,7 +196,7 @@ func (s *step) windowClosed() (res reconcile.Result, stop bool, err error) {
 		}
 		s.status.WaitingFor = msg
 		s.cond(ConditionWindowPermits, false, gate.ReasonWindowClosed, msg)
-		res, err := s.save(lullv1alpha1.PhaseDraining, res)
+		res, err := s.save(ctx, lullv1alpha1.PhaseDraining, res)
 		return res, true, err
 	}
 	return reconcile.Result{}, false, nil
@@ -204,8 +204,8 @@ func (s *step) windowClosed() (res reconcile.Result, stop bool, err error) {
 
 // evictOne asks the eviction API for one pod and counts the result; msg
 // reports an unexpected error.
-func (s *step) evictOne(p *corev1.Pod, grace int) (o drain.Outcome, msg string) {
-	switch err := s.r.evict(s.ctx, p, grace); {
+func (s *step) evictOne(ctx context.Context, p *corev1.Pod, grace int) (o drain.Outcome, msg string) {
+	switch err := s.r.evict(ctx, p, grace); {
 	case err == nil:
 		s.r.Metrics.Evictions.WithLabelValues("evicted").Inc()
 		return drain.Evicted, ""
@@ -319,7 +319,7 @@ func (s *step) blockers(round *drain.Round) error {
 
 // escalate applies the request's escalation once a blocked drain has
 // waited longer than its timeout.
-func (s *step) escalate(blocked map[string]*corev1.Pod) (reconcile.Result, bool, error) {
+func (s *step) escalate(ctx context.Context, blocked map[string]*corev1.Pod) (reconcile.Result, bool, error) {
 	msg := s.blockedMessage()
 	s.cond(ConditionBlocked, true, "EvictionRefused", msg)
 	if len(s.status.Blockers) == 0 {
@@ -336,10 +336,10 @@ func (s *step) escalate(blocked map[string]*corev1.Pod) (reconcile.Result, bool,
 	switch esc {
 	case lullv1alpha1.EscalationAbort:
 		why := fmt.Sprintf("%s for %s (timeout %s, escalation Abort)", msg, s.now.Sub(since).Round(time.Second), timeout)
-		res, err := s.abort(lullv1alpha1.PhaseFailed, why)
+		res, err := s.abort(ctx, lullv1alpha1.PhaseFailed, why)
 		return res, true, err
 	case lullv1alpha1.EscalationForce:
-		s.force(blocked)
+		s.force(ctx, blocked)
 	}
 	return reconcile.Result{}, false, nil
 }
@@ -389,13 +389,13 @@ func (s *step) escalation() (timeout time.Duration, esc lullv1alpha1.Escalation,
 
 // force deletes the blocked pods past their PodDisruptionBudget
 // (escalation Force), when the drainer runs with --allow-force.
-func (s *step) force(blocked map[string]*corev1.Pod) {
+func (s *step) force(ctx context.Context, blocked map[string]*corev1.Pod) {
 	if !s.r.Options.AllowForce {
 		s.status.LastError = "escalation Force requested, but lull-drainer runs without --allow-force; still waiting"
 		return
 	}
 	for key, p := range blocked {
-		err := s.r.Kube.CoreV1().Pods(p.Namespace).Delete(s.ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		err := s.r.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			s.status.LastError = fmt.Sprintf("force-deleting %s: %v", key, err)
 			continue
@@ -406,7 +406,7 @@ func (s *step) force(blocked map[string]*corev1.Pod) {
 }
 
 // drained records a node with no evictable pod left.
-func (s *step) drained() (reconcile.Result, error) {
+func (s *step) drained(ctx context.Context) (reconcile.Result, error) {
 	s.status.DrainedAt = &metav1.Time{Time: s.now}
 	s.status.Blockers = nil
 	s.status.LastError = ""
@@ -417,10 +417,10 @@ func (s *step) drained() (reconcile.Result, error) {
 	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
 	if s.status.HasHostSteps() {
 		s.event(corev1.EventTypeNormal, ReasonDrained, "node drained")
-		return s.act()
+		return s.act(ctx)
 	}
 	s.event(corev1.EventTypeNormal, ReasonDrained, "node drained; ready for maintenance")
-	return s.hold(lullv1alpha1.PhaseDrained)
+	return s.hold(ctx, lullv1alpha1.PhaseDrained)
 }
 
 // windowEnd is the most cautious windowEnd among the governing windows:

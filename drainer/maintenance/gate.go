@@ -22,16 +22,16 @@ import (
 // window, budget, lease, in that order) and acts on its verdict. The
 // budget slot and the lease are taken, not only checked, as the gates
 // pass.
-func (s *step) gate() (reconcile.Result, error) {
+func (s *step) gate(ctx context.Context) (reconcile.Result, error) {
 	var taken *lease.Info
-	v, err := gate.Check(s.ctx, gate.Request{Classes: s.nm.Spec.AllClasses(), Changes: s.nm.Spec.Changes, Started: s.status.StartedAt != nil,
+	v, err := gate.Check(ctx, gate.Request{Classes: s.nm.Spec.AllClasses(), Changes: s.nm.Spec.Changes, Started: s.status.StartedAt != nil,
 		Decision: s.recordedDecision(), Forecast: s.fc, Now: s.now}, gate.Checks{
 		Decide: s.r.Forecast.Decide,
-		Agent:  func(context.Context) (bool, string, error) { return s.agentAlive() },
+		Agent:  s.agentAlive,
 		Health: s.health,
 		Budget: s.reserveBudget,
-		Lease: func(context.Context) (*lease.HeldError, error) {
-			info, err := s.acquire()
+		Lease: func(ctx context.Context) (*lease.HeldError, error) {
+			info, err := s.acquire(ctx)
 			if held, ok := lease.IsHeld(err); ok {
 				return held, nil
 			}
@@ -45,25 +45,25 @@ func (s *step) gate() (reconcile.Result, error) {
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	s.inLine(v.Gate == gate.Budget)
+	s.inLine(ctx, v.Gate == gate.Budget)
 	if s.status.StartedAt == nil {
 		// Until the request starts, the policies decide again on every
 		// reconcile: a policy change affects requests not yet started.
 		s.status.Decision = &v.Decision // announced by save once written
 	}
 	if v.Gate == gate.Policy {
-		return s.noDisruption(v.Message)
+		return s.noDisruption(ctx, v.Message)
 	}
 	if v.Gate == gate.Agent {
-		return s.waitForAgent(v.Message, v.RetryAfter)
+		return s.waitForAgent(ctx, v.Message, v.RetryAfter)
 	}
 	s.noteWindows()
 	if v.Gate == gate.Window {
-		return s.waitForWindow(v)
+		return s.waitForWindow(ctx, v)
 	}
 	s.cond(ConditionWindowPermits, true, v.Window.Reason, v.Window.Message)
 	if v.Gate == gate.Health {
-		return s.waitForGates(v)
+		return s.waitForGates(ctx, v)
 	}
 	if v.Health.Reason != "" {
 		s.cond(ConditionGatesPass, true, v.Health.Reason, v.Health.Message)
@@ -72,13 +72,13 @@ func (s *step) gate() (reconcile.Result, error) {
 		meta.RemoveStatusCondition(&s.status.Conditions, ConditionGatesPass)
 	}
 	if v.Gate == gate.Budget {
-		return s.waitForBudget(v)
+		return s.waitForBudget(ctx, v)
 	}
 	s.cond(ConditionBudget, true, "BudgetAvailable", "the window's disruption budget has room")
 	if v.Gate == gate.Lease {
-		return s.waitForLease(v)
+		return s.waitForLease(ctx, v)
 	}
-	return s.start(taken)
+	return s.start(ctx, taken)
 }
 
 // recordedDecision is the decision a started request keeps; nil until it
@@ -94,7 +94,7 @@ func (s *step) recordedDecision() *lullv1alpha1.Decision {
 // one write the API server serialises with every other replica's: see
 // budget.Ledger.
 func (s *step) reserveBudget(ctx context.Context) (budget.Result, error) {
-	ws, err := s.windows()
+	ws, err := s.windows(ctx)
 	if err != nil {
 		return budget.Result{}, err
 	}
@@ -114,19 +114,19 @@ func (s *step) reserveBudget(ctx context.Context) (budget.Result, error) {
 // waitForWindow keeps a request whose windows do not let it start
 // waiting, holding nothing: a lease still held from before a restart is
 // not needed yet.
-func (s *step) waitForWindow(v gate.Verdict) (reconcile.Result, error) {
+func (s *step) waitForWindow(ctx context.Context, v gate.Verdict) (reconcile.Result, error) {
 	if s.fc != nil {
 		s.cond(ConditionWindowPermits, false, v.Reason, v.Message)
 		s.status.WaitingFor = v.Message
 	}
-	s.releaseIfHeld()
-	return s.save(lullv1alpha1.PhaseWaitingForWindow, lookAgain(v.RetryAfter))
+	s.releaseIfHeld(ctx)
+	return s.save(ctx, lullv1alpha1.PhaseWaitingForWindow, lookAgain(v.RetryAfter))
 }
 
 // health runs the health gates of the node's windows (none: a zero
 // verdict, and no GatesPass condition).
 func (s *step) health(ctx context.Context) (gate.HealthVerdict, error) {
-	ws, err := s.windows()
+	ws, err := s.windows(ctx)
 	if err != nil {
 		return gate.HealthVerdict{}, err
 	}
@@ -135,8 +135,8 @@ func (s *step) health(ctx context.Context) (gate.HealthVerdict, error) {
 
 // waitForGates keeps a request a health gate holds waiting, holding
 // nothing: no lease, no budget slot.
-func (s *step) waitForGates(v gate.Verdict) (reconcile.Result, error) {
-	s.releaseIfHeld()
+func (s *step) waitForGates(ctx context.Context, v gate.Verdict) (reconcile.Result, error) {
+	s.releaseIfHeld(ctx)
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForGates {
 		kind := corev1.EventTypeNormal
 		if v.Reason == gate.ReasonNodeUnwell || v.Reason == gate.ReasonAlertsUnknown {
@@ -150,7 +150,7 @@ func (s *step) waitForGates(v gate.Verdict) (reconcile.Result, error) {
 	// wake it (the controller's watches); pods leaving do not (the
 	// drainer caches no pods): it looks again by itself, at least every
 	// MaxRetryDelay.
-	return s.save(lullv1alpha1.PhaseWaitingForGates, lookAgain(min(v.RetryAfter, s.r.Options.MaxRetryDelay)))
+	return s.save(ctx, lullv1alpha1.PhaseWaitingForGates, lookAgain(min(v.RetryAfter, s.r.Options.MaxRetryDelay)))
 }
 
 // lookAgain is when a waiting request looks at its gates again by itself:
@@ -162,15 +162,15 @@ func lookAgain(after time.Duration) reconcile.Result {
 
 // waitForBudget keeps a request waiting for room in its budget, holding
 // no lease meanwhile.
-func (s *step) waitForBudget(v gate.Verdict) (reconcile.Result, error) {
-	s.releaseIfHeld()
+func (s *step) waitForBudget(ctx context.Context, v gate.Verdict) (reconcile.Result, error) {
+	s.releaseIfHeld(ctx)
 	s.cond(ConditionBudget, false, v.Reason, v.Message)
 	s.status.WaitingFor = v.Message
-	return s.save(lullv1alpha1.PhaseWaitingForBudget, lookAgain(v.RetryAfter))
+	return s.save(ctx, lullv1alpha1.PhaseWaitingForBudget, lookAgain(v.RetryAfter))
 }
 
 // waitForLease keeps a request waiting for another holder's lease.
-func (s *step) waitForLease(v gate.Verdict) (reconcile.Result, error) {
+func (s *step) waitForLease(ctx context.Context, v gate.Verdict) (reconcile.Result, error) {
 	held := v.Held
 	if lease.SameFamily(held.Holder, s.r.Options.Identity) {
 		// Another replica of the drainer holds it and is carrying this
@@ -184,19 +184,19 @@ func (s *step) waitForLease(v gate.Verdict) (reconcile.Result, error) {
 	// could use; the gate takes it again when the lease is free. The
 	// slot just taken is free again: the next in line may have it
 	// (unless lull's cordon is still on the node: see releaseBudget).
-	s.releaseBudget()
+	s.releaseBudget(ctx)
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
 		s.event(corev1.EventTypeNormal, ReasonWaitingForLease, v.Message)
 	}
 	s.status.LeaseHolder = held.Holder
 	s.status.WaitingFor = v.Message
 	s.cond(ConditionLeaseHeld, false, v.Reason, v.Message)
-	return s.save(lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: v.RetryAfter})
+	return s.save(ctx, lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: v.RetryAfter})
 }
 
 // start records a request every gate let through (its lease taken) and
 // cordons the node.
-func (s *step) start(info *lease.Info) (reconcile.Result, error) {
+func (s *step) start(ctx context.Context, info *lease.Info) (reconcile.Result, error) {
 	s.r.memo.renewed(s.node.Name, s.now)
 	s.status.LeaseHolder = info.Holder
 	s.cond(ConditionLeaseHeld, true, "Acquired", fmt.Sprintf("lease held by %s", info.Holder))
@@ -213,13 +213,13 @@ func (s *step) start(info *lease.Info) (reconcile.Result, error) {
 	if !s.needsCordon() {
 		// Service restarts alone: the node keeps its pods and takes new ones.
 		s.event(corev1.EventTypeNormal, ReasonStarted, "lease acquired")
-		return s.act()
+		return s.act(ctx)
 	}
-	if _, err := s.save(lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
+	if _, err := s.save(ctx, lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
 	s.starting = true // cordon announces the start and the cordon in one event
-	return s.cordon()
+	return s.cordon(ctx)
 }
 
 // noteWindows records the governing windows and when the request may next
@@ -260,9 +260,9 @@ func windowStart(prev *metav1.Time, start, now time.Time) *metav1.Time {
 // noDisruption ends a request whose class needs nothing disruptive: no
 // lease, window or budget; the label goes and the request is recorded as
 // completed.
-func (s *step) noDisruption(msg string) (reconcile.Result, error) {
-	if err := s.r.removeLabel(s.ctx, s.node); err != nil {
+func (s *step) noDisruption(ctx context.Context, msg string) (reconcile.Result, error) {
+	if err := s.r.removeLabel(ctx, s.node); err != nil {
 		return reconcile.Result{}, err
 	}
-	return s.finish(gate.ReasonNoDisruption, msg)
+	return s.finish(ctx, gate.ReasonNoDisruption, msg)
 }

@@ -72,12 +72,12 @@ func (s *step) cordonExpected() bool {
 // then on, and lull removes it when the request ends), and the hold
 // annotations lull recorded. Only what the stored status records is
 // restored, so nothing is put on the node before it is recorded.
-func (s *step) keepHold() error {
+func (s *step) keepHold(ctx context.Context) error {
 	patch := s.holdPatch()
 	if len(patch) == 0 {
 		return nil
 	}
-	if err := s.r.patchNode(s.ctx, s.node, patch); err != nil {
+	if err := s.r.patchNode(ctx, s.node, patch); err != nil {
 		return fmt.Errorf("restoring lull's hold on node %s: %w", s.node.Name, err)
 	}
 	return nil

@@ -26,7 +26,7 @@ func holdFixture(t *testing.T, node *corev1.Node, st lullv1alpha1.NodeMaintenanc
 	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(node, nm).WithStatusSubresource(nm).Build()
 	r := &Reconciler{Client: c, Metrics: NewMetrics(c)}
 	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: "n1"}, node))
-	return &step{r: r, ctx: context.Background(), logger: klog.Background(), now: t0(), nm: nm, node: node, status: nm.Status.DeepCopy()}, c
+	return &step{r: r, logger: klog.Background(), now: t0(), nm: nm, node: node, status: nm.Status.DeepCopy()}, c
 }
 
 func getNode(t *testing.T, c client.Client) *corev1.Node {
@@ -48,7 +48,8 @@ func TestKeepHoldRestoresCordonAndAnnotations(t *testing.T) {
 				CordonedByLull: !was, WasUnschedulable: ptr.To(was), NodeAnnotations: []string{AnnotationScaleDownDisabled, AnnotationDoNotDisrupt},
 				Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}})
 			before := testutil.ToFloat64(s.r.Metrics.ForeignUncordons)
-			require.NoError(t, s.keepHold())
+			ctx := context.Background()
+			require.NoError(t, s.keepHold(ctx))
 			got := getNode(t, c)
 			require.True(t, got.Spec.Unschedulable)
 			require.Equal(t, map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true"}, got.Annotations)
@@ -62,7 +63,7 @@ func TestKeepHoldRestoresCordonAndAnnotations(t *testing.T) {
 			// Nothing taken away: nothing to do.
 			s.node = got
 			s.nm.Status = *s.status
-			require.NoError(t, s.keepHold())
+			require.NoError(t, s.keepHold(ctx))
 			require.Equal(t, 1.0, testutil.ToFloat64(s.r.Metrics.ForeignUncordons)-before)
 		})
 	}
@@ -80,7 +81,8 @@ func TestKeepHoldOnlyWhatThePlanNeeds(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, c := holdFixture(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, st)
-			require.NoError(t, s.keepHold())
+			ctx := context.Background()
+			require.NoError(t, s.keepHold(ctx))
 			require.False(t, getNode(t, c).Spec.Unschedulable)
 			require.Zero(t, testutil.ToFloat64(s.r.Metrics.ForeignUncordons))
 		})
@@ -94,7 +96,8 @@ func TestGiveBackRemovesOnlyWhatLullSet(t *testing.T) {
 		Spec: corev1.NodeSpec{Unschedulable: true}}
 	s, c := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, WasUnschedulable: ptr.To(false),
 		NodeAnnotations: []string{AnnotationScaleDownDisabled}})
-	require.NoError(t, s.r.giveBack(s.ctx, s.node, s.status))
+	ctx := context.Background()
+	require.NoError(t, s.r.giveBack(ctx, s.node, s.status))
 	got := getNode(t, c)
 	require.False(t, got.Spec.Unschedulable)
 	require.Equal(t, map[string]string{AnnotationDoNotDisrupt: "true"}, got.Annotations, "Karpenter's annotation was there before lull")
@@ -103,7 +106,7 @@ func TestGiveBackRemovesOnlyWhatLullSet(t *testing.T) {
 
 	n2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}}
 	s, c = holdFixture(t, n2, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, WasUnschedulable: ptr.To(true)})
-	require.NoError(t, s.r.giveBack(s.ctx, s.node, s.status))
+	require.NoError(t, s.r.giveBack(ctx, s.node, s.status))
 	require.True(t, getNode(t, c).Spec.Unschedulable, "a cordon from before lull stays")
 }
 

@@ -1,6 +1,8 @@
 package maintenance
 
 import (
+	"context"
+
 	"errors"
 	"fmt"
 	"time"
@@ -19,11 +21,11 @@ import (
 // renew keeps the lease while the node is disrupted. A lost lease stops
 // everything at once: the request waits for the lease again (the cordon
 // stays, and is still ours to undo).
-func (s *step) renew() (reconcile.Result, bool, error) {
+func (s *step) renew(ctx context.Context) (reconcile.Result, bool, error) {
 	if !s.r.memo.renewDue(s.node.Name, s.now, s.r.Options.LeaseDuration/3) {
 		return reconcile.Result{}, false, nil
 	}
-	_, err := s.r.Leases.Renew(s.ctx, s.node.Name, s.r.Options.Identity)
+	_, err := s.r.Leases.Renew(ctx, s.node.Name, s.r.Options.Identity)
 	if err == nil {
 		s.r.memo.renewed(s.node.Name, s.now)
 		return reconcile.Result{}, false, nil
@@ -32,7 +34,7 @@ func (s *step) renew() (reconcile.Result, bool, error) {
 	if errors.Is(err, lease.ErrNotHolder) || apierrors.IsNotFound(err) {
 		// Who holds it now decides what to do: a read that fails decides
 		// nothing (the round fails and is retried).
-		info, gerr := s.r.Leases.Get(s.ctx, s.node.Name)
+		info, gerr := s.r.Leases.Get(ctx, s.node.Name)
 		if gerr != nil {
 			return reconcile.Result{}, false, fmt.Errorf("renewing the lease of node %s failed (%v); reading who holds it: %w", s.node.Name, err, gerr)
 		}
@@ -41,7 +43,7 @@ func (s *step) renew() (reconcile.Result, bool, error) {
 			holder = info.Holder
 		}
 		if lease.SameFamily(holder, s.r.Options.Identity) {
-			return s.replicaHolds(holder)
+			return s.replicaHolds(ctx, holder)
 		}
 		msg := fmt.Sprintf("lost the node's lease (now held by %q); evictions stopped", holder)
 		s.logger.Info("Lost the lease", "holder", holder)
@@ -50,7 +52,7 @@ func (s *step) renew() (reconcile.Result, bool, error) {
 		s.status.LeaseHolder = holder
 		s.status.WaitingFor = msg
 		s.cond(ConditionLeaseHeld, false, "Lost", msg)
-		res, err := s.save(lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: 10 * time.Second})
+		res, err := s.save(ctx, lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: 10 * time.Second})
 		return res, true, err
 	}
 	return reconcile.Result{}, false, fmt.Errorf("renewing the lease of node %s: %w", s.node.Name, err)
@@ -61,8 +63,8 @@ func (s *step) renew() (reconcile.Result, bool, error) {
 // deposed as leader, or replicas run without leader election). Take it
 // back only where Acquire allows (we lead, or its lease expired by
 // observation); otherwise stand down without writing anything.
-func (s *step) replicaHolds(holder string) (reconcile.Result, bool, error) {
-	_, err := s.acquire()
+func (s *step) replicaHolds(ctx context.Context, holder string) (reconcile.Result, bool, error) {
+	_, err := s.acquire(ctx)
 	if err == nil {
 		s.logger.Info("Took the lease back from another drainer replica", "holder", holder)
 		s.r.memo.renewed(s.node.Name, s.now)
@@ -77,36 +79,36 @@ func (s *step) replicaHolds(holder string) (reconcile.Result, bool, error) {
 }
 
 // acquire takes (or renews) the node's lease for this request.
-func (s *step) acquire() (*lease.Info, error) {
+func (s *step) acquire(ctx context.Context) (*lease.Info, error) {
 	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.ClassNames())
-	return s.r.Leases.Acquire(s.ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
+	return s.r.Leases.Acquire(ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
 }
 
 // releaseIfHeld gives up a lease and a budget slot lull holds for a
 // request that is not (or no longer) disrupting the node. As the elected
 // leader that includes a lease another replica took for the
 // request and left behind (lease.Options.TakeOverReplicas).
-func (s *step) releaseIfHeld() {
-	if s.leaseMayBeHeld() {
-		if err := s.r.Leases.Release(s.ctx, s.node.Name, s.r.Options.Identity); err == nil {
+func (s *step) releaseIfHeld(ctx context.Context) {
+	if s.leaseMayBeHeld(ctx) {
+		if err := s.r.Leases.Release(ctx, s.node.Name, s.r.Options.Identity); err == nil {
 			s.logger.V(2).Info("Released a lease not needed while waiting")
 			s.status.LeaseHolder = ""
 		}
 	}
 	s.r.memo.forget(s.node.Name)
-	s.releaseBudget()
+	s.releaseBudget(ctx)
 }
 
 // leaseMayBeHeld reports whether the node has a lease lull may hold: the
 // lease client wrote one, or the cache shows one (or cannot say). A
 // waiting request looks every 30 s, and asking the API server each time
 // for a lease that is not there cost a read per look.
-func (s *step) leaseMayBeHeld() bool {
+func (s *step) leaseMayBeHeld(ctx context.Context) bool {
 	if s.r.Leases.Wrote(s.node.Name) {
 		return true
 	}
 	var l coordinationv1.Lease
-	err := s.r.Client.Get(s.ctx, types.NamespacedName{Namespace: s.r.Leases.Namespace(), Name: lease.Name(s.node.Name)}, &l)
+	err := s.r.Client.Get(ctx, types.NamespacedName{Namespace: s.r.Leases.Namespace(), Name: lease.Name(s.node.Name)}, &l)
 	return !apierrors.IsNotFound(err)
 }
 
@@ -123,11 +125,11 @@ func (s *step) leaseMayBeHeld() bool {
 // whole count. A request that lost its lease mid-drain waits for it
 // cordoned, and gives the slot back only once giveBack has run (a
 // completion or an abort).
-func (s *step) releaseBudget() {
+func (s *step) releaseBudget(ctx context.Context) {
 	if s.status.CordonedByLull {
 		return
 	}
-	released, err := s.r.Budget.Release(s.ctx, s.nm.Spec.NodeName, s.nm.UID)
+	released, err := s.r.Budget.Release(ctx, s.nm.Spec.NodeName, s.nm.UID)
 	if err != nil {
 		s.logger.Error(err, "Releasing the budget slot; it stays counted until a later round")
 		return
@@ -139,6 +141,6 @@ func (s *step) releaseBudget() {
 			// still shows.
 			s.r.Budget.Settled(s.nm.UID)
 		}
-		s.r.wakeNextWaiting(s.ctx, budget.Recorded(s.status))
+		s.r.wakeNextWaiting(ctx, budget.Recorded(s.status))
 	}
 }

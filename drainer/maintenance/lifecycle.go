@@ -21,8 +21,8 @@ import (
 
 // cordon marks the node unschedulable (unless it already is) and moves on
 // to draining.
-func (s *step) cordon() (reconcile.Result, error) {
-	if res, lost, err := s.renew(); lost || err != nil {
+func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
+	if res, lost, err := s.renew(ctx); lost || err != nil {
 		return res, err
 	}
 	// The hold annotations (recorded at the start) and the cordon, in
@@ -34,7 +34,7 @@ func (s *step) cordon() (reconcile.Result, error) {
 		patched = true
 	}
 	if len(patch) > 0 {
-		if err := s.r.patchNode(s.ctx, s.node, patch); err != nil {
+		if err := s.r.patchNode(ctx, s.node, patch); err != nil {
 			return reconcile.Result{}, fmt.Errorf("cordoning node %s: %w", s.node.Name, err)
 		}
 	}
@@ -53,13 +53,13 @@ func (s *step) cordon() (reconcile.Result, error) {
 		s.event(corev1.EventTypeNormal, ReasonCordoned, msg)
 	}
 	s.cond(ConditionCordoned, true, "Cordoned", msg)
-	return s.afterCordon()
+	return s.afterCordon(ctx)
 }
 
 // hold keeps a drained (or, for action Cordon, cordoned) node's lease
 // until the operator completes the request.
-func (s *step) hold(phase lullv1alpha1.MaintenancePhase) (reconcile.Result, error) {
-	if res, lost, err := s.renew(); lost || err != nil {
+func (s *step) hold(ctx context.Context, phase lullv1alpha1.MaintenancePhase) (reconcile.Result, error) {
+	if res, lost, err := s.renew(ctx); lost || err != nil {
 		return res, err
 	}
 	what := "drained"
@@ -67,7 +67,7 @@ func (s *step) hold(phase lullv1alpha1.MaintenancePhase) (reconcile.Result, erro
 		what = "cordoned (policy action Cordon)"
 	}
 	s.status.WaitingFor = what + ": do the maintenance, then remove the label lull.dev/maintenance (or set spec.complete)"
-	return s.save(phase, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
+	return s.save(ctx, phase, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
 }
 
 // abort undoes what lull did (its own cordon, its lease) and returns the
@@ -76,31 +76,31 @@ func (s *step) hold(phase lullv1alpha1.MaintenancePhase) (reconcile.Result, erro
 // does not make a new request that fails the same way again and again (a
 // reboot that never comes back, a drain that escalates to Abort); the
 // record says why, and labelling the node again asks again.
-func (s *step) abort(next lullv1alpha1.MaintenancePhase, why string) (reconcile.Result, error) {
-	if err := s.r.giveBack(s.ctx, s.node, s.status); err != nil {
+func (s *step) abort(ctx context.Context, next lullv1alpha1.MaintenancePhase, why string) (reconcile.Result, error) {
+	if err := s.r.giveBack(ctx, s.node, s.status); err != nil {
 		return reconcile.Result{}, err
 	}
 	if next == lullv1alpha1.PhaseFailed && s.node != nil {
-		if err := s.r.removeLabel(s.ctx, s.node); err != nil {
+		if err := s.r.removeLabel(ctx, s.node); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	s.releaseIfHeld()
+	s.releaseIfHeld(ctx)
 	s.status.WasUnschedulable, s.status.CordonedByLull, s.status.StartedAt = nil, false, nil
 	s.status.Blockers = nil
 	s.cond(ConditionCordoned, false, "Aborted", why)
 	s.cond(ConditionLeaseHeld, false, "Released", why)
 	s.event(corev1.EventTypeWarning, ReasonAborted, why)
 	s.status.WaitingFor = why
-	return s.save(next, reconcile.Result{RequeueAfter: time.Second})
+	return s.save(ctx, next, reconcile.Result{RequeueAfter: time.Second})
 }
 
 // complete ends a request the operator marked done: uncordon (if ours),
 // release the lease, remove the label, and record completion.
 func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
-	s := &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
+	s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
 	if nm.Status.Phase != lullv1alpha1.PhaseUncordoning {
-		if _, err := s.save(lullv1alpha1.PhaseUncordoning, reconcile.Result{}); err != nil {
+		if _, err := s.save(ctx, lullv1alpha1.PhaseUncordoning, reconcile.Result{}); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -111,11 +111,11 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", node.Name, err)
 	}
 	r.memo.forget(node.Name)
-	s.releaseBudget()
+	s.releaseBudget(ctx)
 	if err := r.removeLabel(ctx, node); err != nil {
 		return reconcile.Result{}, err
 	}
-	return s.finish(ReasonCompleted, "maintenance completed; node returned to service")
+	return s.finish(ctx, ReasonCompleted, "maintenance completed; node returned to service")
 }
 
 // nodeGone ends a request whose node is not there: nothing to uncordon,
@@ -125,7 +125,7 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 // has not caught up with is not taken for missing: it ends NodeNotFound,
 // not Completed, since no maintenance happened.
 func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (reconcile.Result, error) {
-	s := &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
+	s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
 	neverSeen := nm.Status.Phase == ""
 	if neverSeen && r.APIReader != nil {
 		var node corev1.Node
@@ -142,12 +142,12 @@ func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	}
 	r.memo.forget(nm.Spec.NodeName)
 	s.status.CordonedByLull, s.status.NodeAnnotations = false, nil // the node is gone, and its cordon with it
-	s.releaseBudget()
+	s.releaseBudget(ctx)
 	if neverSeen {
-		return s.finishAs(lullv1alpha1.PhaseNodeNotFound, corev1.EventTypeWarning, ReasonNodeNotFound,
+		return s.finishAs(ctx, lullv1alpha1.PhaseNodeNotFound, corev1.EventTypeWarning, ReasonNodeNotFound,
 			fmt.Sprintf("node %q does not exist; nothing was done. Check spec.nodeName (kubectl get nodes) and create the request again", nm.Spec.NodeName))
 	}
-	return s.finish(ReasonNodeDeleted, "the node was deleted; request ended")
+	return s.finish(ctx, ReasonNodeDeleted, "the node was deleted; request ended")
 }
 
 // finalize handles a deleted NodeMaintenance: complete it, then let it go.
@@ -171,12 +171,12 @@ func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 }
 
 // finish records a completed request and drops the finalizer.
-func (s *step) finish(reason, msg string) (reconcile.Result, error) {
-	return s.finishAs(lullv1alpha1.PhaseCompleted, corev1.EventTypeNormal, reason, msg)
+func (s *step) finish(ctx context.Context, reason, msg string) (reconcile.Result, error) {
+	return s.finishAs(ctx, lullv1alpha1.PhaseCompleted, corev1.EventTypeNormal, reason, msg)
 }
 
 // finishAs records a request ended in phase and drops the finalizer.
-func (s *step) finishAs(phase lullv1alpha1.MaintenancePhase, eventType, reason, msg string) (reconcile.Result, error) {
+func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase, eventType, reason, msg string) (reconcile.Result, error) {
 	s.status.CompletedAt = &metav1.Time{Time: s.now}
 	s.status.WaitingFor = ""
 	s.status.LeaseHolder = ""
@@ -184,12 +184,12 @@ func (s *step) finishAs(phase lullv1alpha1.MaintenancePhase, eventType, reason, 
 	s.cond(ConditionLeaseHeld, false, "Released", msg)
 	s.cond(ConditionCordoned, false, reason, msg)
 	s.event(eventType, reason, msg)
-	if _, err := s.save(phase, reconcile.Result{}); err != nil {
+	if _, err := s.save(ctx, phase, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
 	if s.nm.DeletionTimestamp == nil && controllerutil.ContainsFinalizer(s.nm, Finalizer) {
 		controllerutil.RemoveFinalizer(s.nm, Finalizer)
-		if err := s.r.update(s.ctx, s.nm); err != nil {
+		if err := s.r.update(ctx, s.nm); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}

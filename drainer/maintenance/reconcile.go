@@ -86,7 +86,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Never act on a partial view of windows, leases and requests.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
-	return r.newStep(ctx, nm, node).run()
+	return r.newStep(ctx, nm, node).run(ctx)
 }
 
 // getNode reads the request's node from the cache; nil when it does not
@@ -137,7 +137,6 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, nm *lullv1alpha1.NodeM
 // forecast for the node, and the status being built.
 type step struct {
 	r      *Reconciler
-	ctx    context.Context
 	logger klog.Logger
 	nm     *lullv1alpha1.NodeMaintenance
 	node   *corev1.Node
@@ -153,14 +152,14 @@ type step struct {
 
 func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) *step {
 	fc := r.Forecast.Compute(node.Name, node.Labels)
-	return &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), fc: fc,
+	return &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), fc: fc,
 		status: nm.Status.DeepCopy()}
 }
 
 // run dispatches on the request's phase: a request not yet started goes
 // through the gates (gate.go); a started one continues where it is
 // (lifecycle.go, drain.go).
-func (s *step) run() (reconcile.Result, error) {
+func (s *step) run(ctx context.Context) (reconcile.Result, error) {
 	if s.nm.Status.Phase.Holding() {
 		// A node lull holds keeps what lull put on it (hold.go), and its
 		// request every window that has governed it; only while lull still
@@ -170,27 +169,27 @@ func (s *step) run() (reconcile.Result, error) {
 		// whose node is uncordoned and whose lease is released: restoring
 		// the cordon there put it back for good, found by
 		// TestSystemCrashAnywhere.)
-		if res, lost, err := s.renew(); lost || err != nil {
+		if res, lost, err := s.renew(ctx); lost || err != nil {
 			return res, err
 		}
-		if err := s.keepHold(); err != nil {
+		if err := s.keepHold(ctx); err != nil {
 			return reconcile.Result{}, err
 		}
 		s.noteWindows()
 	}
 	switch s.nm.Status.Phase {
 	case lullv1alpha1.PhaseCordoning:
-		return s.cordon()
+		return s.cordon(ctx)
 	case lullv1alpha1.PhaseDraining:
-		return s.drain()
+		return s.drain(ctx)
 	case lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned:
-		return s.hold(s.nm.Status.Phase)
+		return s.hold(ctx, s.nm.Status.Phase)
 	case lullv1alpha1.PhaseActing:
-		return s.act()
+		return s.act(ctx)
 	case lullv1alpha1.PhasePoweredOff:
-		return s.poweredOff()
+		return s.poweredOff(ctx)
 	default:
-		return s.gate()
+		return s.gate(ctx)
 	}
 }
 
@@ -198,7 +197,7 @@ func (s *step) run() (reconcile.Result, error) {
 // selects it, the default applies). A window deleted since the forecast
 // saw it no longer governs; any other read error fails the step (closed),
 // since skipping a window would skip its budget and windowEnd.
-func (s *step) windows() ([]*lullv1alpha1.MaintenanceWindow, error) {
+func (s *step) windows(ctx context.Context) ([]*lullv1alpha1.MaintenanceWindow, error) {
 	if s.wsLoaded {
 		return s.ws, nil
 	}
@@ -209,7 +208,7 @@ func (s *step) windows() ([]*lullv1alpha1.MaintenanceWindow, error) {
 	var ws []*lullv1alpha1.MaintenanceWindow
 	for _, name := range s.fc.Windows.Names {
 		var mw lullv1alpha1.MaintenanceWindow
-		err := s.r.Client.Get(s.ctx, types.NamespacedName{Name: name}, &mw)
+		err := s.r.Client.Get(ctx, types.NamespacedName{Name: name}, &mw)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

@@ -49,7 +49,7 @@ const progressEvery = 5 * time.Second
 
 // save writes the status with the given phase when it changed; the phase
 // change is the commit point of each step.
-func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
+func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
 	s.status.Phase = phase
 	s.status.ObservedGeneration = s.nm.Generation
 	if phase.Disrupting() && res.Priority == nil {
@@ -69,7 +69,7 @@ func (s *step) save(phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (
 	}
 	old, oldDecision, rv := s.nm.Status.Phase, s.nm.Status.Decision, s.nm.ResourceVersion
 	s.nm.Status = *s.status
-	if err := s.r.Client.Status().Update(s.ctx, s.nm); err != nil {
+	if err := s.r.Client.Status().Update(ctx, s.nm); err != nil {
 		// A conflict too stops the chain of steps; Reconcile requeues.
 		return reconcile.Result{}, fmt.Errorf("updating the status of NodeMaintenance %s: %w", s.nm.Name, err)
 	}

@@ -39,10 +39,10 @@ func TestProgressWritesAreSpaced(t *testing.T) {
 		var cur lullv1alpha1.NodeMaintenance
 		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: "n1"}, &cur))
 		rv := cur.ResourceVersion
-		s := &step{r: r, ctx: ctx, logger: klog.Background(), nm: &cur, now: when,
+		s := &step{r: r, logger: klog.Background(), nm: &cur, now: when,
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, status: cur.Status.DeepCopy()}
 		change(s.status)
-		res, err := s.save(phase, reconcileAfter(30*time.Second))
+		res, err := s.save(ctx, phase, reconcileAfter(30*time.Second))
 		require.NoError(t, err)
 		var after lullv1alpha1.NodeMaintenance
 		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: "n1"}, &after))

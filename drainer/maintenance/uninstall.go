@@ -142,7 +142,7 @@ func (r *Reconciler) windDown(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		return reconcile.Result{}, nil
 	}
 	if !nm.Status.Phase.Finished() {
-		s := &step{r: r, ctx: ctx, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
+		s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
 		if err := r.giveBack(ctx, node, s.status); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -150,11 +150,11 @@ func (r *Reconciler) windDown(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 			return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", nm.Spec.NodeName, err)
 		}
 		r.memo.forget(nm.Spec.NodeName)
-		s.releaseBudget()
+		s.releaseBudget(ctx)
 		msg := "lull was uninstalled: " + s.endActions() + "lull's cordon is undone and the node's lease released; the label " +
 			r.Options.MaintenanceLabel + " stays as it was: installing lull again requests the maintenance again"
 		s.status.CordonedByLull, s.status.WasUnschedulable = false, nil
-		if _, err := s.finishAs(lullv1alpha1.PhaseFailed, corev1.EventTypeWarning, ReasonUninstalled, msg); err != nil {
+		if _, err := s.finishAs(ctx, lullv1alpha1.PhaseFailed, corev1.EventTypeWarning, ReasonUninstalled, msg); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
