@@ -90,7 +90,11 @@ type Reconciler struct {
 	// then ended (uninstall.go). Nil: never.
 	Uninstall *UninstallWatch
 
-	memo memo
+	// What the controller remembers between reconciles (memo.go).
+	renewals renewals
+	events   eventLimiter
+	writes   ownWrites
+	rounds   blockedRounds
 	// waiters is the line for budget slots: a freed slot wakes the first
 	// request in line of its windows (budget.go), through slotFreed.
 	waiters   budget.Waiters

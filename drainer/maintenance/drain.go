@@ -59,7 +59,7 @@ func (s *step) drain(ctx context.Context) (reconcile.Result, error) {
 		return o
 	}
 	var round *drain.Round
-	pods, listed, again := s.r.memo.blockedPods(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
+	pods, listed, again := s.r.rounds.blockedPods(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
 	if again {
 		round, err = d.Again(ctx, s.r.Client, pods, evict)
 	} else {
@@ -93,7 +93,7 @@ func (s *step) drain(ctx context.Context) (reconcile.Result, error) {
 		if budgets != nil {
 			left = round.StillBlocked() // copied only when kept
 		}
-		s.r.memo.blocked(s.node.Name, s.nm.UID, s.now, budgets, left, listed)
+		s.r.rounds.blocked(s.node.Name, s.nm.UID, s.now, budgets, left, listed)
 	}
 	return res, err
 }
@@ -147,7 +147,7 @@ func onlyBudgetsBlock(round *drain.Round, evictErr string) map[string]string {
 // the drain (the controller watches them), and a round runs at least
 // every MaxRetryDelay, so pods that appear or go meanwhile are still seen.
 func (s *step) stillBlocked(ctx context.Context) (reconcile.Result, bool) {
-	budgets, ok := s.r.memo.lastBlocked(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
+	budgets, ok := s.r.rounds.lastBlocked(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
 	if !ok || len(s.status.Blockers) == 0 || !equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
 		return reconcile.Result{}, false
 	}
@@ -306,7 +306,7 @@ func (s *step) blockers(round *drain.Round) error {
 			since = metav1.Time{Time: s.now}
 			// One event per budget and node per 10 minutes: a budget that
 			// lets pods go one by one blocks and unblocks every round.
-			if s.r.memo.eventDue(s.node.Name+"|"+id, s.now, 10*time.Minute) {
+			if s.r.events.due(s.node.Name+"|"+id, s.now, 10*time.Minute) {
 				s.event(corev1.EventTypeWarning, ReasonDrainBlocked,
 					fmt.Sprintf("PodDisruptionBudget %s allows no disruption of %s", id, strings.Join(byPDB[id], ", ")))
 			}

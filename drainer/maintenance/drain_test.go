@@ -32,14 +32,14 @@ func TestWindowEndMostCautiousWins(t *testing.T) {
 }
 
 func TestRenewBookkeeping(t *testing.T) {
-	var m memo
+	var m renewals
 	now := t0()
-	assert.True(t, m.renewDue("n", now, 20e9), "never renewed")
+	assert.True(t, m.due("n", now, 20e9), "never renewed")
 	m.renewed("n", now)
-	assert.False(t, m.renewDue("n", now.Add(10e9), 20e9))
-	assert.True(t, m.renewDue("n", now.Add(20e9), 20e9))
+	assert.False(t, m.due("n", now.Add(10e9), 20e9))
+	assert.True(t, m.due("n", now.Add(20e9), 20e9))
 	m.forget("n")
-	assert.True(t, m.renewDue("n", now, 20e9))
+	assert.True(t, m.due("n", now, 20e9))
 }
 
 func t0() time.Time { return time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC) }
@@ -73,7 +73,7 @@ func TestWindowStart(t *testing.T) {
 // cache shows a newer one; another request of the same name (a new UID)
 // never is, and a cache that lags too long is acted on anyway.
 func TestStaleBookkeeping(t *testing.T) {
-	var m memo
+	var m ownWrites
 	now := t0()
 	assert.False(t, m.stale("n", "u1", "10", now), "nothing written")
 	m.wrote("n", "u1", "10", now)
@@ -92,7 +92,7 @@ func TestStaleBookkeeping(t *testing.T) {
 // show it, for staleFor at most; once the cache shows it (or we write it
 // again) that is forgotten.
 func TestCreatedBookkeeping(t *testing.T) {
-	var m memo
+	var m ownWrites
 	now := t0()
 	assert.False(t, m.createdAhead("n", now))
 	m.created("n", "u1", now)
@@ -108,7 +108,7 @@ func TestCreatedBookkeeping(t *testing.T) {
 // What a round left blocked is kept per request, for MaxRetryDelay at
 // most; nil budgets or a lost lease forget it.
 func TestBlockedBookkeeping(t *testing.T) {
-	var m memo
+	var m blockedRounds
 	now := t0()
 	budgets := map[string]string{"ns/db": "7"}
 	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-1"}}}

@@ -197,7 +197,7 @@ func (s *step) waitForLease(ctx context.Context, v gate.Verdict) (reconcile.Resu
 // start records a request every gate let through (its lease taken) and
 // cordons the node.
 func (s *step) start(ctx context.Context, info *lease.Info) (reconcile.Result, error) {
-	s.r.memo.renewed(s.node.Name, s.now)
+	s.r.renewals.renewed(s.node.Name, s.now)
 	s.status.LeaseHolder = info.Holder
 	s.cond(ConditionLeaseHeld, true, "Acquired", fmt.Sprintf("lease held by %s", info.Holder))
 	// Record whether the node was cordoned before we touch it; this is

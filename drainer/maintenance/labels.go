@@ -55,7 +55,7 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) err
 		}
 		return fmt.Errorf("creating NodeMaintenance for node %s: %w", node.Name, err)
 	}
-	r.memo.created(nm.Name, nm.UID, r.Clock.Now())
+	r.writes.created(nm.Name, nm.UID, r.Clock.Now())
 	klog.FromContext(ctx).Info("Maintenance requested by label", "class", class)
 	return nil
 }

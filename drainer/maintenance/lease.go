@@ -22,12 +22,12 @@ import (
 // everything at once: the request waits for the lease again (the cordon
 // stays, and is still ours to undo).
 func (s *step) renew(ctx context.Context) (reconcile.Result, bool, error) {
-	if !s.r.memo.renewDue(s.node.Name, s.now, s.r.Options.LeaseDuration/3) {
+	if !s.r.renewals.due(s.node.Name, s.now, s.r.Options.LeaseDuration/3) {
 		return reconcile.Result{}, false, nil
 	}
 	_, err := s.r.Leases.Renew(ctx, s.node.Name, s.r.Options.Identity)
 	if err == nil {
-		s.r.memo.renewed(s.node.Name, s.now)
+		s.r.renewals.renewed(s.node.Name, s.now)
 		return reconcile.Result{}, false, nil
 	}
 	s.r.Metrics.LeaseRenewFailures.Inc()
@@ -67,10 +67,10 @@ func (s *step) replicaHolds(ctx context.Context, holder string) (reconcile.Resul
 	_, err := s.acquire(ctx)
 	if err == nil {
 		s.logger.Info("Took the lease back from another drainer replica", "holder", holder)
-		s.r.memo.renewed(s.node.Name, s.now)
+		s.r.renewals.renewed(s.node.Name, s.now)
 		return reconcile.Result{}, false, nil
 	}
-	s.r.memo.forget(s.node.Name)
+	s.r.forget(s.node.Name)
 	if _, held := lease.IsHeld(err); !held {
 		return reconcile.Result{}, true, fmt.Errorf("taking back the lease of node %s from %s: %w", s.node.Name, holder, err)
 	}
@@ -95,7 +95,7 @@ func (s *step) releaseIfHeld(ctx context.Context) {
 			s.status.LeaseHolder = ""
 		}
 	}
-	s.r.memo.forget(s.node.Name)
+	s.r.forget(s.node.Name)
 	s.releaseBudget(ctx)
 }
 

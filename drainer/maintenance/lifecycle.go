@@ -110,7 +110,7 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	if err := r.Leases.ReleaseForTool(ctx, node.Name, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", node.Name, err)
 	}
-	r.memo.forget(node.Name)
+	r.forget(node.Name)
 	s.releaseBudget(ctx)
 	if err := r.removeLabel(ctx, node); err != nil {
 		return reconcile.Result{}, err
@@ -140,7 +140,7 @@ func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	if err := r.Leases.ReleaseForTool(ctx, nm.Spec.NodeName, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of deleted node %s: %w", nm.Spec.NodeName, err)
 	}
-	r.memo.forget(nm.Spec.NodeName)
+	r.forget(nm.Spec.NodeName)
 	s.status.CordonedByLull, s.status.NodeAnnotations = false, nil // the node is gone, and its cordon with it
 	s.releaseBudget(ctx)
 	if neverSeen {

@@ -49,13 +49,13 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		if r.uninstalling() {
 			return reconcile.Result{}, nil // no new request while lull goes
 		}
-		if r.memo.createdAhead(req.Name, r.Clock.Now()) {
+		if r.writes.createdAhead(req.Name, r.Clock.Now()) {
 			// We created it a moment ago; the cache has not caught up.
 			return reconcile.Result{RequeueAfter: staleRetry}, nil
 		}
 		return reconcile.Result{}, r.createFromLabel(ctx, node)
 	}
-	if r.memo.stale(nm.Name, nm.UID, nm.ResourceVersion, r.Clock.Now()) {
+	if r.writes.stale(nm.Name, nm.UID, nm.ResourceVersion, r.Clock.Now()) {
 		// The cache still shows the version our last write replaced (a
 		// cordon or a lease renewal woke us that fast): acting on it
 		// would redo the step and conflict. Look again in a moment.

@@ -73,8 +73,8 @@ func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, re
 		// A conflict too stops the chain of steps; Reconcile requeues.
 		return reconcile.Result{}, fmt.Errorf("updating the status of NodeMaintenance %s: %w", s.nm.Name, err)
 	}
-	s.r.memo.wrote(s.nm.Name, s.nm.UID, rv, s.now)
-	s.r.memo.statusWritten(s.nm.Name, s.nm.UID, s.now) // the request's name is its node's; the node may be gone
+	s.r.writes.wrote(s.nm.Name, s.nm.UID, rv, s.now)
+	s.r.writes.statusWritten(s.nm.Name, s.nm.UID, s.now) // the request's name is its node's; the node may be gone
 	s.status = s.nm.Status.DeepCopy()
 	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
@@ -95,7 +95,7 @@ func (s *step) progressWait() (time.Duration, bool) {
 	if s.status.Phase != lullv1alpha1.PhaseDraining || s.nm.Status.Phase != lullv1alpha1.PhaseDraining || !progressOnly(&s.nm.Status, s.status) {
 		return 0, false
 	}
-	last, ok := s.r.memo.lastStatusWrite(s.nm.Name, s.nm.UID)
+	last, ok := s.r.writes.lastStatusWrite(s.nm.Name, s.nm.UID)
 	if !ok || s.now.Sub(last) >= progressEvery {
 		return 0, false
 	}
@@ -121,12 +121,12 @@ func progressOnly(stored, next *lullv1alpha1.NodeMaintenanceStatus) bool {
 
 // update writes the request's spec or metadata and remembers the version
 // it replaced, so a reconcile reading that version from a cache that has
-// not caught up waits instead of conflicting (memo.stale).
+// not caught up waits instead of conflicting (ownWrites.stale).
 func (r *Reconciler) update(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) error {
 	rv := nm.ResourceVersion
 	if err := r.Client.Update(ctx, nm); err != nil {
 		return err
 	}
-	r.memo.wrote(nm.Name, nm.UID, rv, r.Clock.Now())
+	r.writes.wrote(nm.Name, nm.UID, rv, r.Clock.Now())
 	return nil
 }

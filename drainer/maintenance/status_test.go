@@ -30,7 +30,7 @@ func TestProgressWritesAreSpaced(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(nm).
 		WithStatusSubresource(&lullv1alpha1.NodeMaintenance{}).Build()
 	r := &Reconciler{Client: c}
-	r.memo.statusWritten("n1", nm.UID, now)
+	r.writes.statusWritten("n1", nm.UID, now)
 
 	// at runs one save at time at with change applied to the stored
 	// status, and reports whether it wrote and the result.

@@ -149,7 +149,7 @@ func (r *Reconciler) windDown(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		if err := r.Leases.ReleaseForTool(ctx, nm.Spec.NodeName, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", nm.Spec.NodeName, err)
 		}
-		r.memo.forget(nm.Spec.NodeName)
+		r.forget(nm.Spec.NodeName)
 		s.releaseBudget(ctx)
 		msg := "lull was uninstalled: " + s.endActions() + "lull's cordon is undone and the node's lease released; the label " +
 			r.Options.MaintenanceLabel + " stays as it was: installing lull again requests the maintenance again"
