@@ -14,6 +14,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -80,6 +81,10 @@ type Agent struct {
 	mu            sync.Mutex
 	issued        map[string]bool
 	leaseObserver *lease.Observer
+	// refusals is the last reason each request (by UID) was refused a
+	// step for (fencing): the Fenced event is raised when it changes, not
+	// on every look.
+	refusals map[types.UID]string
 }
 
 func issueKey(nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.ActionStatus) string {
@@ -124,11 +129,35 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	if why, err := a.fenced(ctx, nm); err != nil || why != "" {
 		if why != "" {
 			logger.Info("Not acting: the lease does not match the request's fencing token", "why", why)
+			if a.refusedAgain(nm.UID, why) {
+				a.event(nm, corev1.EventTypeWarning, ReasonFenced, fencedMessage(lullv1alpha1.NextAction(nm.Status.Actions), nm, why))
+			}
 		}
 		// The lease watch is not ours to have: look again in a while.
 		return reconcile.Result{RequeueAfter: 10 * time.Second}, err
 	}
 	return a.run(ctx, logger, nm, i)
+}
+
+// refusedAgain records that request uid was refused a step for why, and
+// reports whether that is news (the first refusal, or another reason).
+func (a *Agent) refusedAgain(uid types.UID, why string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refusals == nil {
+		a.refusals = map[types.UID]string{}
+	}
+	if a.refusals[uid] == why {
+		return false
+	}
+	a.refusals[uid] = why
+	return true
+}
+
+// fencedMessage says which step the agent refused to run and why.
+func fencedMessage(i int, nm *lullv1alpha1.NodeMaintenance, why string) string {
+	return fmt.Sprintf("lull-agent does not run %s: %s; it runs when the drainer holds the node's lease the request names (status.fencing)",
+		nm.Status.Actions[i].Label(), why)
 }
 
 // fenced says why the agent may not act for nm now ("" if it may): the

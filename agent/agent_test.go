@@ -950,3 +950,29 @@ func TestDefaultStepTimeout(t *testing.T) {
 		})
 	}
 }
+
+// A refused step is said on the request as a Fenced event, once per
+// reason: the agent looks again every 10 s, and saying the same each time
+// would bury it.
+func TestFencedEvent(t *testing.T) {
+	nm := request(restart("chronyd", lullv1alpha1.ActionPending))
+	e := newEnv(t, nm, node(bootID), drainerLease(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("kured/node-a") }))
+	for range 3 {
+		_, err := e.reconcile(e.ctx, testNode)
+		require.NoError(t, err)
+	}
+	evs := e.events()
+	require.Len(t, evs, 1, "once per reason: %v", evs)
+	require.Contains(t, evs[0], "Warning Fenced lull-agent does not run RestartService chronyd: the lease is held by \"kured/node-a\", not by lull-drainer")
+	require.Empty(t, e.exec.ran)
+
+	// Another reason is news.
+	var l coordinationv1.Lease
+	require.NoError(t, e.a.Live.Get(e.ctx, types.NamespacedName{Namespace: lease.DefaultNamespace, Name: lease.Name(testNode)}, &l))
+	require.NoError(t, e.a.Client.Delete(e.ctx, &l))
+	_, err := e.reconcile(e.ctx, testNode)
+	require.NoError(t, err)
+	evs = e.events()
+	require.Len(t, evs, 1, "%v", evs)
+	require.Contains(t, evs[0], "Fenced lull-agent does not run RestartService chronyd: the node's lease does not exist")
+}
