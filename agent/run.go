@@ -114,11 +114,19 @@ func (a *Agent) resume(ctx context.Context, logger klog.Logger, nm *lullv1alpha1
 // stepDeadline is when step st must have ended: its start plus its
 // timeout or, when its plan gives none, now plus the agent's default.
 func (a *Agent) stepDeadline(st *lullv1alpha1.ActionStatus, now time.Time) time.Time {
-	deadline := st.StartedAt.Add(st.Timeout.Duration)
 	if st.Timeout.Duration <= 0 {
-		deadline = now.Add(a.defaultStepTimeout())
+		return now.Add(a.defaultStepTimeout())
 	}
-	return deadline
+	return st.StartedAt.Add(st.Timeout.Duration)
+}
+
+// timeoutOf is the time step st is given: its plan's timeout, or the
+// agent's default when the plan gives none.
+func (a *Agent) timeoutOf(st *lullv1alpha1.ActionStatus) time.Duration {
+	if st.Timeout.Duration <= 0 {
+		return a.defaultStepTimeout()
+	}
+	return st.Timeout.Duration
 }
 
 // defaultStepTimeout is a.DefaultStepTimeout, or DefaultStepTimeout when
@@ -173,7 +181,7 @@ func (a *Agent) conclude(ctx context.Context, logger klog.Logger, nm *lullv1alph
 		logger.Info("Issued", "step", st.Label(), "output", r.out)
 		return reconcile.Result{}, nil
 	}
-	return a.record(ctx, nm, i, r.result, message(r.out, r.err, r.result, st.Timeout.Duration))
+	return a.record(ctx, nm, i, r.result, message(r.out, r.err, r.result, a.timeoutOf(st)))
 }
 
 // changedUnits are the units nm changes (its decision's changes of kind
