@@ -2,7 +2,6 @@ package maintenance
 
 import (
 	"context"
-
 	"fmt"
 	"time"
 
@@ -21,63 +20,16 @@ import (
 	"lull.dev/lull/pkg/policy"
 )
 
+// The act unit: WaitingForAgent → Acting → (PoweredOff) → complete. The
+// plan's host steps are handed to lull-agent under the lease (fencing)
+// and followed until each has an observed effect, with a fallback reboot
+// for a step that fails.
+
 // Condition types and event reasons of host steps (docs/actions.md).
 const (
 	ConditionAgentReady = "AgentReady"
 	ConditionFellBack   = "FellBack"
-
-	ReasonActing     = "Acting"
-	ReasonFellBack   = "FellBack"
-	ReasonCameBack   = "NodeCameBack"
-	ReasonPoweredOff = "PoweredOff"
-	ReasonStepFailed = "StepFailed"
-	ReasonNoAgent    = "WaitingForAgent"
 )
-
-// plan is the request's recorded plan (pkg/policy reads a decision
-// recorded before plans had steps as its action).
-func (s *step) plan() lullv1alpha1.Plan { return s.status.Decision.Plan() }
-
-func (s *step) planHas(t lullv1alpha1.DisruptionAction) bool { return s.plan().Has(t) }
-
-// rebootsOrPowersOff reports whether a Reboot or PowerOff is still to
-// come (planned, or a fallback).
-func (s *step) rebootsOrPowersOff() bool {
-	for _, a := range s.status.Actions {
-		if (a.Type == lullv1alpha1.StepReboot || a.Type == lullv1alpha1.StepPowerOff) && !a.State.Done() {
-			return true
-		}
-	}
-	return false
-}
-
-// needsCordon and needsDrain: what the plan, and a fallback reboot, need
-// done to the node before the host steps.
-func (s *step) needsCordon() bool {
-	return s.planHas(lullv1alpha1.ActionCordon) || s.needsDrain()
-}
-
-func (s *step) needsDrain() bool {
-	return s.planHas(lullv1alpha1.ActionDrain) || s.rebootsOrPowersOff()
-}
-
-// afterCordon goes on from a cordoned node: drain it, hand it to
-// lull-agent, or hold it (plan Cordon).
-func (s *step) afterCordon(ctx context.Context) (reconcile.Result, error) {
-	switch {
-	case s.needsDrain():
-		// The first round's status write records the phase Draining with
-		// the round's counts: one write, not two. A round that fails
-		// before writing leaves the phase Cordoning, and the next
-		// reconcile cordons (a no-op now) and drains again.
-		return s.drain(ctx)
-	case s.status.HasHostSteps():
-		s.cond(ConditionDrained, false, "NotNeeded", "the plan drains nothing")
-		return s.act(ctx)
-	}
-	s.cond(ConditionDrained, false, "NotNeeded", "the policy action is Cordon: nothing is evicted")
-	return s.hold(ctx, lullv1alpha1.PhaseCordoned)
-}
 
 // agentAlive is the agent gate: does lull-agent run on the node (its
 // lease is fresh)? pkg/agentlease judges, from the cache; kubectl lull
@@ -99,7 +51,7 @@ func (s *step) waitForAgent(ctx context.Context, msg string, retry time.Duration
 	s.releaseIfHeld(ctx)
 	s.releaseBudget(ctx)
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForAgent {
-		s.event(corev1.EventTypeWarning, ReasonNoAgent, msg)
+		s.record(eventNoAgent(msg))
 	}
 	s.cond(ConditionAgentReady, false, "NoAgent", msg)
 	s.status.WaitingFor = msg
@@ -127,7 +79,7 @@ func (s *step) act(ctx context.Context) (reconcile.Result, error) {
 	}
 	s.status.Fencing = fence
 	if entering {
-		s.event(corev1.EventTypeNormal, ReasonActing, "lull-agent carries out: "+actionsLine(s.status.Actions))
+		s.record(eventActing(s.status.Actions))
 	}
 	s.follow(ctx)
 	if i := lullv1alpha1.UnhandledFailure(s.status.Actions); i >= 0 {
@@ -198,7 +150,7 @@ func (s *step) follow(ctx context.Context) {
 	switch {
 	case a.Type == lullv1alpha1.StepReboot && a.BootID != "" && s.node.Status.NodeInfo.BootID != a.BootID && nodeReady(s.node):
 		s.endAction(a, lullv1alpha1.ActionSucceeded, fmt.Sprintf("node came back (boot ID %s, was %s) and is Ready", s.node.Status.NodeInfo.BootID, a.BootID))
-		s.event(corev1.EventTypeNormal, ReasonCameBack, "node rebooted and Ready again")
+		s.record(eventCameBack())
 	case a.Type == lullv1alpha1.StepPowerOff && !nodeReady(s.node) && !s.agentRuns(ctx):
 		s.endAction(a, lullv1alpha1.ActionSucceeded, "node powered off: NotReady, and its lull-agent's heartbeat has stopped")
 	case !s.now.Before(a.StartedAt.Add(a.Timeout.Duration)):
@@ -237,7 +189,7 @@ func (s *step) failed(ctx context.Context, i int) (reconcile.Result, error) {
 	a := s.status.Actions[i]
 	if !a.Type.FallsBack() || hasFallback(s.status.Actions) {
 		why := fmt.Sprintf("%s %s: %s", a.Label(), a.State, a.Message)
-		s.event(corev1.EventTypeWarning, ReasonStepFailed, why)
+		s.record(eventStepFailed(why))
 		return s.abort(ctx, lullv1alpha1.PhaseFailed, why)
 	}
 	for j := range s.status.Actions {
@@ -249,7 +201,7 @@ func (s *step) failed(ctx context.Context, i int) (reconcile.Result, error) {
 		Timeout: lullv1alpha1.Duration{Duration: policy.DefaultRebootTimeout}, State: lullv1alpha1.ActionPending})
 	msg := fmt.Sprintf("%s %s (%s); falling back to a reboot (the node is drained first)", a.Label(), a.State, a.Message)
 	s.cond(ConditionFellBack, true, string(a.State), msg)
-	s.event(corev1.EventTypeWarning, ReasonFellBack, msg)
+	s.record(eventFellBack(msg))
 	s.status.WaitingFor = msg
 	// The reboot needs the node cordoned and drained: go back through them.
 	if _, err := s.save(ctx, lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
@@ -274,7 +226,7 @@ func (s *step) actionsDone(ctx context.Context) (reconcile.Result, error) {
 	for _, a := range s.status.Actions {
 		if a.Type == lullv1alpha1.StepPowerOff && a.State == lullv1alpha1.ActionSucceeded {
 			if s.status.Phase != lullv1alpha1.PhasePoweredOff {
-				s.event(corev1.EventTypeNormal, ReasonPoweredOff, "node powered off; it stays off and cordoned until the request is completed")
+				s.record(eventPoweredOff())
 			}
 			return s.poweredOff(ctx)
 		}

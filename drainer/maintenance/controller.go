@@ -6,30 +6,38 @@
 // what lull cordoned) and release the lease. Every decision is derived from
 // API state, so a controller killed at any instant resumes correctly.
 //
-// One file per job: controller.go sets up the watches; reconcile.go
-// dispatches on the request's phase; labels.go syncs the maintenance
-// label; gate.go acts on pkg/gate's verdict; lifecycle.go cordons, holds,
-// aborts and completes; drain.go runs pkg/drain's rounds and escalates;
-// lease.go renews and releases; status.go writes conditions and status;
-// events.go and metrics.go say what happened.
+// The request's life is cut by phase transition into units, each a file
+// (as Karpenter cuts node termination), whose events are built by the
+// constructors in events.go:
+//
+//   - gate.go: waiting to start → started (pkg/gate's verdict; budget.go
+//     keeps the line for budget slots, lease.go takes and renews the
+//     node's lease);
+//   - cordon.go: the cordon, and what lull keeps on a node it holds;
+//   - drain.go and escalate.go: eviction rounds, and a blocked drain's
+//     escalation;
+//   - act.go: lull-agent's host steps (planned.go: what the plan asks);
+//   - complete.go: the ways a request ends, giving back what lull took.
+//
+// Around them: controller.go and watches.go set up the controller;
+// reconcile.go dispatches on the request's phase (lullv1alpha1's
+// lifecycle); labels.go syncs the maintenance label; windows.go reads the
+// governing windows; status.go writes conditions and status; uninstall.go
+// ends every request when lull goes; memo*.go is what the controller
+// remembers between reconciles; metrics.go counts.
 package maintenance
 
 import (
 	"context"
-	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -42,10 +50,8 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/gate"
 	"lull.dev/lull/pkg/options"
 	"lull.dev/lull/pkg/settings"
 )
@@ -163,203 +169,4 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		WatchesRawSource(source.Channel(r.slotFreed, slotHandler())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Workers}).
 		Complete(r)
-}
-
-func nodeChanged(label string) predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*corev1.Node)
-			n, ok2 := e.ObjectNew.(*corev1.Node)
-			if !ok1 || !ok2 {
-				return true
-			}
-			// A reboot shows as a new boot ID and Ready going and coming.
-			return o.Labels[label] != n.Labels[label] ||
-				hasLabel(o, label) != hasLabel(n, label) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
-				o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || nodeReady(o) != nodeReady(n)
-		},
-	}
-}
-
-// readyChanged passes node updates whose Ready condition changed status.
-func readyChanged() predicate.Funcs {
-	ready := func(n *corev1.Node) corev1.ConditionStatus {
-		if c := gate.ReadyCondition(n); c != nil {
-			return c.Status
-		}
-		return corev1.ConditionUnknown
-	}
-	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*corev1.Node)
-			n, ok2 := e.ObjectNew.(*corev1.Node)
-			return !ok1 || !ok2 || ready(o) != ready(n)
-		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// healthChanged passes budget updates that change whether the budget has
-// the healthy pods it needs.
-func healthChanged() predicate.Funcs {
-	healthy := func(p *policyv1.PodDisruptionBudget) bool { return p.Status.CurrentHealthy >= p.Status.DesiredHealthy }
-	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*policyv1.PodDisruptionBudget)
-			n, ok2 := e.ObjectNew.(*policyv1.PodDisruptionBudget)
-			return !ok1 || !ok2 || healthy(o) != healthy(n)
-		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// budgetGrew passes PodDisruptionBudget updates that allow more
-// disruptions than before.
-func budgetGrew() predicate.Funcs {
-	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*policyv1.PodDisruptionBudget)
-			n, ok2 := e.ObjectNew.(*policyv1.PodDisruptionBudget)
-			return !ok1 || !ok2 || n.Status.DisruptionsAllowed > o.Status.DisruptionsAllowed
-		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-func (r *Reconciler) leaseToRequest(_ context.Context, o client.Object) []reconcile.Request {
-	node, ok := "", false
-	switch o.GetNamespace() {
-	case r.Leases.Namespace():
-		node, ok = lease.NodeOf(o.GetName())
-	case r.Options.AgentNamespace:
-		node, ok = strings.CutPrefix(o.GetName(), agentlease.Prefix)
-	}
-	if !ok || node == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: node}}}
-}
-
-// leaseChanged passes every change of a node lease, and of lull-agent's
-// leases only their coming and going and a change of holder (a new pod):
-// each agent renews every 10 s, which is no news. A request waiting for
-// an agent whose lease lapsed looks again by itself.
-func (r *Reconciler) leaseChanged() predicate.Funcs {
-	agent := func(o client.Object) bool {
-		return o.GetNamespace() == r.Options.AgentNamespace && o.GetNamespace() != r.Leases.Namespace()
-	}
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if !agent(e.ObjectNew) {
-				return true
-			}
-			o, ok1 := e.ObjectOld.(*coordinationv1.Lease)
-			n, ok2 := e.ObjectNew.(*coordinationv1.Lease)
-			return !ok1 || !ok2 || ptr.Deref(o.Spec.HolderIdentity, "") != ptr.Deref(n.Spec.HolderIdentity, "")
-		},
-	}
-}
-
-// actionsChanged passes NodeMaintenance updates in which lull-agent
-// recorded progress of a host step.
-func actionsChanged() predicate.Funcs {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*lullv1alpha1.NodeMaintenance)
-			n, ok2 := e.ObjectNew.(*lullv1alpha1.NodeMaintenance)
-			return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Status.Actions, n.Status.Actions)
-		},
-	}
-}
-
-// waitingRequests enqueues every request still waiting to start.
-func (r *Reconciler) waitingRequests(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.requestsIn(ctx, lullv1alpha1.MaintenancePhase.Waiting)
-}
-
-// heldRequests enqueues every request a health gate holds.
-func (r *Reconciler) heldRequests(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool { return p == lullv1alpha1.PhaseWaitingForGates })
-}
-
-// gatesChanged passes window updates that may open a health gate: the
-// gates' spec, or a gate condition's status.
-func gatesChanged() predicate.Funcs {
-	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
-		DeleteFunc: func(event.DeleteEvent) bool { return true },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*lullv1alpha1.MaintenanceWindow)
-			n, ok2 := e.ObjectNew.(*lullv1alpha1.MaintenanceWindow)
-			if !ok1 || !ok2 {
-				return true
-			}
-			if !equality.Semantic.DeepEqual(o.Spec.Gates, n.Spec.Gates) {
-				return true
-			}
-			for _, t := range []string{lullv1alpha1.WindowConditionAlertsQuiet, lullv1alpha1.WindowConditionRecovered} {
-				if meta.IsStatusConditionTrue(o.Status.Conditions, t) != meta.IsStatusConditionTrue(n.Status.Conditions, t) {
-					return true
-				}
-			}
-			return false
-		},
-	}
-}
-
-func (r *Reconciler) drainingRequests(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool { return p == lullv1alpha1.PhaseDraining })
-}
-
-func (r *Reconciler) requestsIn(ctx context.Context, match func(lullv1alpha1.MaintenancePhase) bool) []reconcile.Request {
-	var list lullv1alpha1.NodeMaintenanceList
-	if err := r.Client.List(ctx, &list); err != nil {
-		klog.FromContext(ctx).Error(err, "Listing NodeMaintenances")
-		return nil
-	}
-	var out []reconcile.Request
-	for _, nm := range list.Items {
-		if match(nm.Status.Phase) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: nm.Name}})
-		}
-	}
-	return out
-}
-
-// wakeAll queues every request and every labelled node: lull is being
-// uninstalled (each request is ended at once, not at its next periodic
-// look), or no longer is (a label left on a node asks again, and nothing
-// else would wake it: its label did not change).
-func (r *Reconciler) wakeAll() {
-	var nms lullv1alpha1.NodeMaintenanceList
-	var nodes corev1.NodeList
-	if err := r.Client.List(context.Background(), &nms); err != nil {
-		return // the periodic looks catch up
-	}
-	if err := r.Client.List(context.Background(), &nodes); err != nil {
-		return
-	}
-	names := map[string]bool{}
-	for i := range nms.Items {
-		names[nms.Items[i].Name] = true
-	}
-	for i := range nodes.Items {
-		if hasLabel(&nodes.Items[i], r.Options.MaintenanceLabel) {
-			names[nodes.Items[i].Name] = true
-		}
-	}
-	go func() {
-		for name := range names {
-			r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}}
-		}
-	}()
 }

@@ -3,7 +3,6 @@ package maintenance
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +20,10 @@ import (
 	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/gate"
 )
+
+// The drain unit: Draining → Drained (or Acting). One eviction round per
+// reconcile through pkg/drain; a blocked drain escalates (escalate.go),
+// and a window that closes pauses or aborts it.
 
 // maxPendingNames bounds the pod names kept in status.
 const maxPendingNames = 50
@@ -192,7 +195,7 @@ func (s *step) windowClosed(ctx context.Context) (res reconcile.Result, stop boo
 			res.RequeueAfter = rd // keep renewing the lease while paused
 		}
 		if s.status.WaitingFor != msg {
-			s.event(corev1.EventTypeNormal, ReasonPaused, msg)
+			s.record(eventPaused(msg))
 		}
 		s.status.WaitingFor = msg
 		s.cond(ConditionWindowPermits, false, gate.ReasonWindowClosed, msg)
@@ -288,123 +291,6 @@ func (s *step) retryDelay(progress bool) time.Duration {
 	return d
 }
 
-// blockers records the PodDisruptionBudgets that refused evictions, with
-// their pods, keeping the time each was first seen.
-func (s *step) blockers(round *drain.Round) error {
-	prev := map[string]metav1.Time{}
-	for _, b := range s.status.Blockers {
-		prev[b.PodDisruptionBudget] = b.Since
-	}
-	byPDB, err := round.Blockers()
-	if err != nil {
-		return err
-	}
-	var out []lullv1alpha1.Blocker
-	for _, id := range slices.Sorted(maps.Keys(byPDB)) {
-		since, ok := prev[id]
-		if !ok {
-			since = metav1.Time{Time: s.now}
-			// One event per budget and node per 10 minutes: a budget that
-			// lets pods go one by one blocks and unblocks every round.
-			if s.r.events.due(s.node.Name+"|"+id, s.now, 10*time.Minute) {
-				s.event(corev1.EventTypeWarning, ReasonDrainBlocked,
-					fmt.Sprintf("PodDisruptionBudget %s allows no disruption of %s", id, strings.Join(byPDB[id], ", ")))
-			}
-		}
-		out = append(out, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id], Since: since})
-	}
-	s.status.Blockers = out
-	return nil
-}
-
-// escalate applies the request's escalation once a blocked drain has
-// waited longer than its timeout.
-func (s *step) escalate(ctx context.Context, blocked map[string]*corev1.Pod) (reconcile.Result, bool, error) {
-	msg := s.blockedMessage()
-	s.cond(ConditionBlocked, true, "EvictionRefused", msg)
-	if len(s.status.Blockers) == 0 {
-		return reconcile.Result{}, false, nil
-	}
-	timeout, esc, note := s.escalation()
-	if note != "" {
-		s.cond(ConditionBlocked, true, "EvictionRefused", msg+note)
-	}
-	since := s.status.Blockers[0].Since.Time
-	if s.now.Sub(since) < timeout || esc == lullv1alpha1.EscalationWait {
-		return reconcile.Result{}, false, nil
-	}
-	switch esc {
-	case lullv1alpha1.EscalationAbort:
-		why := fmt.Sprintf("%s for %s (timeout %s, escalation Abort)", msg, s.now.Sub(since).Round(time.Second), timeout)
-		res, err := s.abort(ctx, lullv1alpha1.PhaseFailed, why)
-		return res, true, err
-	case lullv1alpha1.EscalationForce:
-		s.force(ctx, blocked)
-	}
-	return reconcile.Result{}, false, nil
-}
-
-// blockedMessage says what blocks the drain.
-func (s *step) blockedMessage() string {
-	if len(s.status.Blockers) > 0 {
-		var parts []string
-		for _, b := range s.status.Blockers {
-			parts = append(parts, fmt.Sprintf("%s (pods %s)", b.PodDisruptionBudget, strings.Join(b.Pods, ", ")))
-		}
-		return "drain blocked by PodDisruptionBudget " + strings.Join(parts, "; ")
-	}
-	if s.status.LastError != "" {
-		return "drain blocked: " + s.status.LastError
-	}
-	return "drain blocked"
-}
-
-// escalation is the blocked drain's timeout and escalation: the request's
-// own settings win over its policy rule's, which win over the drainer's
-// flags. A timeout stored before admission checked it and unreadable now
-// is ignored, never read as 0 (which would escalate at once); note says
-// so.
-func (s *step) escalation() (timeout time.Duration, esc lullv1alpha1.Escalation, note string) {
-	timeout, esc = s.r.Options.DrainTimeout, lullv1alpha1.EscalationWait
-	if d := s.status.Decision; d != nil {
-		if d.Timeout != nil && d.Timeout.Err() == nil {
-			timeout = d.Timeout.Duration
-		}
-		if d.Escalation != "" {
-			esc = d.Escalation
-		}
-	}
-	if d := s.nm.Spec.Drain; d != nil {
-		if err := d.Timeout.Err(); err != nil {
-			note = "; spec.drain.timeout ignored: " + err.Error()
-		} else if d.Timeout != nil {
-			timeout = d.Timeout.Duration
-		}
-		if d.Escalation != "" {
-			esc = d.Escalation
-		}
-	}
-	return timeout, esc, note
-}
-
-// force deletes the blocked pods past their PodDisruptionBudget
-// (escalation Force), when the drainer runs with --allow-force.
-func (s *step) force(ctx context.Context, blocked map[string]*corev1.Pod) {
-	if !s.r.Options.AllowForce {
-		s.status.LastError = "escalation Force requested, but lull-drainer runs without --allow-force; still waiting"
-		return
-	}
-	for key, p := range blocked {
-		err := s.r.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			s.status.LastError = fmt.Sprintf("force-deleting %s: %v", key, err)
-			continue
-		}
-		s.r.Metrics.Evictions.WithLabelValues("forced").Inc()
-		s.event(corev1.EventTypeWarning, ReasonForceDeleted, fmt.Sprintf("deleted %s past its PodDisruptionBudget (escalation Force)", key))
-	}
-}
-
 // drained records a node with no evictable pod left.
 func (s *step) drained(ctx context.Context) (reconcile.Result, error) {
 	s.status.DrainedAt = &metav1.Time{Time: s.now}
@@ -415,11 +301,10 @@ func (s *step) drained(ctx context.Context) (reconcile.Result, error) {
 	}
 	s.cond(ConditionBlocked, false, "Drained", "nothing left to evict")
 	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
+	s.record(eventDrained(s.status.HasHostSteps()))
 	if s.status.HasHostSteps() {
-		s.event(corev1.EventTypeNormal, ReasonDrained, "node drained")
 		return s.act(ctx)
 	}
-	s.event(corev1.EventTypeNormal, ReasonDrained, "node drained; ready for maintenance")
 	return s.hold(ctx, lullv1alpha1.PhaseDrained)
 }
 

@@ -1,6 +1,44 @@
 package maintenance
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/pkg/policy"
+)
+
+// evt is one event on a request: its type, reason and message. Each
+// unit of the controller (gate, cordon, drain, act, complete) builds its
+// events with the constructors below, so what an event says is written
+// once, next to the others of its unit, and tested (events_test.go).
+type evt struct {
+	Type, Reason, Message string
+}
+
+// record raises e on the request.
+func (s *step) record(e evt) {
+	if s.r.Recorder != nil {
+		s.r.Recorder.Eventf(s.nm, nil, e.Type, e.Reason, "Maintenance", "%s", e.Message)
+	}
+}
+
+// nodeEvent raises e on a node (about its maintenance label).
+func (r *Reconciler) nodeEvent(node *corev1.Node, e evt) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(node, nil, e.Type, e.Reason, "Request", "%s", e.Message)
+	}
+}
+
+func normal(reason, msg string) evt {
+	return evt{Type: corev1.EventTypeNormal, Reason: reason, Message: msg}
+}
+func warning(reason, msg string) evt {
+	return evt{Type: corev1.EventTypeWarning, Reason: reason, Message: msg}
+}
 
 // Event reasons on a NodeMaintenance (and, for the label, on its node).
 // The finishing reasons are also the Cordoned condition's reason.
@@ -8,30 +46,128 @@ const (
 	ReasonStarted                 = "Started"
 	ReasonWaitingForLease         = "WaitingForLease"
 	ReasonHeldByGate              = "HeldByGate"
+	ReasonPolicyDecided           = "PolicyDecided"
+	ReasonInvalidMaintenanceLabel = "InvalidMaintenanceLabel"
 	ReasonCordoned                = "Cordoned"
+	ReasonUncordonedByOthers      = "UncordonedByOthers"
+	ReasonLeaseLost               = "LeaseLost"
 	ReasonPaused                  = "Paused"
 	ReasonDrainBlocked            = "DrainBlocked"
 	ReasonForceDeleted            = "ForceDeleted"
 	ReasonDrained                 = "Drained"
-	ReasonLeaseLost               = "LeaseLost"
+	ReasonNoAgent                 = "WaitingForAgent"
+	ReasonActing                  = "Acting"
+	ReasonCameBack                = "NodeCameBack"
+	ReasonStepFailed              = "StepFailed"
+	ReasonFellBack                = "FellBack"
+	ReasonPoweredOff              = "PoweredOff"
 	ReasonAborted                 = "Aborted"
-	ReasonPolicyDecided           = "PolicyDecided"
-	ReasonInvalidMaintenanceLabel = "InvalidMaintenanceLabel"
 	ReasonCompleted               = "Completed"
 	ReasonNodeDeleted             = "NodeDeleted"
 	ReasonNodeNotFound            = "NodeNotFound"
+	ReasonUninstalled             = "Uninstalled"
 )
 
-// event records an event on the request.
-func (s *step) event(eventType, reason, msg string) {
-	if s.r.Recorder != nil {
-		s.r.Recorder.Eventf(s.nm, nil, eventType, reason, "Maintenance", "%s", msg)
+// The gate unit (gate.go): a request waiting to start, and its start.
+
+// eventHeldByGate: a health gate holds the request; a node unwell or
+// alerts that cannot be read are a warning.
+func eventHeldByGate(v gate.Verdict) evt {
+	if v.Reason == gate.ReasonNodeUnwell || v.Reason == gate.ReasonAlertsUnknown {
+		return warning(ReasonHeldByGate, v.Message)
 	}
+	return normal(ReasonHeldByGate, v.Message)
 }
 
-// nodeEvent records an event on a node (about its maintenance label).
-func (r *Reconciler) nodeEvent(node *corev1.Node, eventType, reason, format string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(node, nil, eventType, reason, "Request", format, args...)
+func eventWaitingForLease(msg string) evt { return normal(ReasonWaitingForLease, msg) }
+
+// eventStarted: the request took its lease and starts; how says how it
+// found the node ("" when it is not cordoned).
+func eventStarted(how string) evt {
+	if how == "" {
+		return normal(ReasonStarted, "lease acquired")
 	}
+	return normal(ReasonStarted, "lease acquired; "+how)
 }
+
+func eventPolicyDecided(classes []string, changes *lullv1alpha1.Changes, d lullv1alpha1.Decision) evt {
+	return normal(ReasonPolicyDecided, policy.Describe(classes, changes, d))
+}
+
+// eventInvalidLabel (on the node): its maintenance label does not make a
+// valid request, or names a class the request cannot take.
+func eventInvalidLabel(label, class string, err error, newClass bool) evt {
+	if newClass {
+		return warning(ReasonInvalidMaintenanceLabel, fmt.Sprintf("label %s=%q is not a valid maintenance class: %v", label, class, err))
+	}
+	return warning(ReasonInvalidMaintenanceLabel, fmt.Sprintf("label %s=%q does not make a valid NodeMaintenance: %v", label, class, err))
+}
+
+// The cordon unit (cordon.go): the node cordoned and held.
+
+func eventCordoned(msg string) evt { return normal(ReasonCordoned, msg) }
+
+func eventUncordonedByOthers(node string, phase lullv1alpha1.MaintenancePhase) evt {
+	return warning(ReasonUncordonedByOthers, fmt.Sprintf("node %s was uncordoned by someone else while lull holds it for maintenance (phase %s); lull cordoned it again, since its plan needs the cordon, and will remove it when the request ends",
+		node, phase))
+}
+
+func eventLeaseLost(holder string) evt {
+	return warning(ReasonLeaseLost, fmt.Sprintf("lost the node's lease (now held by %q); evictions stopped", holder))
+}
+
+// The drain unit (drain.go, escalate.go).
+
+func eventPaused(msg string) evt { return normal(ReasonPaused, msg) }
+
+func eventDrainBlocked(budget string, pods []string) evt {
+	return warning(ReasonDrainBlocked, fmt.Sprintf("PodDisruptionBudget %s allows no disruption of %s", budget, strings.Join(pods, ", ")))
+}
+
+func eventForceDeleted(pod string) evt {
+	return warning(ReasonForceDeleted, fmt.Sprintf("deleted %s past its PodDisruptionBudget (escalation Force)", pod))
+}
+
+// eventDrained: the node is drained; hostSteps when lull-agent goes on.
+func eventDrained(hostSteps bool) evt {
+	if hostSteps {
+		return normal(ReasonDrained, "node drained")
+	}
+	return normal(ReasonDrained, "node drained; ready for maintenance")
+}
+
+// The act unit (act.go): lull-agent's host steps.
+
+func eventNoAgent(msg string) evt { return warning(ReasonNoAgent, msg) }
+
+func eventActing(as []lullv1alpha1.ActionStatus) evt {
+	return normal(ReasonActing, "lull-agent carries out: "+actionsLine(as))
+}
+
+func eventCameBack() evt { return normal(ReasonCameBack, "node rebooted and Ready again") }
+
+func eventStepFailed(why string) evt { return warning(ReasonStepFailed, why) }
+
+func eventFellBack(msg string) evt { return warning(ReasonFellBack, msg) }
+
+func eventPoweredOff() evt {
+	return normal(ReasonPoweredOff, "node powered off; it stays off and cordoned until the request is completed")
+}
+
+// The complete unit (complete.go): the request ends.
+
+func eventAborted(why string) evt { return warning(ReasonAborted, why) }
+
+func eventCompleted() evt {
+	return normal(ReasonCompleted, "maintenance completed; node returned to service")
+}
+
+func eventNodeDeleted() evt { return normal(ReasonNodeDeleted, "the node was deleted; request ended") }
+
+func eventNodeNotFound(node string) evt {
+	return warning(ReasonNodeNotFound, fmt.Sprintf("node %q does not exist; nothing was done. Check spec.nodeName (kubectl get nodes) and create the request again", node))
+}
+
+func eventNoDisruption(msg string) evt { return normal(gate.ReasonNoDisruption, msg) }
+
+func eventUninstalled(msg string) evt { return warning(ReasonUninstalled, msg) }

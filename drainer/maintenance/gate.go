@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -17,6 +16,11 @@ import (
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/gate"
 )
+
+// The gate unit: a request waiting to start (Pending, WaitingFor*) is
+// taken through pkg/gate's gates and either keeps waiting, holding nothing,
+// or starts: its lease and budget slot taken, the node marked, and the
+// cordon unit (or, for host steps alone, the act unit) next.
 
 // gate asks pkg/gate whether the request may start (policy decision,
 // window, budget, lease, in that order) and acts on its verdict. The
@@ -138,11 +142,7 @@ func (s *step) health(ctx context.Context) (gate.HealthVerdict, error) {
 func (s *step) waitForGates(ctx context.Context, v gate.Verdict) (reconcile.Result, error) {
 	s.releaseIfHeld(ctx)
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForGates {
-		kind := corev1.EventTypeNormal
-		if v.Reason == gate.ReasonNodeUnwell || v.Reason == gate.ReasonAlertsUnknown {
-			kind = corev1.EventTypeWarning
-		}
-		s.event(kind, ReasonHeldByGate, v.Message)
+		s.record(eventHeldByGate(v))
 	}
 	s.cond(ConditionGatesPass, false, v.Reason, v.Message)
 	s.status.WaitingFor = v.Message
@@ -186,7 +186,7 @@ func (s *step) waitForLease(ctx context.Context, v gate.Verdict) (reconcile.Resu
 	// (unless lull's cordon is still on the node: see releaseBudget).
 	s.releaseBudget(ctx)
 	if s.status.Phase != lullv1alpha1.PhaseWaitingForLease {
-		s.event(corev1.EventTypeNormal, ReasonWaitingForLease, v.Message)
+		s.record(eventWaitingForLease(v.Message))
 	}
 	s.status.LeaseHolder = held.Holder
 	s.status.WaitingFor = v.Message
@@ -212,7 +212,7 @@ func (s *step) start(ctx context.Context, info *lease.Info) (reconcile.Result, e
 	s.status.WaitingFor = ""
 	if !s.needsCordon() {
 		// Service restarts alone: the node keeps its pods and takes new ones.
-		s.event(corev1.EventTypeNormal, ReasonStarted, "lease acquired")
+		s.record(eventStarted(""))
 		return s.act(ctx)
 	}
 	if _, err := s.save(ctx, lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
@@ -222,41 +222,6 @@ func (s *step) start(ctx context.Context, info *lease.Info) (reconcile.Result, e
 	return s.cordon(ctx)
 }
 
-// noteWindows records the governing windows and when the request may next
-// start in them (minTimeRemaining included). The windows only accumulate:
-// the forecast governs a request by the windows its labels select and
-// those its status records, so a relabelled node keeps waiting for, and
-// counting against, every window it was ever in (a window deleted drops
-// out of the forecast, and so from here).
-func (s *step) noteWindows() {
-	prev := s.status.NextWindowStart
-	s.status.NextWindowStart = nil
-	if s.fc == nil || s.fc.Windows == nil {
-		return
-	}
-	s.status.Windows = s.fc.Windows.Names
-	if s.fc.Windows.Default {
-		s.status.DefaultBudget = true
-	}
-	if s.fc.Windows.HasStart {
-		s.status.NextWindowStart = windowStart(prev, s.fc.Windows.Start.Start, s.now)
-	}
-}
-
-// windowStart is the nextWindowStart to record for a period starting at
-// start. A period that has begun keeps the start already recorded for it:
-// the engine reports an always-open period (or one open since before its
-// horizon) as starting at the instant evaluated, which would rewrite the
-// status at every reconcile; the recorded value is then when lull first
-// saw the period open. A period still to come is recorded as it is.
-func windowStart(prev *metav1.Time, start, now time.Time) *metav1.Time {
-	start = start.UTC().Truncate(time.Second)
-	if prev != nil && !start.After(now) && !prev.After(now) && prev.Time.Before(start) {
-		return prev
-	}
-	return &metav1.Time{Time: start}
-}
-
 // noDisruption ends a request whose class needs nothing disruptive: no
 // lease, window or budget; the label goes and the request is recorded as
 // completed.
@@ -264,5 +229,5 @@ func (s *step) noDisruption(ctx context.Context, msg string) (reconcile.Result, 
 	if err := s.r.removeLabel(ctx, s.node); err != nil {
 		return reconcile.Result{}, err
 	}
-	return s.finish(ctx, gate.ReasonNoDisruption, msg)
+	return s.finish(ctx, eventNoDisruption(msg))
 }

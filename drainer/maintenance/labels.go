@@ -49,8 +49,7 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) err
 		if apierrors.IsInvalid(err) {
 			// An invalid class in the label: say so on the node; nothing
 			// else can be done until someone fixes the label.
-			r.nodeEvent(node, corev1.EventTypeWarning, ReasonInvalidMaintenanceLabel,
-				"label %s=%q does not make a valid NodeMaintenance: %v", r.Options.MaintenanceLabel, class, err)
+			r.nodeEvent(node, eventInvalidLabel(r.Options.MaintenanceLabel, class, err, false))
 			return nil
 		}
 		return fmt.Errorf("creating NodeMaintenance for node %s: %w", node.Name, err)
@@ -78,8 +77,7 @@ func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMainten
 		logger.Info("Maintenance label changed class; updating the request", "from", nm.Spec.Class, "to", class)
 		nm.Spec.Class = class
 		if err := r.update(ctx, nm); apierrors.IsInvalid(err) {
-			r.nodeEvent(node, corev1.EventTypeWarning, ReasonInvalidMaintenanceLabel,
-				"label %s=%q is not a valid maintenance class: %v", r.Options.MaintenanceLabel, class, err)
+			r.nodeEvent(node, eventInvalidLabel(r.Options.MaintenanceLabel, class, err, true))
 		} else if err != nil {
 			return true, false, client.IgnoreNotFound(err)
 		}

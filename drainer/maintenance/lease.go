@@ -2,13 +2,11 @@ package maintenance
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -45,9 +43,10 @@ func (s *step) renew(ctx context.Context) (reconcile.Result, bool, error) {
 		if lease.SameFamily(holder, s.r.Options.Identity) {
 			return s.replicaHolds(ctx, holder)
 		}
-		msg := fmt.Sprintf("lost the node's lease (now held by %q); evictions stopped", holder)
+		ev := eventLeaseLost(holder)
+		msg := ev.Message
 		s.logger.Info("Lost the lease", "holder", holder)
-		s.event(corev1.EventTypeWarning, ReasonLeaseLost, msg)
+		s.record(ev)
 		s.status.LastError = msg
 		s.status.LeaseHolder = holder
 		s.status.WaitingFor = msg

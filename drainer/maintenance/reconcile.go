@@ -156,12 +156,53 @@ func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenan
 		status: nm.Status.DeepCopy()}
 }
 
+// unit is the part of the controller that carries a request on from
+// its phase.
+type unit int
+
+const (
+	unitGate       unit = iota + 1 // waiting to start: gate.go
+	unitCordon                     // cordon.go
+	unitDrain                      // drain.go
+	unitHold                       // cordon.go: held, Drained or Cordoned
+	unitAct                        // act.go
+	unitPoweredOff                 // act.go: powered off, held
+	unitComplete                   // complete.go: uncordoning (reconcile)
+	unitFinished                   // nothing: finished (reconcile)
+)
+
+// unitOf is the unit that carries a request in phase p on; 0 for a phase
+// no unit handles (TestEveryPhaseHasAUnit).
+func unitOf(p lullv1alpha1.MaintenancePhase) unit {
+	switch {
+	case p.Waiting():
+		return unitGate
+	case p == lullv1alpha1.PhaseUncordoning:
+		return unitComplete
+	case p.Finished():
+		return unitFinished
+	}
+	switch p {
+	case lullv1alpha1.PhaseCordoning:
+		return unitCordon
+	case lullv1alpha1.PhaseDraining:
+		return unitDrain
+	case lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned:
+		return unitHold
+	case lullv1alpha1.PhaseActing:
+		return unitAct
+	case lullv1alpha1.PhasePoweredOff:
+		return unitPoweredOff
+	}
+	return 0
+}
+
 // run dispatches on the request's phase: a request not yet started goes
 // through the gates (gate.go); a started one continues where it is
 // (lifecycle.go, drain.go).
 func (s *step) run(ctx context.Context) (reconcile.Result, error) {
 	if s.nm.Status.Phase.Holding() {
-		// A node lull holds keeps what lull put on it (hold.go), and its
+		// A node lull holds keeps what lull put on it (cordon.go), and its
 		// request every window that has governed it; only while lull still
 		// holds the node's lease, renewed first: a cordon restored without
 		// it would be an action without the lease. (A crash between an
@@ -177,46 +218,18 @@ func (s *step) run(ctx context.Context) (reconcile.Result, error) {
 		}
 		s.noteWindows()
 	}
-	switch s.nm.Status.Phase {
-	case lullv1alpha1.PhaseCordoning:
+	switch unitOf(s.nm.Status.Phase) {
+	case unitCordon:
 		return s.cordon(ctx)
-	case lullv1alpha1.PhaseDraining:
+	case unitDrain:
 		return s.drain(ctx)
-	case lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseCordoned:
+	case unitHold:
 		return s.hold(ctx, s.nm.Status.Phase)
-	case lullv1alpha1.PhaseActing:
+	case unitAct:
 		return s.act(ctx)
-	case lullv1alpha1.PhasePoweredOff:
+	case unitPoweredOff:
 		return s.poweredOff(ctx)
 	default:
 		return s.gate(ctx)
 	}
-}
-
-// windows returns the MaintenanceWindows governing the node (nil: none
-// selects it, the default applies). A window deleted since the forecast
-// saw it no longer governs; any other read error fails the step (closed),
-// since skipping a window would skip its budget and windowEnd.
-func (s *step) windows(ctx context.Context) ([]*lullv1alpha1.MaintenanceWindow, error) {
-	if s.wsLoaded {
-		return s.ws, nil
-	}
-	if s.fc == nil || s.fc.Windows == nil {
-		s.wsLoaded = true
-		return nil, nil
-	}
-	var ws []*lullv1alpha1.MaintenanceWindow
-	for _, name := range s.fc.Windows.Names {
-		var mw lullv1alpha1.MaintenanceWindow
-		err := s.r.Client.Get(ctx, types.NamespacedName{Name: name}, &mw)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading MaintenanceWindow %s governing node %s: %w", name, s.node.Name, err)
-		}
-		ws = append(ws, &mw)
-	}
-	s.ws, s.wsLoaded = ws, true
-	return ws, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/policy"
 )
 
 // Condition types of a NodeMaintenance's status.
@@ -79,7 +77,7 @@ func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, re
 	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
 		// conflict is decided (and announced) again by the next round.
-		s.event(corev1.EventTypeNormal, ReasonPolicyDecided, policy.Describe(s.nm.Spec.AllClasses(), s.nm.Spec.Changes, *d))
+		s.record(eventPolicyDecided(s.nm.Spec.AllClasses(), s.nm.Spec.Changes, *d))
 		s.r.Metrics.Decisions.WithLabelValues(string(d.Action), d.RuleRef()).Inc()
 	}
 	if old != phase {

@@ -34,7 +34,6 @@ import (
 // it has left.
 const (
 	// ReasonUninstalled: a request ended because lull was uninstalled.
-	ReasonUninstalled = "Uninstalled"
 	// NodeMaintenanceCRD is the CRD whose deletion ends every request.
 	NodeMaintenanceCRD = "nodemaintenances.lull.dev"
 )
@@ -154,7 +153,7 @@ func (r *Reconciler) windDown(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		msg := "lull was uninstalled: " + s.endActions() + "lull's cordon is undone and the node's lease released; the label " +
 			r.Options.MaintenanceLabel + " stays as it was: installing lull again requests the maintenance again"
 		s.status.CordonedByLull, s.status.WasUnschedulable = false, nil
-		if _, err := s.finishAs(ctx, lullv1alpha1.PhaseFailed, corev1.EventTypeWarning, ReasonUninstalled, msg); err != nil {
+		if _, err := s.finishAs(ctx, lullv1alpha1.PhaseFailed, eventUninstalled(msg)); err != nil {
 			return reconcile.Result{}, err
 		}
 	}

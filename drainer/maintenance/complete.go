@@ -19,56 +19,10 @@ import (
 	"lull.dev/lull/lease"
 )
 
-// cordon marks the node unschedulable (unless it already is) and moves on
-// to draining.
-func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
-	if res, lost, err := s.renew(ctx); lost || err != nil {
-		return res, err
-	}
-	// The hold annotations (recorded at the start) and the cordon, in
-	// one patch.
-	patch := s.holdPatch()
-	patched := false
-	if !s.node.Spec.Unschedulable {
-		patch["spec"] = map[string]any{"unschedulable": true}
-		patched = true
-	}
-	if len(patch) > 0 {
-		if err := s.r.patchNode(ctx, s.node, patch); err != nil {
-			return reconcile.Result{}, fmt.Errorf("cordoning node %s: %w", s.node.Name, err)
-		}
-	}
-	s.status.CordonedByLull = !ptr.Deref(s.status.WasUnschedulable, false)
-	msg := "node cordoned by lull"
-	if !s.status.CordonedByLull {
-		msg = "node was already cordoned by someone else; lull will leave that cordon in place"
-	}
-	// One event per request says it started and how the node was found:
-	// Started when the start and the cordon are this reconcile's, Cordoned
-	// when the cordon is put back on a started request (after a restart).
-	switch {
-	case s.starting:
-		s.event(corev1.EventTypeNormal, ReasonStarted, "lease acquired; "+msg)
-	case patched:
-		s.event(corev1.EventTypeNormal, ReasonCordoned, msg)
-	}
-	s.cond(ConditionCordoned, true, "Cordoned", msg)
-	return s.afterCordon(ctx)
-}
-
-// hold keeps a drained (or, for action Cordon, cordoned) node's lease
-// until the operator completes the request.
-func (s *step) hold(ctx context.Context, phase lullv1alpha1.MaintenancePhase) (reconcile.Result, error) {
-	if res, lost, err := s.renew(ctx); lost || err != nil {
-		return res, err
-	}
-	what := "drained"
-	if phase == lullv1alpha1.PhaseCordoned {
-		what = "cordoned (policy action Cordon)"
-	}
-	s.status.WaitingFor = what + ": do the maintenance, then remove the label lull.dev/maintenance (or set spec.complete)"
-	return s.save(ctx, phase, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
-}
+// The complete unit: Uncordoning → Completed, and the other ways a
+// request ends (aborted, its node gone, deleted). lull gives back only
+// what it took: its own cordon and hold annotations, its lease and its
+// budget slot.
 
 // abort undoes what lull did (its own cordon, its lease) and returns the
 // request to phase next. A request that fails ends: its maintenance label
@@ -90,7 +44,7 @@ func (s *step) abort(ctx context.Context, next lullv1alpha1.MaintenancePhase, wh
 	s.status.Blockers = nil
 	s.cond(ConditionCordoned, false, "Aborted", why)
 	s.cond(ConditionLeaseHeld, false, "Released", why)
-	s.event(corev1.EventTypeWarning, ReasonAborted, why)
+	s.record(eventAborted(why))
 	s.status.WaitingFor = why
 	return s.save(ctx, next, reconcile.Result{RequeueAfter: time.Second})
 }
@@ -115,7 +69,7 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	if err := r.removeLabel(ctx, node); err != nil {
 		return reconcile.Result{}, err
 	}
-	return s.finish(ctx, ReasonCompleted, "maintenance completed; node returned to service")
+	return s.finish(ctx, eventCompleted())
 }
 
 // nodeGone ends a request whose node is not there: nothing to uncordon,
@@ -144,10 +98,9 @@ func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	s.status.CordonedByLull, s.status.NodeAnnotations = false, nil // the node is gone, and its cordon with it
 	s.releaseBudget(ctx)
 	if neverSeen {
-		return s.finishAs(ctx, lullv1alpha1.PhaseNodeNotFound, corev1.EventTypeWarning, ReasonNodeNotFound,
-			fmt.Sprintf("node %q does not exist; nothing was done. Check spec.nodeName (kubectl get nodes) and create the request again", nm.Spec.NodeName))
+		return s.finishAs(ctx, lullv1alpha1.PhaseNodeNotFound, eventNodeNotFound(nm.Spec.NodeName))
 	}
-	return s.finish(ctx, ReasonNodeDeleted, "the node was deleted; request ended")
+	return s.finish(ctx, eventNodeDeleted())
 }
 
 // finalize handles a deleted NodeMaintenance: complete it, then let it go.
@@ -170,20 +123,22 @@ func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	return reconcile.Result{}, client.IgnoreNotFound(r.update(ctx, nm))
 }
 
-// finish records a completed request and drops the finalizer.
-func (s *step) finish(ctx context.Context, reason, msg string) (reconcile.Result, error) {
-	return s.finishAs(ctx, lullv1alpha1.PhaseCompleted, corev1.EventTypeNormal, reason, msg)
+// finish records a completed request and drops the finalizer; ev says
+// why (its reason is the Cordoned condition's).
+func (s *step) finish(ctx context.Context, ev evt) (reconcile.Result, error) {
+	return s.finishAs(ctx, lullv1alpha1.PhaseCompleted, ev)
 }
 
 // finishAs records a request ended in phase and drops the finalizer.
-func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase, eventType, reason, msg string) (reconcile.Result, error) {
+func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase, ev evt) (reconcile.Result, error) {
+	reason, msg := ev.Reason, ev.Message
 	s.status.CompletedAt = &metav1.Time{Time: s.now}
 	s.status.WaitingFor = ""
 	s.status.LeaseHolder = ""
 	s.status.Blockers = nil
 	s.cond(ConditionLeaseHeld, false, "Released", msg)
 	s.cond(ConditionCordoned, false, reason, msg)
-	s.event(eventType, reason, msg)
+	s.record(ev)
 	if _, err := s.save(ctx, phase, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -194,4 +149,43 @@ func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// giveBack returns a node when its request ends or aborts, in one patch:
+// lull's cordon goes only if lull cordoned it, and the hold annotations
+// only those st records lull set.
+func (r *Reconciler) giveBack(ctx context.Context, node *corev1.Node, st *lullv1alpha1.NodeMaintenanceStatus) error {
+	if node == nil {
+		st.CordonedByLull, st.NodeAnnotations = false, nil
+		return nil
+	}
+	patch := map[string]any{}
+	remove := map[string]any{}
+	for _, k := range st.NodeAnnotations {
+		if _, ok := node.Annotations[k]; ok {
+			remove[k] = nil
+		}
+	}
+	if len(remove) > 0 {
+		patch["metadata"] = map[string]any{"annotations": remove}
+	}
+	// lull's cordon is undone whatever the cached node shows: a cordon
+	// made a moment ago may not be in the cache yet (a window closing
+	// right after the start left the node cordoned with the request
+	// WaitingForWindow; found by TestDrainerWindowEnd). Undoing it twice
+	// changes nothing.
+	ours := st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false)
+	if ours {
+		patch["spec"] = map[string]any{"unschedulable": false}
+	}
+	if len(patch) > 0 {
+		if err := r.patchNode(ctx, node, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("giving node %s back (lull's cordon, its annotations): %w", node.Name, err)
+		}
+	}
+	if ours {
+		st.CordonedByLull = false
+	}
+	st.NodeAnnotations = nil
+	return nil
 }

@@ -6,13 +6,17 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
+
+// The cordon unit: Cordoning → Cordoned / Draining / Acting. It cordons
+// the node (unless it already is) and hands the request to the next unit
+// by its plan; a started request's node keeps what lull put on it.
 
 // What lull puts on a node it holds, and keeps there while it holds it:
 // its cordon (while the plan needs one) and the annotations that tell
@@ -33,7 +37,6 @@ const (
 	// ConditionUncordonedByOthers is set when someone removed the cordon
 	// of a node lull holds for a plan that needs it.
 	ConditionUncordonedByOthers = "UncordonedByOthers"
-	ReasonUncordonedByOthers    = "UncordonedByOthers"
 	ReasonCordonRestored        = "CordonRestored"
 )
 
@@ -88,10 +91,10 @@ func (s *step) keepHold(ctx context.Context) error {
 func (s *step) holdPatch() map[string]any {
 	patch := map[string]any{}
 	if s.cordonExpected() && !s.node.Spec.Unschedulable {
-		msg := fmt.Sprintf("node %s was uncordoned by someone else while lull holds it for maintenance (phase %s); lull cordoned it again, since its plan needs the cordon, and will remove it when the request ends",
-			s.node.Name, s.nm.Status.Phase)
+		ev := eventUncordonedByOthers(s.node.Name, s.nm.Status.Phase)
+		msg := ev.Message
 		s.logger.Info("Node uncordoned by someone else; cordoning it again", "phase", s.nm.Status.Phase)
-		s.event(corev1.EventTypeWarning, ReasonUncordonedByOthers, msg)
+		s.record(ev)
 		s.r.Metrics.ForeignUncordons.Inc()
 		s.cond(ConditionUncordonedByOthers, true, ReasonCordonRestored, msg)
 		patch["spec"] = map[string]any{"unschedulable": true}
@@ -111,45 +114,6 @@ func (s *step) holdPatch() map[string]any {
 	return patch
 }
 
-// giveBack returns a node when its request ends or aborts, in one patch:
-// lull's cordon goes only if lull cordoned it, and the hold annotations
-// only those st records lull set.
-func (r *Reconciler) giveBack(ctx context.Context, node *corev1.Node, st *lullv1alpha1.NodeMaintenanceStatus) error {
-	if node == nil {
-		st.CordonedByLull, st.NodeAnnotations = false, nil
-		return nil
-	}
-	patch := map[string]any{}
-	remove := map[string]any{}
-	for _, k := range st.NodeAnnotations {
-		if _, ok := node.Annotations[k]; ok {
-			remove[k] = nil
-		}
-	}
-	if len(remove) > 0 {
-		patch["metadata"] = map[string]any{"annotations": remove}
-	}
-	// lull's cordon is undone whatever the cached node shows: a cordon
-	// made a moment ago may not be in the cache yet (a window closing
-	// right after the start left the node cordoned with the request
-	// WaitingForWindow; found by TestDrainerWindowEnd). Undoing it twice
-	// changes nothing.
-	ours := st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false)
-	if ours {
-		patch["spec"] = map[string]any{"unschedulable": false}
-	}
-	if len(patch) > 0 {
-		if err := r.patchNode(ctx, node, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("giving node %s back (lull's cordon, its annotations): %w", node.Name, err)
-		}
-	}
-	if ours {
-		st.CordonedByLull = false
-	}
-	st.NodeAnnotations = nil
-	return nil
-}
-
 // patchNode applies a JSON merge patch to the node.
 func (r *Reconciler) patchNode(ctx context.Context, node *corev1.Node, patch map[string]any) error {
 	b, err := json.Marshal(patch)
@@ -157,4 +121,73 @@ func (r *Reconciler) patchNode(ctx context.Context, node *corev1.Node, patch map
 		return err
 	}
 	return r.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, b))
+}
+
+// cordon marks the node unschedulable (unless it already is) and moves on
+// to draining.
+func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
+	if res, lost, err := s.renew(ctx); lost || err != nil {
+		return res, err
+	}
+	// The hold annotations (recorded at the start) and the cordon, in
+	// one patch.
+	patch := s.holdPatch()
+	patched := false
+	if !s.node.Spec.Unschedulable {
+		patch["spec"] = map[string]any{"unschedulable": true}
+		patched = true
+	}
+	if len(patch) > 0 {
+		if err := s.r.patchNode(ctx, s.node, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("cordoning node %s: %w", s.node.Name, err)
+		}
+	}
+	s.status.CordonedByLull = !ptr.Deref(s.status.WasUnschedulable, false)
+	msg := "node cordoned by lull"
+	if !s.status.CordonedByLull {
+		msg = "node was already cordoned by someone else; lull will leave that cordon in place"
+	}
+	// One event per request says it started and how the node was found:
+	// Started when the start and the cordon are this reconcile's, Cordoned
+	// when the cordon is put back on a started request (after a restart).
+	switch {
+	case s.starting:
+		s.record(eventStarted(msg))
+	case patched:
+		s.record(eventCordoned(msg))
+	}
+	s.cond(ConditionCordoned, true, "Cordoned", msg)
+	return s.afterCordon(ctx)
+}
+
+// hold keeps a drained (or, for action Cordon, cordoned) node's lease
+// until the operator completes the request.
+func (s *step) hold(ctx context.Context, phase lullv1alpha1.MaintenancePhase) (reconcile.Result, error) {
+	if res, lost, err := s.renew(ctx); lost || err != nil {
+		return res, err
+	}
+	what := "drained"
+	if phase == lullv1alpha1.PhaseCordoned {
+		what = "cordoned (policy action Cordon)"
+	}
+	s.status.WaitingFor = what + ": do the maintenance, then remove the label lull.dev/maintenance (or set spec.complete)"
+	return s.save(ctx, phase, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
+}
+
+// afterCordon goes on from a cordoned node: drain it, hand it to
+// lull-agent, or hold it (plan Cordon).
+func (s *step) afterCordon(ctx context.Context) (reconcile.Result, error) {
+	switch {
+	case s.needsDrain():
+		// The first round's status write records the phase Draining with
+		// the round's counts: one write, not two. A round that fails
+		// before writing leaves the phase Cordoning, and the next
+		// reconcile cordons (a no-op now) and drains again.
+		return s.drain(ctx)
+	case s.status.HasHostSteps():
+		s.cond(ConditionDrained, false, "NotNeeded", "the plan drains nothing")
+		return s.act(ctx)
+	}
+	s.cond(ConditionDrained, false, "NotNeeded", "the policy action is Cordon: nothing is evicted")
+	return s.hold(ctx, lullv1alpha1.PhaseCordoned)
 }

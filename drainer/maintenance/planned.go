@@ -1,0 +1,32 @@
+package maintenance
+
+import lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+
+// What the request's recorded plan asks of the node.
+
+// plan is the request's recorded plan (before a decision is recorded,
+// the default's cordon and drain: lullv1alpha1.Decision.Plan).
+func (s *step) plan() lullv1alpha1.Plan { return s.status.Decision.Plan() }
+
+func (s *step) planHas(t lullv1alpha1.DisruptionAction) bool { return s.plan().Has(t) }
+
+// rebootsOrPowersOff reports whether a Reboot or PowerOff is still to
+// come (planned, or a fallback).
+func (s *step) rebootsOrPowersOff() bool {
+	for _, a := range s.status.Actions {
+		if (a.Type == lullv1alpha1.StepReboot || a.Type == lullv1alpha1.StepPowerOff) && !a.State.Done() {
+			return true
+		}
+	}
+	return false
+}
+
+// needsCordon and needsDrain: what the plan, and a fallback reboot, need
+// done to the node before the host steps.
+func (s *step) needsCordon() bool {
+	return s.planHas(lullv1alpha1.ActionCordon) || s.needsDrain()
+}
+
+func (s *step) needsDrain() bool {
+	return s.planHas(lullv1alpha1.ActionDrain) || s.rebootsOrPowersOff()
+}
