@@ -18,16 +18,33 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/version"
 )
 
 // DefaultInstallNamespace is where manifests/install and the Helm chart
-// put lull-scheduler and lull-drainer.
-const DefaultInstallNamespace = "lull-system"
+// put lull-scheduler, lull-drainer and lull-agent.
+const DefaultInstallNamespace = settings.Namespace
 
-// components are lull's Deployments; each runs a container of its name
+// component is one of lull's workloads; each runs a container of its name
 // whose image tag is the release (manifests/install, charts/lull).
-var components = []string{"lull-scheduler", "lull-drainer"}
+type component struct {
+	name string
+	kind string // Deployment or DaemonSet
+}
+
+// components are lull's workloads: the two Deployments lull is installed
+// with, and lull-agent's DaemonSet (installed where host steps are used).
+var components = []component{
+	{name: settings.Scheduler, kind: kindDeployment},
+	{name: settings.Drainer, kind: kindDeployment},
+	{name: settings.Agent, kind: kindDaemonSet},
+}
+
+const (
+	kindDeployment = "Deployment"
+	kindDaemonSet  = "DaemonSet"
+)
 
 // versionView is what `version` prints (kind Version).
 type versionView struct {
@@ -42,18 +59,23 @@ type clientVersion struct {
 	Platform  string `json:"platform"`
 }
 
-// componentVersion is what a lull Deployment runs.
+// componentVersion is what a lull Deployment (or lull-agent's DaemonSet)
+// runs.
 type componentVersion struct {
-	Name      string `json:"name"`
+	Name string `json:"name"`
+	// Kind of the workload: Deployment or DaemonSet.
+	Kind      string `json:"kind"`
 	Namespace string `json:"namespace"`
 	Installed bool   `json:"installed"`
-	// Version is the tag (or digest) of the Deployment's image.
+	// Version is the tag (or digest) of the workload's image.
 	Version string `json:"version,omitempty"`
 	Image   string `json:"image,omitempty"`
 	// Running are the images its pods run, more than one during a rollout.
-	Running  []string `json:"running,omitempty"`
-	Replicas int32    `json:"replicas"`
-	Ready    int32    `json:"ready"`
+	Running []string `json:"running,omitempty"`
+	// Replicas are the pods it wants (a DaemonSet: the nodes it should
+	// run on), Ready those ready.
+	Replicas int32 `json:"replicas"`
+	Ready    int32 `json:"ready"`
 	Error    string   `json:"error,omitempty"`
 }
 
@@ -65,8 +87,8 @@ func newVersionCommand(o *options) *cobra.Command {
 		Short: "Print the versions of kubectl-lull, of lull in the cluster and of Kubernetes",
 		Long: `Print kubectl-lull's version and, unless --client is given, the versions of
 lull-scheduler and lull-drainer installed in the cluster (the image tags of
-their Deployments, and the images their pods run) and the Kubernetes server's
-version.`,
+their Deployments, and the images their pods run), of lull-agent (its
+DaemonSet, where host steps are used) and the Kubernetes server's version.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "" && output != "json" && output != "yaml" {
@@ -84,7 +106,7 @@ version.`,
 		},
 	}
 	cmd.Flags().BoolVar(&clientOnly, "client", false, "print only kubectl-lull's version (no connection to the cluster)")
-	cmd.Flags().StringVar(&namespace, "lull-namespace", DefaultInstallNamespace, "namespace lull-scheduler and lull-drainer are installed in")
+	cmd.Flags().StringVar(&namespace, "lull-namespace", DefaultInstallNamespace, "namespace lull-scheduler, lull-drainer and lull-agent are installed in")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml (default: text)")
 	return cmd
 }
@@ -106,20 +128,20 @@ func collectServerVersions(ctx context.Context, cs kubernetes.Interface, v *vers
 	}
 	v.ServerVersion = info
 	var firstErr error
-	for _, name := range components {
-		c := componentOf(ctx, cs, namespace, name)
+	for _, comp := range components {
+		c := componentOf(ctx, cs, namespace, comp)
 		if c.Error != "" && firstErr == nil {
-			firstErr = fmt.Errorf("reading %s in namespace %s: %s", name, namespace, c.Error)
+			firstErr = fmt.Errorf("reading %s in namespace %s: %s", comp.name, namespace, c.Error)
 		}
 		v.Components = append(v.Components, c)
 	}
 	return firstErr
 }
 
-// componentOf reads the Deployment name in namespace and its pods' images.
-func componentOf(ctx context.Context, cs kubernetes.Interface, namespace, name string) componentVersion {
-	c := componentVersion{Name: name, Namespace: namespace}
-	d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+// componentOf reads the workload comp in namespace and its pods' images.
+func componentOf(ctx context.Context, cs kubernetes.Interface, namespace string, comp component) componentVersion {
+	c := componentVersion{Name: comp.name, Kind: comp.kind, Namespace: namespace}
+	spec, sel, err := workloadOf(ctx, cs, namespace, comp, &c)
 	if apierrors.IsNotFound(err) {
 		return c
 	}
@@ -127,20 +149,39 @@ func componentOf(ctx context.Context, cs kubernetes.Interface, namespace, name s
 		c.Error = err.Error()
 		return c
 	}
-	c.Installed, c.Replicas, c.Ready = true, d.Status.Replicas, d.Status.ReadyReplicas
-	if ctr := containerOf(d.Spec.Template.Spec.Containers, name); ctr != nil {
+	c.Installed = true
+	if ctr := containerOf(spec.Containers, comp.name); ctr != nil {
 		c.Image, c.Version = ctr.Image, imageVersion(ctr.Image)
 	}
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	selector, err := metav1.LabelSelectorAsSelector(sel)
 	if err != nil {
-		c.Error = fmt.Sprintf("the Deployment's selector: %v", err)
+		c.Error = fmt.Sprintf("the %s's selector: %v", comp.kind, err)
 		return c
 	}
-	c.Running, err = runningImages(ctx, cs, namespace, name, sel)
+	c.Running, err = runningImages(ctx, cs, namespace, comp.name, selector)
 	if err != nil {
 		c.Error = err.Error()
 	}
 	return c
+}
+
+// workloadOf reads the Deployment or DaemonSet comp: its pod spec and
+// selector, and into c its wanted and ready pods.
+func workloadOf(ctx context.Context, cs kubernetes.Interface, namespace string, comp component, c *componentVersion) (*corev1.PodSpec, *metav1.LabelSelector, error) {
+	if comp.kind == kindDaemonSet {
+		ds, err := cs.AppsV1().DaemonSets(namespace).Get(ctx, comp.name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		c.Replicas, c.Ready = ds.Status.DesiredNumberScheduled, ds.Status.NumberReady
+		return &ds.Spec.Template.Spec, ds.Spec.Selector, nil
+	}
+	d, err := cs.AppsV1().Deployments(namespace).Get(ctx, comp.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	c.Replicas, c.Ready = d.Status.Replicas, d.Status.ReadyReplicas
+	return &d.Spec.Template.Spec, d.Spec.Selector, nil
 }
 
 // runningImages are the distinct images of the pods' container name.
@@ -214,12 +255,18 @@ func printVersion(w io.Writer, v versionView, namespace string, clientOnly bool,
 
 func printComponents(w io.Writer, cs []componentVersion, namespace string) {
 	found := false
+	var deployments []string
+	for _, comp := range components {
+		if comp.kind == kindDeployment {
+			deployments = append(deployments, comp.name)
+		}
+	}
 	for _, c := range cs {
-		found = found || c.Installed || c.Error != ""
+		found = found || (c.Kind == kindDeployment && (c.Installed || c.Error != ""))
 	}
 	if !found {
 		fmt.Fprintf(w, "lull: not installed in namespace %s (no Deployment %s); if it is installed elsewhere, give --lull-namespace\n",
-			namespace, strings.Join(components, " or "))
+			namespace, strings.Join(deployments, " or "))
 		return
 	}
 	for _, c := range cs {
@@ -227,7 +274,7 @@ func printComponents(w io.Writer, cs []componentVersion, namespace string) {
 		case c.Error != "":
 			fmt.Fprintf(w, "%s: unknown (%s)\n", c.Name, c.Error)
 		case !c.Installed:
-			fmt.Fprintf(w, "%s: not installed (no Deployment %s in namespace %s)\n", c.Name, c.Name, namespace)
+			fmt.Fprintf(w, "%s: not installed (no %s %s in namespace %s)\n", c.Name, c.Kind, c.Name, namespace)
 		default:
 			fmt.Fprintf(w, "%s: %s (image %s; %d/%d ready; namespace %s)\n", c.Name, dash(c.Version), dash(c.Image), c.Ready, c.Replicas, namespace)
 			if len(c.Running) > 1 || (len(c.Running) == 1 && c.Running[0] != c.Image) {

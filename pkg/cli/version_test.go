@@ -89,3 +89,29 @@ func TestImageVersion(t *testing.T) {
 		require.Equal(t, want, imageVersion(image), image)
 	}
 }
+
+// lull-agent's version is its DaemonSet's image tag, with the nodes it
+// should run on and those where it is ready.
+func TestVersionAgent(t *testing.T) {
+	labels := map[string]string{"app.kubernetes.io/name": "lull-agent"}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "lull-agent", Namespace: DefaultInstallNamespace},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "lull-agent", Image: "lull.dev/lull-agent:v0.2.0"}}}}},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, NumberReady: 2},
+	}
+	v, err := versionsOf(t, deployment("lull-drainer", "lull.dev/lull-drainer:v0.2.0", 1, 1), ds,
+		pod("lull-agent-a", "lull-agent", "lull.dev/lull-agent:v0.2.0"))
+	require.NoError(t, err)
+	var agent componentVersion
+	for _, c := range v.Components {
+		if c.Name == "lull-agent" {
+			agent = c
+		}
+	}
+	require.Equal(t, componentVersion{Name: "lull-agent", Kind: "DaemonSet", Namespace: DefaultInstallNamespace, Installed: true,
+		Version: "v0.2.0", Image: "lull.dev/lull-agent:v0.2.0", Running: []string{"lull.dev/lull-agent:v0.2.0"}, Replicas: 3, Ready: 2}, agent)
+	var buf bytes.Buffer
+	require.NoError(t, printVersion(&buf, v, DefaultInstallNamespace, false, ""))
+	require.Contains(t, buf.String(), "lull-agent: v0.2.0 (image lull.dev/lull-agent:v0.2.0; 2/3 ready; namespace lull-system)")
+}

@@ -199,6 +199,16 @@ func TestCLIVersion(t *testing.T) {
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
+	agentLabels := map[string]string{"app.kubernetes.io/name": "lull-agent"}
+	_, err = cs.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "lull-agent", Namespace: ns, Labels: agentLabels},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: agentLabels},
+			// Selects no node: nothing needs to run for the version to be read.
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: agentLabels},
+				Spec: corev1.PodSpec{NodeSelector: map[string]string{"e2e-cli-version": "none"},
+					Containers: []corev1.Container{{Name: "lull-agent", Image: "lull.dev/lull-agent:v9.8.7"}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	out, code = lullctl(t, "version", "--lull-namespace", ns, "-o", "json")
 	require.Equal(t, 0, code, out)
 	var v struct {
@@ -214,7 +224,7 @@ func TestCLIVersion(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
 	require.Equal(t, "Version", v.Kind)
 	require.NotEmpty(t, v.ServerVersion.GitVersion)
-	require.Len(t, v.Components, 2, out)
+	require.Len(t, v.Components, 3, out) // lull-scheduler, lull-drainer, lull-agent
 	for _, c := range v.Components {
 		require.True(t, c.Installed, out)
 		require.Equal(t, "v9.8.7", c.Version, out)
