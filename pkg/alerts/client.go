@@ -103,7 +103,31 @@ func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
 		return nil, err
 	}
 	where := fmt.Sprintf("asking %s at %s which alerts fire", api, u.Redacted())
+	req, err := c.newRequest(ctx, u, where)
+	if err != nil {
+		return nil, err
+	}
+	body, err := c.get(req, where)
+	if err != nil {
+		return nil, err
+	}
 
+	var alerts []Alert
+	if api == Alertmanager {
+		alerts, err = c.alertmanager(body, f)
+	} else {
+		alerts, err = c.prometheus(body, f)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	slices.SortFunc(alerts, compareAlerts)
+	return alerts, nil
+}
+
+// newRequest is the request for the alerts at u, with the client's
+// credentials; where says what is asked, for errors.
+func (c *Client) newRequest(ctx context.Context, u *url.URL, where string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -118,9 +142,15 @@ func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
 	case c.Username != "" || c.Password != "":
 		req.SetBasicAuth(c.Username, c.Password)
 	}
+	return req, nil
+}
 
+// get sends req and returns the answer's body: an error unless the
+// server answers 2xx with at most maxBody bytes.
+func (c *Client) get(req *http.Request, where string) ([]byte, error) {
 	hc := c.HTTP
 	if hc == nil {
+		var err error
 		if hc, err = NewHTTPClient(c.CA, DefaultTimeout); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -149,18 +179,7 @@ func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
 	if len(body) > maxBody {
 		return nil, fmt.Errorf("%s: the answer is larger than %d MiB", where, maxBody>>20)
 	}
-
-	var alerts []Alert
-	if api == Alertmanager {
-		alerts, err = c.alertmanager(body, f)
-	} else {
-		alerts, err = c.prometheus(body, f)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	slices.SortFunc(alerts, compareAlerts)
-	return alerts, nil
+	return body, nil
 }
 
 // api returns the API the client asks.

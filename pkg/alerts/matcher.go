@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -73,26 +74,62 @@ func ParseMatcher(s string) (Matcher, error) {
 	if text == "" {
 		return Matcher{}, fmt.Errorf(`empty alert matcher: write one like severity="critical"`)
 	}
-	fail := func(format string, args ...any) (Matcher, error) {
-		return Matcher{}, fmt.Errorf("matcher %q: %s", s, fmt.Sprintf(format, args...))
+	m, err := parseMatcher(text)
+	if err != nil {
+		return Matcher{}, fmt.Errorf("matcher %q: %s", s, err)
 	}
-	if strings.HasPrefix(text, "{") {
-		return fail(`give one matcher per entry, without braces, e.g. severity="critical"`)
-	}
+	return m, nil
+}
 
+// parseMatcher parses a matcher that is not empty, trimmed; the error says
+// what to fix, without naming the matcher.
+func parseMatcher(text string) (Matcher, error) {
+	if strings.HasPrefix(text, "{") {
+		return Matcher{}, errors.New(`give one matcher per entry, without braces, e.g. severity="critical"`)
+	}
+	name, rest, err := splitName(text)
+	if err != nil {
+		return Matcher{}, err
+	}
+	op, rest, err := splitOperator(name, rest)
+	if err != nil {
+		return Matcher{}, err
+	}
+	value, err := parseValue(name, op, rest)
+	if err != nil {
+		return Matcher{}, err
+	}
+	m := Matcher{Name: name, Type: op, Value: value}
+	if op == MatchRegexp || op == MatchNotRegexp {
+		re, err := compile(value)
+		if err != nil {
+			return Matcher{}, fmt.Errorf("invalid regular expression %q: %v", value, err)
+		}
+		m.re = re
+	}
+	return m, nil
+}
+
+// splitName splits a matcher into its label name and the rest, from the
+// operator on.
+func splitName(text string) (name, rest string, err error) {
 	i := strings.IndexAny(text, "=!~")
 	if i < 0 {
-		return fail(`no operator: write name="value" (or !=, =~, !~), e.g. severity="critical"`)
+		return "", "", errors.New(`no operator: write name="value" (or !=, =~, !~), e.g. severity="critical"`)
 	}
-	name := strings.TrimSpace(text[:i])
+	name = strings.TrimSpace(text[:i])
 	switch {
 	case name == "":
-		return fail(`the label name is missing before the operator, e.g. severity="critical"`)
+		return "", "", errors.New(`the label name is missing before the operator, e.g. severity="critical"`)
 	case !labelName.MatchString(name):
-		return fail("label name %q is not valid: it must start with a letter or an underscore and hold only letters, digits and underscores", name)
+		return "", "", fmt.Errorf("label name %q is not valid: it must start with a letter or an underscore and hold only letters, digits and underscores", name)
 	}
+	return name, text[i:], nil
+}
 
-	rest := text[i:]
+// splitOperator splits what follows the label name into the operator and
+// the rest, trimmed.
+func splitOperator(name, rest string) (MatchType, string, error) {
 	var op MatchType
 	switch {
 	case strings.HasPrefix(rest, "=~"):
@@ -102,48 +139,42 @@ func ParseMatcher(s string) (Matcher, error) {
 	case strings.HasPrefix(rest, "!="):
 		op = MatchNotEqual
 	case strings.HasPrefix(rest, "=="):
-		return fail(`use = rather than ==: %s="..."`, name)
+		return "", "", fmt.Errorf(`use = rather than ==: %s="..."`, name)
 	case strings.HasPrefix(rest, "="):
 		op = MatchEqual
 	default:
-		return fail("unknown operator after %q: use =, !=, =~ or !~", name)
+		return "", "", fmt.Errorf("unknown operator after %q: use =, !=, =~ or !~", name)
 	}
-	rest = strings.TrimSpace(rest[len(op):])
+	return op, strings.TrimSpace(rest[len(op):]), nil
+}
 
+// parseValue parses the double-quoted value that follows the operator,
+// and nothing after it.
+func parseValue(name string, op MatchType, rest string) (string, error) {
 	switch {
 	case rest == "":
-		return fail(`the value is missing: write %s%s"..." (use "" for an empty value)`, name, op)
+		return "", fmt.Errorf(`the value is missing: write %s%s"..." (use "" for an empty value)`, name, op)
 	case rest[0] == '\'' || rest[0] == '`':
 		inner := rest[1:]
 		if n := len(inner); n > 0 && inner[n-1] == rest[0] {
 			inner = inner[:n-1]
 		}
-		return fail("use double quotes around the value: %s%s%s", name, op, strconv.Quote(inner))
+		return "", fmt.Errorf("use double quotes around the value: %s%s%s", name, op, strconv.Quote(inner))
 	case rest[0] != '"':
-		return fail("quote the value: %s%s%s", name, op, strconv.Quote(rest))
+		return "", fmt.Errorf("quote the value: %s%s%s", name, op, strconv.Quote(rest))
 	}
-
 	end := closingQuote(rest)
 	if end < 0 {
-		return fail(`the value's closing double quote is missing (write \" for a double quote inside the value)`)
+		return "", errors.New(`the value's closing double quote is missing (write \" for a double quote inside the value)`)
 	}
 	if extra := strings.TrimSpace(rest[end+1:]); extra != "" {
-		return fail("unexpected %q after the value: give one matcher per entry", extra)
+		return "", fmt.Errorf("unexpected %q after the value: give one matcher per entry", extra)
 	}
 	value, err := strconv.Unquote(rest[:end+1])
 	if err != nil {
-		return fail(`the value %s has an invalid escape: write a backslash as \\ and a double quote as \" (the regular expression a\.b is "a\\.b")`, rest[:end+1])
+		return "", fmt.Errorf(`the value %s has an invalid escape: write a backslash as \\ and a double quote as \" (the regular expression a\.b is "a\\.b")`, rest[:end+1])
 	}
-
-	m := Matcher{Name: name, Type: op, Value: value}
-	if op == MatchRegexp || op == MatchNotRegexp {
-		re, err := compile(value)
-		if err != nil {
-			return fail("invalid regular expression %q: %v", value, err)
-		}
-		m.re = re
-	}
-	return m, nil
+	return value, nil
 }
 
 // closingQuote returns the index of the double quote that closes the

@@ -74,9 +74,9 @@ type componentVersion struct {
 	Running []string `json:"running,omitempty"`
 	// Replicas are the pods it wants (a DaemonSet: the nodes it should
 	// run on), Ready those ready.
-	Replicas int32 `json:"replicas"`
-	Ready    int32 `json:"ready"`
-	Error    string   `json:"error,omitempty"`
+	Replicas int32  `json:"replicas"`
+	Ready    int32  `json:"ready"`
+	Error    string `json:"error,omitempty"`
 }
 
 func newVersionCommand(o *options) *cobra.Command {

@@ -225,54 +225,18 @@ func redact(u *url.URL) string {
 	return v.String()
 }
 
+// fromIgnition is the node configuration cfg describes: its units, files,
+// links, SSH keys and kernel arguments.
 func fromIgnition(name string, cfg igntypes.Config) (*Config, error) {
 	c := newConfig(name)
 	for _, u := range cfg.Systemd.Units {
-		if !isUnitName(u.Name) {
-			return nil, fmt.Errorf("systemd.units[%s]: not a unit name", u.Name)
-		}
-		unit := c.unit(u.Name)
-		if s := derefOr(u.Contents, ""); s != "" {
-			unit.File = &File{Contents: []byte(s), Mode: defaultMode, User: rootOwner, Group: rootOwner}
-		}
-		if u.Enabled != nil {
-			enabled := *u.Enabled
-			unit.Enabled = &enabled
-		}
-		unit.Mask = derefOr(u.Mask, false)
-		for _, d := range u.Dropins {
-			if strings.ContainsRune(d.Name, '/') {
-				return nil, fmt.Errorf("systemd.units[%s].dropins[%s]: a drop-in's name has no '/'", u.Name, d.Name)
-			}
-			if d.Contents != nil {
-				unit.Dropins[d.Name] = File{Contents: []byte(*d.Contents), Mode: defaultMode, User: rootOwner, Group: rootOwner}
-			}
-		}
-		c.Units[u.Name] = unit
-	}
-	for _, f := range cfg.Storage.Files {
-		p := path.Clean(f.Path)
-		field := "storage.files[" + p + "]"
-		contents, err := fetch(field+": contents", f.Contents)
-		if err != nil {
+		if err := c.addIgnitionUnit(u); err != nil {
 			return nil, err
 		}
-		for i, a := range f.Append {
-			more, err := fetch(fmt.Sprintf("%s: append[%d]", field, i), a)
-			if err != nil {
-				return nil, err
-			}
-			contents = append(contents, more...)
-		}
-		if len(contents) > maxFileSize {
-			return nil, fmt.Errorf("%s: more than %d MiB", field, maxFileSize>>20)
-		}
-		file := File{Contents: contents, Mode: defaultMode, User: nodeOwner(f.User.ID, f.User.Name), Group: nodeOwner(f.Group.ID, f.Group.Name)}
-		if f.Mode != nil {
-			file.Mode = int32(*f.Mode & 0o7777)
-		}
-		if err := c.place(p, file); err != nil {
-			return nil, fmt.Errorf("storage.files: %w", err)
+	}
+	for _, f := range cfg.Storage.Files {
+		if err := c.addIgnitionFile(f); err != nil {
+			return nil, err
 		}
 	}
 	for _, l := range cfg.Storage.Links {
@@ -295,6 +259,62 @@ func fromIgnition(name string, cfg igntypes.Config) (*Config, error) {
 		c.KernelArgumentsAbsent = append(c.KernelArgumentsAbsent, string(a))
 	}
 	return c, nil
+}
+
+// addIgnitionUnit adds an Ignition config's systemd unit: its contents,
+// whether it is enabled or masked, and its drop-ins.
+func (c *Config) addIgnitionUnit(u igntypes.Unit) error {
+	if !isUnitName(u.Name) {
+		return fmt.Errorf("systemd.units[%s]: not a unit name", u.Name)
+	}
+	unit := c.unit(u.Name)
+	if s := derefOr(u.Contents, ""); s != "" {
+		unit.File = &File{Contents: []byte(s), Mode: defaultMode, User: rootOwner, Group: rootOwner}
+	}
+	if u.Enabled != nil {
+		enabled := *u.Enabled
+		unit.Enabled = &enabled
+	}
+	unit.Mask = derefOr(u.Mask, false)
+	for _, d := range u.Dropins {
+		if strings.ContainsRune(d.Name, '/') {
+			return fmt.Errorf("systemd.units[%s].dropins[%s]: a drop-in's name has no '/'", u.Name, d.Name)
+		}
+		if d.Contents != nil {
+			unit.Dropins[d.Name] = File{Contents: []byte(*d.Contents), Mode: defaultMode, User: rootOwner, Group: rootOwner}
+		}
+	}
+	c.Units[u.Name] = unit
+	return nil
+}
+
+// addIgnitionFile adds an Ignition config's file: its contents (inline),
+// with what is appended to them, mode and owners.
+func (c *Config) addIgnitionFile(f igntypes.File) error {
+	p := path.Clean(f.Path)
+	field := "storage.files[" + p + "]"
+	contents, err := fetch(field+": contents", f.Contents)
+	if err != nil {
+		return err
+	}
+	for i, a := range f.Append {
+		more, err := fetch(fmt.Sprintf("%s: append[%d]", field, i), a)
+		if err != nil {
+			return err
+		}
+		contents = append(contents, more...)
+	}
+	if len(contents) > maxFileSize {
+		return fmt.Errorf("%s: more than %d MiB", field, maxFileSize>>20)
+	}
+	file := File{Contents: contents, Mode: defaultMode, User: nodeOwner(f.User.ID, f.User.Name), Group: nodeOwner(f.Group.ID, f.Group.Name)}
+	if f.Mode != nil {
+		file.Mode = int32(*f.Mode & 0o7777)
+	}
+	if err := c.place(p, file); err != nil {
+		return fmt.Errorf("storage.files: %w", err)
+	}
+	return nil
 }
 
 // nodeOwner is an Ignition node's user or group: its ID, else its name,

@@ -1,0 +1,236 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+// This file holds the merging of the steps the rules decided into a
+// request's plan, in the canonical order.
+
+// plan merges the steps each class's and each change's rule needs into
+// the request's plan, in the canonical order: Cordon, Drain, WriteFiles,
+// DaemonReload, service reloads (by unit), service restarts (by unit),
+// Reboot, PowerOff. A Drain needs the node cordoned, and a Reboot or
+// PowerOff needs it drained, so those are added with what needs them; a
+// request that carries a configuration writes it (WriteFiles) before the
+// steps that apply it. A Reboot makes daemon-reloads, reloads and restarts
+// pointless, a PowerOff those and the Reboot, and a restart of a unit its
+// reload: the step that covers them lists them. A step several classes or
+// changes need is done once, with the longest timeout any of them gives.
+func plan(ds []decider, config string) lullv1alpha1.Decision {
+	p := &planner{d: lullv1alpha1.Decision{Action: lullv1alpha1.ActionNone}, steps: map[string]*lullv1alpha1.PlannedStep{}, counted: map[string]int{}}
+	for _, dc := range ds {
+		p.decided(dc)
+	}
+	if config != "" {
+		p.writeFiles(ds)
+	}
+	p.countMore()
+	d := p.d
+	if d.Rule == "" && len(ds) > 0 {
+		d.Policy, d.Rule = ds[0].rule.Policy, ds[0].rule.Name
+	}
+	d.Steps = order(p.steps)
+	return d
+}
+
+// planner merges steps into a plan (see plan).
+type planner struct {
+	// d is the decision so far: its action, rule and drain options.
+	d lullv1alpha1.Decision
+	// steps are the steps needed, by label (lullv1alpha1.StepLabel).
+	steps map[string]*lullv1alpha1.PlannedStep
+	// counted is how many changes need each step, by label; a step lists
+	// at most MaxStepChanges of them.
+	counted map[string]int
+}
+
+// need adds the step t (on unit) to the plan, needed by who (a class, or
+// a change); it keeps the longest timeout a host step is given.
+func (p *planner) need(t lullv1alpha1.DisruptionAction, unit string, timeout *lullv1alpha1.Duration, who string, change bool) {
+	key := lullv1alpha1.StepLabel(t, unit)
+	ps := p.steps[key]
+	if ps == nil {
+		ps = &lullv1alpha1.PlannedStep{Type: t, Unit: unit}
+		p.steps[key] = ps
+	}
+	if change {
+		if n := len(ps.Changes); n == 0 || ps.Changes[n-1] != who {
+			p.counted[key]++
+			if len(ps.Changes) < lullv1alpha1.MaxStepChanges {
+				ps.Changes = append(ps.Changes, who)
+			}
+		}
+	} else if n := len(ps.Classes); n == 0 || ps.Classes[n-1] != who {
+		ps.Classes = append(ps.Classes, who)
+	}
+	if t.HostStep() && timeout != nil && timeout.Err() == nil && (ps.Timeout == nil || timeout.Duration > ps.Timeout.Duration) {
+		ps.Timeout = &lullv1alpha1.Duration{Duration: timeout.Duration}
+	}
+}
+
+// decided adds the steps one rule decided, each with the steps it needs
+// first, and takes the rule's drain options unless an earlier rule gave
+// them.
+func (p *planner) decided(dc decider) {
+	r := dc.rule
+	for _, st := range dc.steps {
+		if st.Type == lullv1alpha1.ActionNone {
+			continue
+		}
+		p.needFirst(st, dc)
+		p.need(st.Type, st.Unit, st.Timeout, dc.who, dc.change)
+		if rank[st.Type] > rank[p.d.Action] {
+			p.d.Action, p.d.Policy, p.d.Rule = st.Type, r.Policy, r.Name
+		}
+	}
+	if r.Drain != nil && p.d.Timeout == nil && p.d.Escalation == "" {
+		// An unreadable timeout (stored before admission checked it)
+		// is left out: the request then uses the drainer's.
+		if r.Drain.Timeout != nil && r.Drain.Timeout.Err() == nil {
+			t := *r.Drain.Timeout
+			p.d.Timeout = &t
+		}
+		p.d.Escalation = r.Drain.Escalation
+	}
+}
+
+// needFirst adds what the step st needs done before it: a Drain needs the
+// node cordoned, and a Reboot, a PowerOff or a restart of a node-critical
+// unit needs it drained.
+func (p *planner) needFirst(st lullv1alpha1.Step, dc decider) {
+	switch st.Type {
+	case lullv1alpha1.StepReboot, lullv1alpha1.StepPowerOff:
+		p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, dc.change)
+		p.need(lullv1alpha1.ActionDrain, "", nil, dc.who, dc.change)
+	case lullv1alpha1.ActionDrain:
+		p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, dc.change)
+	case lullv1alpha1.StepRestartService:
+		if NodeCritical(st.Unit) {
+			// Restarting what runs the node's pods (or a target,
+			// such as reboot.target) disrupts every pod on it:
+			// drained first, as a reboot would be.
+			p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, dc.change)
+			p.need(lullv1alpha1.ActionDrain, "", nil, dc.who, dc.change)
+		}
+	}
+}
+
+// writeFiles adds the WriteFiles step of a request that carries a
+// configuration, needed by the changes of files and units.
+func (p *planner) writeFiles(ds []decider) {
+	ws := &lullv1alpha1.PlannedStep{Type: lullv1alpha1.StepWriteFiles, Unit: ""}
+	p.steps[string(lullv1alpha1.StepWriteFiles)] = ws
+	for _, dc := range ds {
+		if dc.change && (strings.HasPrefix(dc.who, string(lullv1alpha1.ChangeFile)+" ") || strings.HasPrefix(dc.who, string(lullv1alpha1.ChangeUnit)+" ")) {
+			p.counted[string(lullv1alpha1.StepWriteFiles)]++
+			if len(ws.Changes) < lullv1alpha1.MaxStepChanges {
+				ws.Changes = append(ws.Changes, dc.who)
+			}
+		}
+	}
+	if rank[lullv1alpha1.StepWriteFiles] > rank[p.d.Action] {
+		p.d.Action = lullv1alpha1.StepWriteFiles
+	}
+}
+
+// countMore ends the changes of a step needed by more than it lists with
+// how many more.
+func (p *planner) countMore() {
+	for key, n := range p.counted {
+		if ps := p.steps[key]; n > len(ps.Changes) {
+			ps.Changes = append(ps.Changes, fmt.Sprintf("and %d more", n-len(ps.Changes)))
+		}
+	}
+}
+
+// order lays the steps out in the canonical order, folding the steps a
+// Reboot or PowerOff (or a restart of the same unit) makes pointless into
+// it, and defaults host steps' timeouts.
+func order(steps map[string]*lullv1alpha1.PlannedStep) []lullv1alpha1.PlannedStep {
+	last := steps[string(lullv1alpha1.StepPowerOff)]
+	if last == nil {
+		last = steps[string(lullv1alpha1.StepReboot)]
+	}
+	var out []lullv1alpha1.PlannedStep
+	add := func(ps *lullv1alpha1.PlannedStep) {
+		if ps.Type.HostStep() && ps.Timeout == nil {
+			ps.Timeout = &lullv1alpha1.Duration{Duration: DefaultTimeout(ps.Type)}
+		}
+		out = append(out, *ps)
+	}
+	for _, t := range []lullv1alpha1.DisruptionAction{lullv1alpha1.ActionCordon, lullv1alpha1.ActionDrain, lullv1alpha1.StepWriteFiles} {
+		if ps := steps[string(t)]; ps != nil {
+			add(ps)
+		}
+	}
+	for _, ps := range pointless(steps, last) {
+		if last != nil {
+			last.Covers = append(last.Covers, covered(ps))
+			continue
+		}
+		add(ps)
+	}
+	if rb := steps[string(lullv1alpha1.StepReboot)]; rb != nil {
+		if last != rb {
+			last.Covers = append(last.Covers, covered(rb))
+		} else {
+			add(rb)
+		}
+	}
+	if po := steps[string(lullv1alpha1.StepPowerOff)]; po != nil {
+		add(po)
+	}
+	return out
+}
+
+// pointless is what the node going down (last: the plan's Reboot or
+// PowerOff, if it has one) makes pointless, or a restart of the same unit
+// makes pointless for a reload: the DaemonReload, then the service reloads
+// and restarts by unit. Without last, a reload of a unit the plan restarts
+// is folded into the restart instead of listed.
+func pointless(steps map[string]*lullv1alpha1.PlannedStep, last *lullv1alpha1.PlannedStep) []*lullv1alpha1.PlannedStep {
+	byUnit := func(t lullv1alpha1.DisruptionAction) []*lullv1alpha1.PlannedStep {
+		var out []*lullv1alpha1.PlannedStep
+		for _, ps := range steps {
+			if ps.Type == t {
+				out = append(out, ps)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
+		return out
+	}
+	var out []*lullv1alpha1.PlannedStep
+	if dr := steps[string(lullv1alpha1.StepDaemonReload)]; dr != nil {
+		out = append(out, dr)
+	}
+	restarts := map[string]*lullv1alpha1.PlannedStep{}
+	for _, rs := range byUnit(lullv1alpha1.StepRestartService) {
+		restarts[UnitName(rs.Unit)] = rs
+	}
+	for _, ps := range byUnit(lullv1alpha1.StepReloadService) {
+		if rs := restarts[UnitName(ps.Unit)]; rs != nil && last == nil {
+			rs.Covers = append(rs.Covers, covered(ps))
+			continue
+		}
+		out = append(out, ps)
+	}
+	return append(out, byUnit(lullv1alpha1.StepRestartService)...)
+}
+
+// covered names a step another makes pointless, with its classes, or
+// with its changes when no class needs it.
+func covered(ps *lullv1alpha1.PlannedStep) string {
+	s := lullv1alpha1.StepLabel(ps.Type, ps.Unit)
+	switch {
+	case len(ps.Classes) > 0:
+		s += " (" + strings.Join(ps.Classes, ", ") + ")"
+	case len(ps.Changes) > 0:
+		s += " (" + strings.Join(ps.Changes, ", ") + ")"
+	}
+	return s
+}
