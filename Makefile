@@ -14,7 +14,7 @@ export CGO_ENABLED ?= 0
 NESTED_MODULES := $(shell cat hack/nested-modules.txt)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build binaries test test-unit test-integration test-e2e verify generate update-deps fuzz \
+.PHONY: all build binaries test test-unit test-integration test-e2e verify lint generate update-deps fuzz \
         bench bench-scheduler bench-drain bench-plan bench-wave soak run demo cluster-up cluster-down clean
 .PHONY: release
 .PHONY: images
@@ -63,7 +63,7 @@ fuzz:
 	  go test ./pkg/window/ -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) || exit 1; \
 	done
 
-## verify: formatting, vet, import direction, go.mod pins, generated code
+## verify: formatting, vet, lint, import direction, go.mod pins, generated code
 verify:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; echo "gofmt: ok"
@@ -77,8 +77,13 @@ verify:
 	done
 	hack/update-k8s-deps.sh --verify
 	hack/update-codegen.sh --verify
+	hack/lint.sh
 
-## generate: deepcopy and CRD manifests from api/
+## lint: golangci-lint (.golangci.yaml) on every module, shellcheck on the scripts (hack/lint.sh)
+lint:
+	hack/lint.sh
+
+## generate: conversion, defaulting and deepcopy functions (plugins/, api/), CRD manifests (hack/update-codegen.sh)
 generate:
 	hack/update-codegen.sh
 

@@ -14,6 +14,9 @@
 #        release test installs kubectl-lull with it)
 #        Tests: prometheus (a real Prometheus whose alerts the e2e tests
 #        fire and clear), promtool (unit tests of lull's alert rules)
+#        Lint: golangci-lint (hack/lint.sh, make verify)
+#        Codegen: conversion-gen, defaulter-gen (k8s.io/code-generator, for
+#        hack/update-codegen.sh beside controller-gen)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=versions.env
@@ -26,6 +29,8 @@ ALL=(etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler k
      kubelet kube-proxy containerd runc cni-plugins)
 ALL+=(helm krew)   # packaging: chart rendering and packaging, release test
 ALL+=(prometheus promtool)  # e2e: a real Prometheus evaluating alert rules; unit tests of lull's rules
+ALL+=(golangci-lint)  # lint: make verify (hack/lint.sh)
+ALL+=(conversion-gen defaulter-gen)  # codegen: hack/update-codegen.sh (plugin args)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${ALL[@]}")
 
@@ -53,6 +58,7 @@ version_of() {
   case "$1" in
     etcd) echo "$ETCD_VERSION" ;;
     controller-gen) echo "$CONTROLLER_TOOLS_VERSION" ;;
+    conversion-gen|defaulter-gen) echo "$KUBE_STAGING_VERSION" ;;
     kwok) echo "$KWOK_VERSION" ;;
     kube-*|kubectl|kubelet) echo "$KUBE_VERSION" ;;
     containerd) echo "$CONTAINERD_VERSION" ;;
@@ -61,6 +67,7 @@ version_of() {
     helm) echo "$HELM_VERSION" ;;
     krew) echo "$KREW_VERSION" ;;
     prometheus|promtool) echo "$PROMETHEUS_VERSION" ;;
+    golangci-lint) echo "$GOLANGCI_LINT_VERSION" ;;
     *) echo "build-binaries: unknown binary '$1' (known: ${ALL[*]})" >&2; return 1 ;;
   esac
 }
@@ -86,6 +93,12 @@ build_one() {
         cd "${ROOT}/hack/tools" && go build -trimpath -ldflags=-s -o "$out.tmp" go.etcd.io/etcd/server/v3 ;;
       controller-gen)
         cd "${ROOT}/hack/tools" && go build -trimpath -o "$out.tmp" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+      conversion-gen|defaulter-gen)
+        # k8s.io/code-generator is a staging module: hack/tools/go.mod pins
+        # it to KUBE_STAGING_VERSION.
+        grep -q "k8s.io/code-generator ${KUBE_STAGING_VERSION}" "${ROOT}/hack/tools/go.mod" || {
+          echo "hack/tools/go.mod does not pin k8s.io/code-generator ${KUBE_STAGING_VERSION} (KUBE_STAGING_VERSION)"; exit 1; }
+        cd "${ROOT}/hack/tools" && go build -trimpath -o "$out.tmp" "k8s.io/code-generator/cmd/${name}" ;;
       kwok)
         # kwok is built on older Kubernetes libraries: keep it out of our
         # modules and install it by version.
@@ -148,6 +161,14 @@ build_one() {
           -ldflags="-s -w -X github.com/prometheus/common/version.Version=${pv} -X github.com/prometheus/common/version.Branch=${PROMETHEUS_VERSION}" \
           "github.com/prometheus/prometheus/cmd/${name}@${PROMETHEUS_VERSION}"
         mv "$tmpbin/${name}" "$out.tmp" && rmdir "$tmpbin" ;;
+      golangci-lint)
+        # golangci-lint's go.mod has no replace directives: install it by
+        # version, outside lull's modules (its many dependencies stay out
+        # of lull's go.sum). It reads its version from the build info.
+        tmpbin=$(mktemp -d)
+        GOBIN="$tmpbin" GOFLAGS=-trimpath go install -ldflags="-s -w" \
+          "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${GOLANGCI_LINT_VERSION}"
+        mv "$tmpbin/golangci-lint" "$out.tmp" && rmdir "$tmpbin" ;;
       *)
         cd "$ROOT" && go build -trimpath -ldflags="$(kube_ldflags)" -o "$out.tmp" "k8s.io/kubernetes/cmd/${name}" ;;
     esac

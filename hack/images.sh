@@ -93,7 +93,13 @@ TOOL="${BIN}/imagebuild"
 TOOL_SRC="${ROOT}/hack/imagebuild"
 grep -Eq "github\.com/google/go-containerregistry ${GGCR_VERSION//./\\.}( |$)" "${TOOL_SRC}/go.mod" ||
   die "hack/imagebuild/go.mod does not require go-containerregistry ${GGCR_VERSION} (GGCR_VERSION in hack/versions.env); run: (cd hack/imagebuild && go get github.com/google/go-containerregistry@${GGCR_VERSION} && go mod tidy)"
-TOOL_KEY="imagebuild ${GGCR_VERSION} ${GOVER} $(cd "$TOOL_SRC" && cat go.mod go.sum $(ls *.go | grep -v '_test\.go$') | sha256sum | cut -c1-16)"
+# The assembler is rebuilt when its module or its non-test sources change.
+tool_src_hash() {
+  local f srcs=()
+  for f in "$TOOL_SRC"/*.go; do [[ "$f" == *_test.go ]] || srcs+=("$f"); done
+  cat "$TOOL_SRC/go.mod" "$TOOL_SRC/go.sum" "${srcs[@]}" | sha256sum | cut -c1-16
+}
+TOOL_KEY="imagebuild ${GGCR_VERSION} ${GOVER} $(tool_src_hash)"
 if [[ -x "$TOOL" && -f "${BIN}/.stamps/imagebuild" && "$(cat "${BIN}/.stamps/imagebuild")" == "$TOOL_KEY" ]]; then
   :
 else

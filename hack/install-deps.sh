@@ -7,6 +7,7 @@
 #   hack/install-deps.sh node        iptables (kube-proxy), iproute2 (the node's bridge)
 #   hack/install-deps.sh images      gcc and static libc (the pause image)
 #   hack/install-deps.sh machine     systemd-nspawn, mmdebstrap (real-node-1, hack/real-node-1.sh)
+#   hack/install-deps.sh lint        shellcheck (hack/lint.sh, make verify)
 set -euo pipefail
 
 want=()
@@ -25,7 +26,8 @@ for what in "$@"; do
     images-arm64) need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu; need /usr/aarch64-linux-gnu/lib/libc.a libc6-dev-arm64-cross ;;
     images-amd64) need x86_64-linux-gnu-gcc gcc-x86-64-linux-gnu; need /usr/x86_64-linux-gnu/lib/libc.a libc6-dev-amd64-cross ;;
     machine) need systemd-nspawn systemd-container; need mmdebstrap mmdebstrap ;;
-    *) echo "install-deps: unknown group '$what' (cluster, build-runc, node, images, images-arm64, images-amd64, machine)" >&2; exit 2 ;;
+    lint) need shellcheck shellcheck ;;
+    *) echo "install-deps: unknown group '$what' (cluster, build-runc, node, images, images-arm64, images-amd64, machine, lint)" >&2; exit 2 ;;
   esac
 done
 [[ ${#want[@]} -eq 0 ]] && exit 0

@@ -82,6 +82,7 @@ mkdir -p "$CERTS" "$LOGS" "$PIDS" "$DIR/etcd-data"
 log "cluster directory: $DIR"
 
 # Whatever fails from here on leaves nothing half-started.
+# shellcheck disable=SC2154 # rc is assigned in the trap string itself (shellcheck 0.9 sees only the use)
 trap 'rc=$?; if [[ $rc -ne 0 ]]; then echo "local-up: failed; stopping what was started" >&2; "${ROOT}/hack/local-down.sh" --dir "$DIR" >&2 || true; fi' EXIT
 
 # --- certificates -----------------------------------------------------------
@@ -166,7 +167,7 @@ fi
 for hook in "${ROOT}"/hack/local-up.d/*.sh; do
   [[ -e "$hook" ]] || continue
   log "running $(basename "$hook")"
-  # shellcheck disable=SC1090
+  # shellcheck disable=SC1090 # the hooks are whatever hack/local-up.d holds; each is checked itself
   source "$hook"
 done
 

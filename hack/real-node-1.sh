@@ -505,15 +505,17 @@ down() {
   fi
   rm -f "$PIDS/real-node-1.pid" "$PIDS/real-node-1-nspawn.pid"
   if [[ -d "$M_DIR" ]]; then
-    local m
-    for m in $(awk -v d="$M_DIR" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r); do
+    local m mounts
+    mapfile -t mounts < <(awk -v d="$M_DIR" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r)
+    for m in "${mounts[@]}"; do
       umount -R "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
     done
   fi
   ip link del "$M_VETH" 2>/dev/null || true
   ip route del "$M_POD_CIDR" via "$M_IP" 2>/dev/null || true
-  local c
-  for c in $(find /sys/fs/cgroup -mindepth 1 -maxdepth 6 -type d \( -name "$M_CGROUP" -o -name "$M_CGROUP_MACHINE" \) 2>/dev/null); do
+  local c cgroups
+  mapfile -t cgroups < <(find /sys/fs/cgroup -mindepth 1 -maxdepth 6 -type d \( -name "$M_CGROUP" -o -name "$M_CGROUP_MACHINE" \) 2>/dev/null)
+  for c in "${cgroups[@]}"; do
     find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
   # systemd-nspawn's own directories for mount propagation and locks.

@@ -156,7 +156,9 @@ tar -xzmf "$work/chart/lull-${CHART_VERSION}.tgz" -C "$work/stage"
 archive "$DIST/lull-${CHART_VERSION}.tgz" lull
 
 step "checksums.txt"
+# shellcheck disable=SC2094 # find leaves checksums.txt out: it is only written
 (cd "$DIST" && find . -maxdepth 1 -type f ! -name checksums.txt -printf '%f\n' | LC_ALL=C sort | xargs sha256sum >checksums.txt)
 
 step "${VERSION} in ${DIST} ($((SECONDS - start))s):"
+# shellcheck disable=SC2012 # a listing for people to read, not parsed
 (cd "$DIST" && ls -l | tail -n +2)

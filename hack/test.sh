@@ -19,7 +19,7 @@ mkdir -p _output
 go build -o _output/testsummary ./hack/testsummary
 echo "== ${kind} tests"
 set +e
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086 # $pkgs is a list of packages: split on purpose
 {
   go test -json -timeout "$timeout" "$@" $pkgs
   # Nested modules (their own go.mod, listed in hack/nested-modules.txt:

@@ -39,102 +39,141 @@ type Verified struct {
 //     carry io.containerd.image.name = the RepoTag and
 //     org.opencontainers.image.ref.name = its tag.
 func VerifyArchive(path string) (*Verified, error) {
-	// docker-archive view.
-	dm, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(path) })
-	if err != nil {
-		return nil, fmt.Errorf("manifest.json: %w", err)
-	}
-	if len(dm) != 1 || len(dm[0].RepoTags) != 1 {
-		return nil, fmt.Errorf("manifest.json: want one image with one RepoTag, got %+v", dm)
-	}
-	ref, err := name.NewTag(dm[0].RepoTags[0], name.StrictValidation)
-	if err != nil {
-		return nil, fmt.Errorf("manifest.json RepoTag: %w", err)
-	}
-	dimg, err := tarball.ImageFromPath(path, &ref)
-	if err != nil {
-		return nil, fmt.Errorf("docker-archive view: %w", err)
-	}
-	if err := validate.Image(dimg); err != nil {
-		return nil, fmt.Errorf("docker-archive view invalid: %w", err)
-	}
-	dcfg, err := dimg.ConfigName()
+	dm, ref, dview, err := readDockerView(path)
 	if err != nil {
 		return nil, err
 	}
-	dlayers, err := layerDigests(dimg)
-	if err != nil {
-		return nil, err
-	}
-
-	// OCI layout view.
-	dir, err := os.MkdirTemp("", "imagebuild-verify-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	if err := untar(path, dir); err != nil {
-		return nil, err
-	}
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("OCI layout view: %w", err)
-	}
-	idx, err := lp.ImageIndex()
-	if err != nil {
-		return nil, fmt.Errorf("OCI layout view: %w", err)
-	}
-	if err := validate.Index(idx); err != nil {
-		return nil, fmt.Errorf("OCI layout view invalid: %w", err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(im.Manifests) != 1 {
-		return nil, fmt.Errorf("index.json: want one manifest, got %d", len(im.Manifests))
-	}
-	desc := im.Manifests[0]
-	if got := desc.Annotations[annotationImageName]; got != ref.String() {
-		return nil, fmt.Errorf("index.json: %s = %q, manifest.json RepoTag %q", annotationImageName, got, ref.String())
-	}
-	if got := desc.Annotations[annotationRefName]; got != ref.TagStr() {
-		return nil, fmt.Errorf("index.json: %s = %q, want %q", annotationRefName, got, ref.TagStr())
-	}
-	var platforms []string
-	var limg v1.Image
-	if desc.MediaType.IsIndex() {
-		// A multi-platform image: every platform's image valid and
-		// labelled with its config's platform; manifest.json is the first.
-		if limg, platforms, err = verifyPlatforms(idx, desc.Digest); err != nil {
-			return nil, fmt.Errorf("OCI layout view: %w", err)
-		}
-	} else if limg, err = idx.Image(desc.Digest); err != nil {
-		return nil, fmt.Errorf("OCI layout view: %w", err)
-	}
-	if err := validate.Image(limg); err != nil {
-		return nil, fmt.Errorf("OCI layout view invalid: %w", err)
-	}
-	lcfg, err := limg.ConfigName()
-	if err != nil {
-		return nil, err
-	}
-	llayers, err := layerDigests(limg)
+	desc, lview, platforms, err := readLayoutView(path, ref)
 	if err != nil {
 		return nil, err
 	}
 
 	// Both views are one image.
-	if lcfg != dcfg {
-		return nil, fmt.Errorf("config differs: index.json's manifest has %s, manifest.json %s", lcfg, dcfg)
+	if lview.config != dview.config {
+		return nil, fmt.Errorf("config differs: index.json's manifest has %s, manifest.json %s", lview.config, dview.config)
 	}
-	if fmt.Sprint(llayers) != fmt.Sprint(dlayers) {
-		return nil, fmt.Errorf("layers differ: index.json's manifest has %v, manifest.json %v", llayers, dlayers)
+	if fmt.Sprint(lview.layers) != fmt.Sprint(dview.layers) {
+		return nil, fmt.Errorf("layers differ: index.json's manifest has %v, manifest.json %v", lview.layers, dview.layers)
 	}
-	if want := "blobs/sha256/" + lcfg.Hex; dm[0].Config != want {
+	if want := "blobs/sha256/" + lview.config.Hex; dm[0].Config != want {
 		return nil, fmt.Errorf("manifest.json Config %q, want %q", dm[0].Config, want)
 	}
-	return &Verified{Ref: ref, Digest: desc.Digest, Config: lcfg, Layers: llayers, Platforms: platforms}, nil
+	return &Verified{Ref: ref, Digest: desc.Digest, Config: lview.config, Layers: lview.layers, Platforms: platforms}, nil
+}
+
+// imageView is the image one view of an archive shows: its config's and
+// layers' digests.
+type imageView struct {
+	config v1.Hash
+	layers []v1.Hash
+}
+
+// viewOf validates img, the image of the view named what, and reads its
+// digests.
+func viewOf(what string, img v1.Image) (imageView, error) {
+	if err := validate.Image(img); err != nil {
+		return imageView{}, fmt.Errorf("%s invalid: %w", what, err)
+	}
+	cfg, err := img.ConfigName()
+	if err != nil {
+		return imageView{}, err
+	}
+	layers, err := layerDigests(img)
+	if err != nil {
+		return imageView{}, err
+	}
+	return imageView{config: cfg, layers: layers}, nil
+}
+
+// readDockerView reads the archive as a docker-archive: its manifest.json,
+// which must hold one image with one RepoTag, and that image.
+func readDockerView(path string) (tarball.Manifest, name.Tag, imageView, error) {
+	dm, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(path) })
+	if err != nil {
+		return nil, name.Tag{}, imageView{}, fmt.Errorf("manifest.json: %w", err)
+	}
+	if len(dm) != 1 || len(dm[0].RepoTags) != 1 {
+		return nil, name.Tag{}, imageView{}, fmt.Errorf("manifest.json: want one image with one RepoTag, got %+v", dm)
+	}
+	ref, err := name.NewTag(dm[0].RepoTags[0], name.StrictValidation)
+	if err != nil {
+		return nil, name.Tag{}, imageView{}, fmt.Errorf("manifest.json RepoTag: %w", err)
+	}
+	img, err := tarball.ImageFromPath(path, &ref)
+	if err != nil {
+		return nil, name.Tag{}, imageView{}, fmt.Errorf("docker-archive view: %w", err)
+	}
+	view, err := viewOf("docker-archive view", img)
+	if err != nil {
+		return nil, name.Tag{}, imageView{}, err
+	}
+	return dm, ref, view, nil
+}
+
+// readLayoutView reads the archive as an OCI image layout, unpacked into
+// a temporary folder: index.json's one descriptor, annotated with ref,
+// and its image (the first platform's of a multi-platform image, whose
+// platforms it returns in order).
+func readLayoutView(path string, ref name.Tag) (v1.Descriptor, imageView, []string, error) {
+	dir, err := os.MkdirTemp("", "imagebuild-verify-")
+	if err != nil {
+		return v1.Descriptor{}, imageView{}, nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := untar(path, dir); err != nil {
+		return v1.Descriptor{}, imageView{}, nil, err
+	}
+	idx, desc, err := readLayoutIndex(dir, ref)
+	if err != nil {
+		return v1.Descriptor{}, imageView{}, nil, err
+	}
+	var platforms []string
+	var img v1.Image
+	if desc.MediaType.IsIndex() {
+		// A multi-platform image: every platform's image valid and
+		// labelled with its config's platform; manifest.json is the first.
+		if img, platforms, err = verifyPlatforms(idx, desc.Digest); err != nil {
+			return v1.Descriptor{}, imageView{}, nil, fmt.Errorf("OCI layout view: %w", err)
+		}
+	} else if img, err = idx.Image(desc.Digest); err != nil {
+		return v1.Descriptor{}, imageView{}, nil, fmt.Errorf("OCI layout view: %w", err)
+	}
+	view, err := viewOf("OCI layout view", img)
+	if err != nil {
+		return v1.Descriptor{}, imageView{}, nil, err
+	}
+	return desc, view, platforms, nil
+}
+
+// readLayoutIndex reads and validates the OCI layout in dir; its
+// index.json must name one manifest, annotated with ref's name and tag.
+func readLayoutIndex(dir string, ref name.Tag) (v1.ImageIndex, v1.Descriptor, error) {
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("OCI layout view: %w", err)
+	}
+	idx, err := lp.ImageIndex()
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("OCI layout view: %w", err)
+	}
+	if err := validate.Index(idx); err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("OCI layout view invalid: %w", err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	if len(im.Manifests) != 1 {
+		return nil, v1.Descriptor{}, fmt.Errorf("index.json: want one manifest, got %d", len(im.Manifests))
+	}
+	desc := im.Manifests[0]
+	if got := desc.Annotations[annotationImageName]; got != ref.String() {
+		return nil, v1.Descriptor{}, fmt.Errorf("index.json: %s = %q, manifest.json RepoTag %q", annotationImageName, got, ref.String())
+	}
+	if got := desc.Annotations[annotationRefName]; got != ref.TagStr() {
+		return nil, v1.Descriptor{}, fmt.Errorf("index.json: %s = %q, want %q", annotationRefName, got, ref.TagStr())
+	}
+	return idx, desc, nil
 }
 
 // verifyPlatforms checks the multi-platform index digest in idx: each of

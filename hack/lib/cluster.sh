@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for hack/local-up.sh and hack/local-down.sh. Sourced, not run.
 
 log() { echo "local-up: $*"; }
@@ -257,9 +258,8 @@ alive() {
   [[ "$state" != "Z" && "$state" != "X" ]] && return 0
   # A zombie main thread whose other threads are still exiting still holds
   # the process's files (its listening sockets too).
-  local tasks
-  tasks=$(ls "/proc/$1/task" 2>/dev/null | wc -l)
-  [[ "$tasks" -gt 1 ]]
+  local tasks=("/proc/$1/task"/*)
+  [[ "${#tasks[@]}" -gt 1 ]]
 }
 
 # stop_all [NAME...]: stops the named recorded processes, or every one in

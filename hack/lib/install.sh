@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced: the one way lull's scripts point manifests/install (or an overlay
 # of it) at images of a given tag.
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The local cluster's real kubelet node: containerd, runc and the CNI
 # plugins built from pinned versions, a kubelet and kube-proxy from the
 # pinned Kubernetes, and a bridge the cluster creates. Sourced by
@@ -252,6 +253,7 @@ node_cgroups() {
   if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
     mkdir -p /sys/fs/cgroup/lull
     local c
+    # shellcheck disable=SC2013 # the file is one line of controller names: its words are wanted
     for c in $(cat /sys/fs/cgroup/cgroup.subtree_control); do
       echo "+$c" >/sys/fs/cgroup/lull/cgroup.subtree_control 2>/dev/null || true
     done
@@ -299,10 +301,11 @@ node_cleanup() {
     kill -KILL "$pid" 2>/dev/null || true
   done
   if [[ -d "$NODE_DIR" ]]; then
-    local m
+    local m mounts
     # Deepest first: container rootfs, pod volumes, network namespaces,
     # the kubelet's own bind mount of its root dir.
-    for m in $(awk -v d="$NODE_DIR" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r); do
+    mapfile -t mounts < <(awk -v d="$NODE_DIR" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r)
+    for m in "${mounts[@]}"; do
       umount -l "$m" 2>/dev/null || true
     done
   fi
@@ -319,7 +322,7 @@ node_cleanup() {
   ip link del "$NODE_BRIDGE" 2>/dev/null || true
   local c
   for c in /sys/fs/cgroup/*/lull /sys/fs/cgroup/lull; do
-    [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    if [[ -d "$c" ]]; then find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
   done
   [[ -f "$NODE_LOCK" && "$(cat "$NODE_LOCK")" == "$DIR" ]] && rm -f "$NODE_LOCK"
   return 0

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by hack/local-up.sh: installs lull.
 #
 # LULL_INSTALL=pods (the default with the real node): the way users install
@@ -27,6 +28,7 @@ if [[ "$LULL_INSTALL" == pods ]]; then
     rollout status daemonset/lull-agent --timeout=5s
   log "lull installed as pods on ${REAL_NODE_NAME} in $((SECONDS - install_start))s (images ${LULL_VERSION})"
   echo "$((SECONDS - install_start))" >"$DIR/install/seconds"
+  # shellcheck disable=SC2317 # `|| true` is reached only when this file is run rather than sourced
   return 0 2>/dev/null || true
 fi
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by hack/local-up.sh after 10-lull.sh: with LULL_INSTALL=host
 # (development) starts lull-scheduler (built
 # by `make build`) with the shipped configuration and RBAC. It authenticates

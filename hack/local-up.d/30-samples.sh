@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by hack/local-up.sh last: sample pools, windows and an opted-in
 # workload for the guided tour (LULL_SAMPLES=0 skips them, as the e2e tests
 # do: they create what they need).

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by hack/local-up.sh last: real-node-1, a machine booted by
 # systemd beside real-node-0 (hack/real-node-1.sh), with lull-agent's
 # production commands. On by default with the real node; LULL_REAL_NODE_1=0

@@ -153,11 +153,11 @@ func (iv *invariants) closes(node string, at time.Time) {
 	}
 }
 
-// budget watches that at most max of nodes (a window's) disrupt at once.
-func (iv *invariants) budget(window string, max int, nodes ...string) {
+// budget watches that at most limit of nodes (a window's) disrupt at once.
+func (iv *invariants) budget(window string, limit int, nodes ...string) {
 	iv.mu.Lock()
 	defer iv.mu.Unlock()
-	g := &budgetGroup{name: window, max: max, nodes: map[string]bool{}}
+	g := &budgetGroup{name: window, max: limit, nodes: map[string]bool{}}
 	for _, n := range nodes {
 		g.nodes[n] = true
 	}

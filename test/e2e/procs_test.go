@@ -129,14 +129,6 @@ func (p *proc) start() error {
 	return os.WriteFile(p.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
 
-// restart kills the process and starts it again with the same flags.
-func (p *proc) restart(ctx context.Context) error {
-	if err := p.kill(ctx); err != nil {
-		return err
-	}
-	return p.start()
-}
-
 // lullProcs are the processes a Deployment would restart when they exit:
 // both lull-drainer replicas and lull-scheduler. Each exits when it loses
 // leader election, as controller-runtime and kube-scheduler do.

@@ -192,20 +192,18 @@ var errExited = errors.New("prometheus exited before it was ready")
 // the deadline passes; the error says what the last look saw.
 func waitFor(what string, exited <-chan struct{}, deadline time.Time, check func(*http.Client) (bool, string)) error {
 	client := &http.Client{Timeout: 2 * time.Second}
-	last := "no answer yet"
 	for {
 		done, seen := check(client)
 		if done {
 			return nil
 		}
-		last = seen
 		select {
 		case <-exited:
 			return errExited
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s in time (last: %s)", what, last)
+			return fmt.Errorf("%s in time (last: %s)", what, seen)
 		}
 	}
 }

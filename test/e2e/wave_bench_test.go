@@ -159,11 +159,6 @@ func (w *wave) quarter(q int) []string {
 	return out
 }
 
-func (w *wave) quarterOf(node string) int {
-	i, _ := strconv.Atoi(strings.TrimPrefix(node, "wave-"))
-	return i % 4
-}
-
 func (w *wave) budgetsText() string {
 	var parts []string
 	for q, mw := range waveWindows {
@@ -326,11 +321,11 @@ func (w *wave) createWindows(ctx context.Context) {
 		if err := w.c.Create(ctx, mw); err != nil {
 			w.b.Fatalf("creating window %s: %v", spec.name, err)
 		}
-		max, err := budget.MaxUnavailable(mw, len(w.quarter(q)))
+		limit, err := budget.MaxUnavailable(mw, len(w.quarter(q)))
 		if err != nil {
 			w.b.Fatal(err)
 		}
-		w.max[q] = max
+		w.max[q] = limit
 	}
 }
 
