@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy functions (api/, plugins/) and CRD manifests (api/)
-# with the pinned controller-gen, and what is derived from the CRDs: the
+# Regenerates the conversion and defaulting functions of the packages that
+# ask for them (the NodeDisruption plugin's args: `+k8s:conversion-gen=` and
+# `+k8s:defaulter-gen=` in their doc.go, as kube-scheduler's own args) with
+# the pinned conversion-gen and defaulter-gen (k8s.io/code-generator),
+# deepcopy functions (api/, plugins/) and CRD manifests (api/) with the
+# pinned controller-gen, and what is derived from the CRDs: the
 # kustomization manifests/crds/Kustomization (used by manifests/install),
 # the Helm chart's copies in charts/lull/crds, and the chart's copies of the
 # monitoring files (manifests/monitoring: alert rules, dashboard) in
@@ -10,17 +14,32 @@
 #   hack/update-codegen.sh --verify   fail if the committed output is stale
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"${ROOT}/hack/build-binaries.sh" controller-gen >/dev/null
-CG="${LULL_BIN_DIR:-${ROOT}/_output/bin}/controller-gen"
+"${ROOT}/hack/build-binaries.sh" controller-gen conversion-gen defaulter-gen >/dev/null
+BIN="${LULL_BIN_DIR:-${ROOT}/_output/bin}"
+CG="${BIN}/controller-gen"
 
 generate() { # $1: module root to generate in
-  (cd "$1" && rm -rf manifests/crds && \
+  (cd "$1" && gen_k8s defaulter-gen zz_generated.defaults.go && \
+   gen_k8s conversion-gen zz_generated.conversion.go && \
+   rm -rf manifests/crds && \
    "$CG" object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./plugins/... \
          crd paths=./api/... output:crd:dir=manifests/crds && \
    crd_kustomization >manifests/crds/Kustomization && \
    rm -rf charts/lull/crds && mkdir -p charts/lull/crds && cp manifests/crds/*.yaml charts/lull/crds/ && \
    rm -rf charts/lull/files/monitoring && mkdir -p charts/lull/files/monitoring && \
    cp manifests/monitoring/rules.yaml manifests/monitoring/dashboard.json charts/lull/files/monitoring/)
+}
+
+# Runs code-generator's $1 on the packages (under api/ and plugins/) whose
+# Go files carry its tag `// +k8s:$1=...`, as kube_codegen.sh does: their
+# old $2 are removed first, so a package that drops the tag loses its file.
+gen_k8s() { # $1: generator, $2: output file name; run in the root
+  local pkgs=()
+  find api plugins -name "$2" -delete
+  mapfile -t pkgs < <(grep -rlE --include='*.go' "^//[[:space:]]*\+k8s:$1=" api plugins |
+                      xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
+  [[ ${#pkgs[@]} -eq 0 ]] && return 0
+  "${BIN}/$1" --go-header-file hack/boilerplate.go.txt --output-file "$2" "${pkgs[@]}"
 }
 
 # The CRDs as a kustomization. Named "Kustomization" (a name kustomize
@@ -31,11 +50,11 @@ crd_kustomization() { # run in the root
   echo "apiVersion: kustomize.config.k8s.io/v1beta1"
   echo "kind: Kustomization"
   echo "resources:"
-  (cd manifests/crds && ls -1 *.yaml | sort | sed 's/^/- /')
+  (cd manifests/crds && printf '%s\n' *.yaml | sort | sed 's/^/- /')
 }
 
 generated() { # $1: root; lists generated files relative to it
-  (cd "$1" && find api plugins -name 'zz_generated.deepcopy.go' | sort; find manifests/crds -type f | sort
+  (cd "$1" && find api plugins \( -name 'zz_generated.deepcopy.go' -o -name 'zz_generated.conversion.go' -o -name 'zz_generated.defaults.go' \) | sort; find manifests/crds -type f | sort
    if [[ -d charts/lull/crds ]]; then find charts/lull/crds -type f | sort; fi
    if [[ -d charts/lull/files/monitoring ]]; then find charts/lull/files/monitoring -type f | sort; fi)
 }
@@ -59,4 +78,4 @@ if [[ "${1:-}" == "--verify" ]]; then
 fi
 
 generate "$ROOT"
-echo "generated deepcopy functions, manifests/crds, charts/lull/crds and charts/lull/files/monitoring"
+echo "generated conversion, defaulting and deepcopy functions, manifests/crds, charts/lull/crds and charts/lull/files/monitoring"

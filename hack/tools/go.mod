@@ -1,12 +1,16 @@
 // Build-only tools kept out of the product module: etcd (its server module
 // carries replace directives, so `go install` refuses it, but building it
-// from a module that requires it works) and controller-gen.
+// from a module that requires it works), controller-gen, and conversion-gen
+// and defaulter-gen (k8s.io/code-generator, pinned to KUBE_STAGING_VERSION
+// of hack/versions.env; hack/build-binaries.sh checks it).
 module lull.dev/lull/hack/tools
 
 go 1.26.0
 
 tool (
 	go.etcd.io/etcd/server/v3
+	k8s.io/code-generator/cmd/conversion-gen
+	k8s.io/code-generator/cmd/defaulter-gen
 	sigs.k8s.io/controller-tools/cmd/controller-gen
 )
 
@@ -101,8 +105,8 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/api v0.37.0 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
-	k8s.io/apimachinery v0.37.0 // indirect
-	k8s.io/code-generator v0.37.0 // indirect
+	k8s.io/apimachinery v0.37.1 // indirect
+	k8s.io/code-generator v0.37.1 // indirect
 	k8s.io/gengo/v2 v2.0.0-20260408192533-25e2208e0dc3 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -13,11 +14,17 @@ import (
 // DefaultHorizon is how far ahead the plugin scores by default.
 const DefaultHorizon = 24 * time.Hour
 
+// addDefaultingFuncs registers the defaulters generated from
+// SetDefaults_NodeDisruptionArgs (zz_generated.defaults.go).
+func addDefaultingFuncs(scheme *runtime.Scheme) error {
+	return RegisterDefaults(scheme)
+}
+
 // SetDefaults_NodeDisruptionArgs fills unset fields; the shared settings
 // take the defaults of pkg/settings, as lull-drainer's and kubectl-lull's
 // flags do.
 //
-//nolint:revive,staticcheck // the name follows the Kubernetes defaulter convention
+//nolint:revive // the name follows the Kubernetes defaulter convention
 func SetDefaults_NodeDisruptionArgs(obj *NodeDisruptionArgs) {
 	d := settings.Defaults()
 	setDefault(&obj.LeaseNamespace, d.LeaseNamespace)
