@@ -645,7 +645,7 @@ func TestStartConflictStartsOver(t *testing.T) {
 
 	res, err := e.reconcile(e.ctx, testNode)
 	require.NoError(t, err)
-	require.Equal(t, reconcile.Result{Requeue: true}, res)
+	require.Equal(t, reconcile.Result{Requeue: true}, res) //nolint:staticcheck // SA1019: what the agent returns (run.go)
 	require.Equal(t, 1, conflicts)
 	require.Empty(t, e.exec.ran, "nothing runs unrecorded")
 	require.Equal(t, []lullv1alpha1.ActionStatus{restart("chronyd", lullv1alpha1.ActionPending)}, e.actions())
@@ -864,7 +864,7 @@ func TestOutcome(t *testing.T) {
 		{name: "a restart that finished just as its deadline came", typ: lullv1alpha1.StepRestartService, ctx: ended, want: lullv1alpha1.ActionSucceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, outcome(tc.typ, tc.ctx, tc.err))
+			require.Equal(t, tc.want, outcome(tc.ctx, tc.typ, tc.err))
 		})
 	}
 }

@@ -76,9 +76,9 @@ func orNone(s string) string {
 // listUnits names units for a message: the first five, then how many
 // more.
 func listUnits(units []string) string {
-	const max = 5
-	if len(units) <= max {
+	const shown = 5
+	if len(units) <= shown {
 		return strings.Join(units, ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(units[:max], ", "), len(units)-max)
+	return fmt.Sprintf("%s and %d more", strings.Join(units[:shown], ", "), len(units)-shown)
 }

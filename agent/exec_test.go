@@ -98,7 +98,7 @@ func TestCommandsFailureMessage(t *testing.T) {
 	c := Commands{HostRoot: "/", Restart: `echo "Job for $LULL_UNIT.service failed."; exit 1`, UnitState: state}
 	out, err := c.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}})
 	require.Error(t, err)
-	require.Equal(t, lullv1alpha1.ActionFailed, outcome(lullv1alpha1.StepRestartService, context.Background(), err))
+	require.Equal(t, lullv1alpha1.ActionFailed, outcome(context.Background(), lullv1alpha1.StepRestartService, err))
 	require.Equal(t, `echo "Job for $LULL_UNIT.service failed."; exit 1: exit status 1; last output: Job for chronyd.service failed.`,
 		message(out, err, lullv1alpha1.ActionFailed, time.Minute))
 }
@@ -120,7 +120,7 @@ func TestCommandsKilledAtTheDeadline(t *testing.T) {
 	require.Error(t, err)
 	require.Less(t, took, 2*time.Second, "killed, not waited for")
 	require.Equal(t, "started", out)
-	require.Equal(t, lullv1alpha1.ActionTimedOut, outcome(lullv1alpha1.StepRestartService, ctx, err))
+	require.Equal(t, lullv1alpha1.ActionTimedOut, outcome(ctx, lullv1alpha1.StepRestartService, err))
 	require.Equal(t, "did not finish within 2m0s; last output: started", message(out, err, lullv1alpha1.ActionTimedOut, 2*time.Minute))
 }
 
@@ -732,7 +732,7 @@ func TestCommandsReloadsEndWithTheirContext(t *testing.T) {
 			})
 			require.ErrorIs(t, r.err, context.Canceled)
 			require.Equal(t, "queued", r.out)
-			require.Equal(t, lullv1alpha1.ActionTimedOut, outcome(tc.step.Action.Type, ctx, r.err))
+			require.Equal(t, lullv1alpha1.ActionTimedOut, outcome(ctx, tc.step.Action.Type, r.err))
 		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // outcome is the state a step's run leaves it in.
-func outcome(t lullv1alpha1.DisruptionAction, ctx context.Context, err error) lullv1alpha1.ActionState {
+func outcome(ctx context.Context, t lullv1alpha1.DisruptionAction, err error) lullv1alpha1.ActionState {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return lullv1alpha1.ActionTimedOut

@@ -66,7 +66,7 @@ func (a *Agent) start(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, i i
 	}
 	if err := a.Client.Status().Update(ctx, nm); err != nil {
 		if apierrors.IsConflict(err) {
-			return false, reconcile.Result{Requeue: true}, nil
+			return false, reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: retried with the queue's rate-limited backoff, which RequeueAfter (a fixed delay) does not give
 		}
 		return false, reconcile.Result{}, fmt.Errorf("recording %s started: %w", st.Label(), err)
 	}
@@ -164,7 +164,7 @@ func (a *Agent) execute(ctx context.Context, logger klog.Logger, nm *lullv1alpha
 	if ctx.Err() != nil {
 		return ran{}, ctx.Err()
 	}
-	r.result = outcome(st.Type, runCtx, r.err)
+	r.result = outcome(runCtx, st.Type, r.err)
 	if a.Metrics != nil {
 		a.Metrics.observe(st.Type, r.result, a.Clock.Since(started))
 	}

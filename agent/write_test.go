@@ -43,10 +43,7 @@ func writeCase(t *testing.T, mutate func(nm *lullv1alpha1.NodeMaintenance, nc *l
 	if mutate != nil {
 		mutate(nm, nc, cm)
 	}
-	objs := []client.Object{nc}
-	if cm != nil {
-		objs = append(objs, cm)
-	}
+	objs := []client.Object{nc, cm}
 	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	return &Files{Live: c, HostRoot: root, ConfigNamespace: lullv1alpha1.ConfigNamespace,
 		Admission: types.NamespacedName{Namespace: "lull-system", Name: "lull-admission"}}, nm, root

@@ -314,5 +314,5 @@ type NodeConfigList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NodeConfig{}, &NodeConfigList{})
+	register(&NodeConfig{}, &NodeConfigList{})
 }

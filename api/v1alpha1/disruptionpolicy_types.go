@@ -236,5 +236,5 @@ type DisruptionPolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&DisruptionPolicy{}, &DisruptionPolicyList{})
+	register(&DisruptionPolicy{}, &DisruptionPolicyList{})
 }

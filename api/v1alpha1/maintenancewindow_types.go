@@ -357,5 +357,5 @@ type MaintenanceWindowList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&MaintenanceWindow{}, &MaintenanceWindowList{})
+	register(&MaintenanceWindow{}, &MaintenanceWindowList{})
 }

@@ -376,5 +376,5 @@ type NodeMaintenanceList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NodeMaintenance{}, &NodeMaintenanceList{})
+	register(&NodeMaintenance{}, &NodeMaintenanceList{})
 }

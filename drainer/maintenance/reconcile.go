@@ -27,7 +27,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if apierrors.IsConflict(err) {
 		// Someone wrote the object since we read it: start over from the
 		// newer state.
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: a conflict is retried with the queue's rate-limited backoff, which RequeueAfter (a fixed delay) does not give
 	}
 	return res, err
 }

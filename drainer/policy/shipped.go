@@ -82,7 +82,7 @@ func (s *Shipped) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 	cur.Spec = s.policy.Spec
 	if err := s.Client.Update(ctx, &cur); err != nil {
 		if apierrors.IsConflict(err) {
-			return reconcile.Result{Requeue: true}, nil
+			return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: a conflict is retried with the queue's rate-limited backoff, which RequeueAfter (a fixed delay) does not give
 		}
 		return reconcile.Result{}, fmt.Errorf("restoring the shipped DisruptionPolicy %q: %w", policy.ShippedName, err)
 	}

@@ -174,7 +174,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		mw.Status = *status
 		if err := r.Client.Status().Update(ctx, &mw); err != nil {
 			if apierrors.IsConflict(err) {
-				return reconcile.Result{Requeue: true}, nil
+				return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: a conflict is retried with the queue's rate-limited backoff, which RequeueAfter (a fixed delay) does not give
 			}
 			return reconcile.Result{}, fmt.Errorf("updating status of MaintenanceWindow %s: %w", mw.Name, err)
 		}

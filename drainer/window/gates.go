@@ -145,12 +145,12 @@ func (r *Reconciler) credentials(ctx context.Context, name string, c *alerts.Cli
 	var s corev1.Secret
 	if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: r.SecretNamespace, Name: name}, &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("Secret %s/%s with the alerts gate's credentials does not exist", r.SecretNamespace, name)
+			return fmt.Errorf("Secret %s/%s with the alerts gate's credentials does not exist", r.SecretNamespace, name) //nolint:staticcheck // ST1005: the message starts with the kind's name, as kubectl says it
 		}
 		return fmt.Errorf("reading Secret %s/%s with the alerts gate's credentials: %w", r.SecretNamespace, name, err)
 	}
 	if s.Labels[lullv1alpha1.AlertsCredentialsLabel] != "true" {
-		return fmt.Errorf("Secret %s/%s lacks the label %s=true that lets lull send its credentials to an alerts server",
+		return fmt.Errorf("Secret %s/%s lacks the label %s=true that lets lull send its credentials to an alerts server", //nolint:staticcheck // ST1005: the kind's name, as kubectl says it
 			r.SecretNamespace, name, lullv1alpha1.AlertsCredentialsLabel)
 	}
 	c.BearerToken, c.Username, c.Password = string(s.Data["token"]), string(s.Data["username"]), string(s.Data["password"])

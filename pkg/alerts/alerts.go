@@ -181,25 +181,25 @@ func compareLabels(a, b map[string]string) int {
 
 // Summary says in one line which alerts fire, e.g.
 // "2 alerts fire: A{...} firing since ..., B{...} firing since ...", or
-// "no matching alert fires" when none. It lists at most max alerts,
-// followed by "and N more"; max 0 gives the count alone, a negative max
+// "no matching alert fires" when none. It lists at most limit alerts,
+// followed by "and N more"; limit 0 gives the count alone, a negative limit
 // lists every alert.
-func Summary(alerts []Alert, max int) string {
+func Summary(alerts []Alert, limit int) string {
 	n := len(alerts)
 	switch {
 	case n == 0:
 		return "no matching alert fires"
-	case max == 0:
+	case limit == 0:
 		return countPhrase(n)
-	case max < 0 || max > n:
-		max = n
+	case limit < 0 || limit > n:
+		limit = n
 	}
-	parts := make([]string, 0, max+1)
-	for _, a := range alerts[:max] {
+	parts := make([]string, 0, limit+1)
+	for _, a := range alerts[:limit] {
 		parts = append(parts, a.String())
 	}
-	if n > max {
-		parts = append(parts, fmt.Sprintf("and %d more", n-max))
+	if n > limit {
+		parts = append(parts, fmt.Sprintf("and %d more", n-limit))
 	}
 	return countPhrase(n) + ": " + strings.Join(parts, ", ")
 }

@@ -212,7 +212,7 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []A
 		if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 			return Result{}, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
 		}
-		max, err := MaxUnavailable(w, len(selected.Items))
+		maxUnavailable, err := MaxUnavailable(w, len(selected.Items))
 		if err != nil {
 			return Result{Message: fmt.Sprintf("window %s: %v", w.Name, err)}, nil
 		}
@@ -222,15 +222,15 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []A
 				inUse = append(inUse, a.Node)
 			}
 		}
-		if max == 0 {
+		if maxUnavailable == 0 {
 			// Only 0 and 0% resolve to no node: a freeze. Say so,
 			// rather than "in use by" nobody.
 			return Result{InUse: inUse, Message: frozenMessage(w)}, nil
 		}
-		if len(inUse) >= max {
-			return Result{InUse: inUse, Message: fmt.Sprintf("window %s allows %d node(s) disrupted at once; %d in use", w.Name, max, len(inUse))}, nil
+		if len(inUse) >= maxUnavailable {
+			return Result{InUse: inUse, Message: fmt.Sprintf("window %s allows %d node(s) disrupted at once; %d in use", w.Name, maxUnavailable, len(inUse))}, nil
 		}
-		room = min(room, max-len(inUse)-1)
+		room = min(room, maxUnavailable-len(inUse)-1)
 	}
 	return Result{Free: true, Room: room}, nil
 }

@@ -91,7 +91,7 @@ func (f *outputFlags) printer() (printers.ResourcePrinter, error) {
 	case "jsonpath", "jsonpath-file":
 		return jsonPathPrinter(format, arg)
 	}
-	return nil, fmt.Errorf("-o %q: unknown output format; use one of wide, %s, custom-columns=...",
+	return nil, fmt.Errorf("-o %q: unknown output format; use one of wide, %s, custom-columns=...", //nolint:revive,staticcheck // error-strings, ST1005: the "..." is custom-columns' syntax, not punctuation
 		f.format(), strings.Join(machineFormats, ", "))
 }
 

@@ -104,10 +104,12 @@ func buildRequest(nodes []string, selector string, classes []string, changes *lu
 	if len(nodes) == 0 && selector == "" {
 		return req, fmt.Errorf("name one or more nodes, or give a label selector (-l)")
 	}
-	if len(classes) == 0 && changes != nil {
-		// Planned from the change alone.
-	} else if err := validateClasses(classes); err != nil {
-		return req, err
+	// Classes are checked unless the request is planned from the change
+	// alone.
+	if len(classes) > 0 || changes == nil {
+		if err := validateClasses(classes); err != nil {
+			return req, err
+		}
 	}
 	if selector != "" {
 		sel, err := labels.Parse(selector)

@@ -105,10 +105,10 @@ func run(ws []*window.Window, iv window.Interval, need time.Time) window.Interva
 }
 
 // startPeriod is the first permitted period, from next on, with at least
-// min left from when a request could start in it (now, or its start); a
+// need left from when a request could start in it (now, or its start); a
 // period that never closes always has enough.
-func startPeriod(ws []*window.Window, next window.Interval, min time.Duration, now time.Time) (window.Interval, bool) {
-	if min > 0 && tooShort(ws, min) {
+func startPeriod(ws []*window.Window, next window.Interval, need time.Duration, now time.Time) (window.Interval, bool) {
+	if need > 0 && tooShort(ws, need) {
 		return window.Interval{}, false
 	}
 	iv := next
@@ -117,8 +117,8 @@ func startPeriod(ws []*window.Window, next window.Interval, min time.Duration, n
 		if from.Before(now) {
 			from = now
 		}
-		iv = run(ws, iv, from.Add(min))
-		if iv.Unbounded() || iv.End.Sub(from) >= min {
+		iv = run(ws, iv, from.Add(need))
+		if iv.Unbounded() || iv.End.Sub(from) >= need {
 			return iv, true
 		}
 		var ok bool
@@ -130,12 +130,12 @@ func startPeriod(ws []*window.Window, next window.Interval, min time.Duration, n
 }
 
 // tooShort reports whether no period in which all windows permit can last
-// min: the periods of each window bound theirs, so one window whose
+// need: the periods of each window bound theirs, so one window whose
 // periods are all shorter answers at once what the walk above would find
 // only after maxPeriodSteps periods.
-func tooShort(ws []*window.Window, min time.Duration) bool {
+func tooShort(ws []*window.Window, need time.Duration) bool {
 	for _, w := range ws {
-		if longest, ok := w.LongestPeriod(); ok && longest < min {
+		if longest, ok := w.LongestPeriod(); ok && longest < need {
 			return true
 		}
 	}

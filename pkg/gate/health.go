@@ -373,10 +373,10 @@ func ReadyCondition(n *corev1.Node) *corev1.NodeCondition {
 	return nil
 }
 
-// listSome lists at most max items, then how many more.
-func listSome(items []string, max int) string {
-	if len(items) <= max {
+// listSome lists at most limit items, then how many more.
+func listSome(items []string, limit int) string {
+	if len(items) <= limit {
 		return strings.Join(items, ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:max], ", "), len(items)-max)
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:limit], ", "), len(items)-limit)
 }

@@ -82,10 +82,10 @@ func countFiles(n int) string {
 	return fmt.Sprintf("%d files", n)
 }
 
-// joinCapped joins items after head with ", ", as many as fit in max
+// joinCapped joins items after head with ", ", as many as fit in limit
 // bytes with "… and N more" for the rest; the first is listed even if it
 // has to be cut short.
-func joinCapped(head string, items []string, max int) string {
+func joinCapped(head string, items []string, limit int) string {
 	var b strings.Builder
 	b.WriteString(head)
 	for i, it := range items {
@@ -97,7 +97,7 @@ func joinCapped(head string, items []string, max int) string {
 		if rest := len(items) - i - 1; rest > 0 {
 			reserve = len(moreText(rest))
 		}
-		if room := max - b.Len() - len(sep) - reserve; len(it) > room {
+		if room := limit - b.Len() - len(sep) - reserve; len(it) > room {
 			if i > 0 {
 				b.WriteString(moreText(len(items) - i))
 				break
@@ -106,19 +106,19 @@ func joinCapped(head string, items []string, max int) string {
 		}
 		b.WriteString(sep + it)
 	}
-	return truncate(b.String(), max)
+	return truncate(b.String(), limit)
 }
 
 func moreText(n int) string { return fmt.Sprintf(" … and %d more", n) }
 
-// truncate cuts s to at most max bytes on a rune boundary, marking the cut
+// truncate cuts s to at most limit bytes on a rune boundary, marking the cut
 // with "…".
-func truncate(s string, max int) string {
-	if len(s) <= max {
+func truncate(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
 	const ell = "…"
-	cut := max - len(ell)
+	cut := limit - len(ell)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

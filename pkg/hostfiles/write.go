@@ -237,7 +237,7 @@ func replace(root *os.Root, rel string, content []byte, mode fs.FileMode, uid, g
 		if err != nil {
 			f.Close()
 			if !renamed {
-				root.Remove(tmp)
+				_ = root.Remove(tmp) // best effort: the write already failed, and that error is returned
 			}
 		}
 	}()

@@ -125,9 +125,9 @@ func Unwritable(from, to *Config) lullv1alpha1.Changes {
 // that Check rejects, as the API server would.
 func Check(c lullv1alpha1.Changes) error {
 	var errs []error
-	limit := func(n, max int, what string) {
-		if n > max {
-			errs = append(errs, fmt.Errorf("%d %s changed, more than the %d a change set may list", n, what, max))
+	limit := func(n, most int, what string) {
+		if n > most {
+			errs = append(errs, fmt.Errorf("%d %s changed, more than the %d a change set may list", n, what, most))
 		}
 	}
 	limit(len(c.Files), lullv1alpha1.MaxChangedFiles, "files")

@@ -124,7 +124,7 @@ func parseIgnition(raw []byte, depth int) (igntypes.Config, error) {
 				} `json:"ignition"`
 			}
 			_ = json.Unmarshal(raw, &stub)
-			return cfg, fmt.Errorf("Ignition spec version %q is not supported: 3.0.0 to %s are", stub.Ignition.Version, igntypes.MaxVersion)
+			return cfg, fmt.Errorf("Ignition spec version %q is not supported: 3.0.0 to %s are", stub.Ignition.Version, igntypes.MaxVersion) //nolint:staticcheck // ST1005: Ignition is a name
 		case len(rpt.Entries) > 0:
 			var lines []string
 			for line := range strings.Lines(rpt.String()) {

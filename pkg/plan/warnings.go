@@ -86,13 +86,13 @@ func (cl *Cluster) warnSharedWindows(res *Result) {
 				selected++
 			}
 		}
-		max, err := budget.MaxUnavailable(mw, selected)
-		if err != nil || max == 0 || len(idx) <= max {
+		maxUnavailable, err := budget.MaxUnavailable(mw, selected)
+		if err != nil || maxUnavailable == 0 || len(idx) <= maxUnavailable {
 			continue
 		}
 		for _, i := range idx {
 			res.Nodes[i].warn("%d of the planned nodes wait for window %s, which allows %d disrupted at once: they start one after another as its budget frees, not all when it opens",
-				len(idx), name, max)
+				len(idx), name, maxUnavailable)
 		}
 	}
 }

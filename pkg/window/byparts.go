@@ -48,11 +48,11 @@ func (r *recurrence) matches(c *dayCursor, wno *bits384) bool {
 // (BYDAY with ordinals), counted within its month or year.
 func (r *recurrence) nthMatches(c *dayCursor) bool {
 	s := r.nth[c.wd]
-	pos, len := c.dom, c.monthLen
+	pos, length := c.dom, c.monthLen
 	if r.nthInYear {
-		pos, len = c.doy, c.ylen
+		pos, length = c.doy, c.ylen
 	}
-	return s.pos&(1<<uint((pos-1)/7+1)) != 0 || s.neg&(1<<uint((len-pos)/7+1)) != 0
+	return s.pos&(1<<uint((pos-1)/7+1)) != 0 || s.neg&(1<<uint((length-pos)/7+1)) != 0
 }
 
 // selectPositions keeps the days at the positions given (1 the first, -1

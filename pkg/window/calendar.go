@@ -23,7 +23,7 @@ func floorMod(a, b int) int {
 // dayOf returns the day number of a civil date; time.Date normalises
 // out-of-range months and days.
 func dayOf(y int, m time.Month, d int) int {
-	return int(floorDiv(int(time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix()), 86400))
+	return floorDiv(int(time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix()), 86400)
 }
 
 // civil returns the civil date of a day number.
@@ -36,19 +36,10 @@ func weekdayOf(day int) time.Weekday {
 	return time.Weekday(floorMod(day+4, 7))
 }
 
-// mondayOf returns the Monday starting the ISO week of day.
-func mondayOf(day int) int {
-	return day - floorMod(int(weekdayOf(day))-1, 7)
-}
-
 // localDay returns the day number of t's local date in loc.
 func localDay(t time.Time, loc *time.Location) int {
 	y, m, d := t.In(loc).Date()
 	return dayOf(y, m, d)
-}
-
-func daysIn(y int, m time.Month) int {
-	return time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
 // resolveLocal turns a local wall time (given as the same wall clock in UTC)

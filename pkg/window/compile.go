@@ -302,11 +302,11 @@ func (s *schedule) bound(p *rruleParts, anchorDay int) {
 		n, last = n+1, d
 		return n < p.count
 	})
-	switch {
-	case n == 0:
+	switch n {
+	case 0:
 		r.last = r.first - 1
 		s.endRule = fmt.Sprintf("COUNT=%d", p.count)
-	case n == p.count:
+	case p.count:
 		r.last = last
 		s.endRule, s.lastKnown = fmt.Sprintf("COUNT=%d", p.count), true
 	}

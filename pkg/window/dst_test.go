@@ -3,8 +3,8 @@ package window
 import (
 	"archive/zip"
 	"fmt"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -17,7 +17,11 @@ import (
 // data time/tzdata embeds in our binaries.
 func zoneNames(t *testing.T) []string {
 	t.Helper()
-	zr, err := zip.OpenReader(filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip"))
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Skipf("go env GOROOT: %v", err)
+	}
+	zr, err := zip.OpenReader(filepath.Join(strings.TrimSpace(string(goroot)), "lib", "time", "zoneinfo.zip"))
 	if err != nil {
 		t.Skipf("tz database not found: %v", err)
 	}

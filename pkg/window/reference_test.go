@@ -891,9 +891,9 @@ func genRule(rng *rand.Rand) refRule {
 			r.byDay = append(r.byDay, refWeekday{wd: time.Weekday(d)})
 		}
 	}
-	ordinalDays := func(max int) {
+	ordinalDays := func(most int) {
 		for k := 1 + rng.Intn(3); k > 0; k-- {
-			n := 1 + rng.Intn(max)
+			n := 1 + rng.Intn(most)
 			if rng.Intn(2) == 0 {
 				n = -n
 			}

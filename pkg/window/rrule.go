@@ -109,34 +109,34 @@ func parseRRule(s string) (*rruleParts, error) {
 
 // parsePart reads one NAME=VALUE part of a rule other than BYDAY (which
 // parseRRule reads once FREQ is known); k and v are upper case.
-func (r *rruleParts) parsePart(k, v string) error {
+func (p *rruleParts) parsePart(k, v string) error {
 	var err error
 	switch k {
 	case "FREQ":
-		err = r.parseFreq(v)
+		err = p.parseFreq(v)
 	case "INTERVAL":
-		r.interval, err = parseNumber(v, "INTERVAL", 1, 1000)
+		p.interval, err = parseNumber(v, "INTERVAL", 1, 1000)
 	case "COUNT":
-		r.count, err = parseNumber(v, "COUNT", 1, maxCount)
+		p.count, err = parseNumber(v, "COUNT", 1, maxCount)
 	case "UNTIL":
-		r.until, err = parseUntil(v)
-		r.untilText = v
+		p.until, err = parseUntil(v)
+		p.untilText = v
 	case "WKST":
 		wd, ok := rruleDays[v]
 		if !ok {
 			err = fmt.Errorf("WKST=%s must be one of MO TU WE TH FR SA SU", v)
 		}
-		r.wkst = wd
+		p.wkst = wd
 	case "BYMONTH":
-		r.months, err = parseRRuleList(v, "BYMONTH", 1, 12, false)
+		p.months, err = parseRRuleList(v, "BYMONTH", 1, 12, false)
 	case "BYWEEKNO":
-		r.weekNos, err = parseRRuleList(v, "BYWEEKNO", 1, 53, true)
+		p.weekNos, err = parseRRuleList(v, "BYWEEKNO", 1, 53, true)
 	case "BYYEARDAY":
-		r.yearDays, err = parseRRuleList(v, "BYYEARDAY", 1, 366, true)
+		p.yearDays, err = parseRRuleList(v, "BYYEARDAY", 1, 366, true)
 	case "BYMONTHDAY":
-		r.monthDays, err = parseRRuleList(v, "BYMONTHDAY", 1, 31, true)
+		p.monthDays, err = parseRRuleList(v, "BYMONTHDAY", 1, 31, true)
 	case "BYSETPOS":
-		r.setPos, err = parseRRuleList(v, "BYSETPOS", 1, 366, true)
+		p.setPos, err = parseRRuleList(v, "BYSETPOS", 1, 366, true)
 	case "BYHOUR", "BYMINUTE", "BYSECOND":
 		err = fmt.Errorf("%s is not supported: a window starts once a day, at schedule.startTime", k)
 	case "DTSTART":
@@ -147,7 +147,7 @@ func (r *rruleParts) parsePart(k, v string) error {
 	return err
 }
 
-func (r *rruleParts) parseFreq(v string) error {
+func (p *rruleParts) parseFreq(v string) error {
 	switch v {
 	case "HOURLY", "MINUTELY", "SECONDLY":
 		return fmt.Errorf("FREQ=%s is not supported: a window starts at most once a day, at schedule.startTime; use FREQ=DAILY", v)
@@ -156,27 +156,27 @@ func (r *rruleParts) parseFreq(v string) error {
 	if !ok {
 		return fmt.Errorf("FREQ=%s is not a frequency; use DAILY, WEEKLY, MONTHLY or YEARLY", v)
 	}
-	r.freq = f
+	p.freq = f
 	return nil
 }
 
 // check refuses what RFC 5545 says MUST NOT be written for the rule's
 // FREQ, and what readers of the RFC disagree on.
-func (r *rruleParts) check(byday string) error {
-	if r.count > 0 && r.until != nil {
+func (p *rruleParts) check(byday string) error {
+	if p.count > 0 && p.until != nil {
 		return fmt.Errorf("COUNT and UNTIL must not both be given (RFC 5545); use one")
 	}
-	if len(r.weekNos) > 0 && r.freq != freqYearly {
+	if len(p.weekNos) > 0 && p.freq != freqYearly {
 		return fmt.Errorf("BYWEEKNO is only valid with FREQ=YEARLY (RFC 5545)")
 	}
-	if len(r.yearDays) > 0 && r.freq != freqYearly {
+	if len(p.yearDays) > 0 && p.freq != freqYearly {
 		return fmt.Errorf("BYYEARDAY is only valid with FREQ=YEARLY (RFC 5545)")
 	}
-	if len(r.monthDays) > 0 && r.freq == freqWeekly {
+	if len(p.monthDays) > 0 && p.freq == freqWeekly {
 		return fmt.Errorf("BYMONTHDAY is not valid with FREQ=WEEKLY (RFC 5545); use FREQ=MONTHLY, or FREQ=DAILY to keep days of some weeks")
 	}
 	plain, ordinals := 0, 0
-	for _, o := range r.byDay {
+	for _, o := range p.byDay {
 		if o.n == 0 {
 			plain++
 		} else {
@@ -185,21 +185,21 @@ func (r *rruleParts) check(byday string) error {
 	}
 	if ordinals > 0 {
 		switch {
-		case r.freq != freqMonthly && r.freq != freqYearly:
+		case p.freq != freqMonthly && p.freq != freqYearly:
 			return fmt.Errorf("BYDAY=%s: ordinals are only valid with FREQ=MONTHLY or YEARLY", byday)
-		case len(r.weekNos) > 0:
+		case len(p.weekNos) > 0:
 			return fmt.Errorf("BYDAY=%s: ordinals are not valid with BYWEEKNO (RFC 5545)", byday)
 		case plain > 0:
 			return fmt.Errorf("BYDAY=%s mixes weekdays with and without ordinals, which RRULE implementations read differently; use two windows", byday)
 		}
-		inMonth := r.freq == freqMonthly || len(r.months) > 0
-		for _, o := range r.byDay {
+		inMonth := p.freq == freqMonthly || len(p.months) > 0
+		for _, o := range p.byDay {
 			if inMonth && (o.n > 5 || o.n < -5) {
 				return fmt.Errorf("BYDAY=%s: counted within a month (FREQ=MONTHLY, or BYMONTH given) an ordinal must be 1..5 or -5..-1", byday)
 			}
 		}
 	}
-	if len(r.setPos) > 0 && len(r.months)+len(r.weekNos)+len(r.yearDays)+len(r.monthDays)+len(r.byDay) == 0 {
+	if len(p.setPos) > 0 && len(p.months)+len(p.weekNos)+len(p.yearDays)+len(p.monthDays)+len(p.byDay) == 0 {
 		return fmt.Errorf("BYSETPOS needs another BY part to choose from (RFC 5545), e.g. BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1")
 	}
 	return nil

@@ -243,7 +243,7 @@ func (pl *NodeDisruption) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod,
 
 func (pl *NodeDisruption) score(s *preScoreState, n *forecast.Node) int64 {
 	if n == nil || n.Disruption.IsZero() {
-		return fwk.MaxNodeScore
+		return fwk.MaxScore
 	}
 	left := n.Disruption.Sub(s.now)
 	horizon := pl.args.Horizon.Duration
@@ -251,11 +251,11 @@ func (pl *NodeDisruption) score(s *preScoreState, n *forecast.Node) int64 {
 	case left <= 0:
 		return 0
 	case left >= horizon:
-		return fwk.MaxNodeScore
+		return fwk.MaxScore
 	case s.runtime > 0 && left >= s.runtime:
-		return fwk.MaxNodeScore
+		return fwk.MaxScore
 	}
-	return int64(float64(fwk.MaxNodeScore) * float64(left) / float64(horizon))
+	return int64(float64(fwk.MaxScore) * float64(left) / float64(horizon))
 }
 
 // ScoreExtensions returns the plugin itself for NormalizeScore.
@@ -265,7 +265,7 @@ func (pl *NodeDisruption) ScoreExtensions() fwk.ScoreExtensions { return pl }
 // the maximum: when every feasible node will be disrupted soon, the
 // latest still wins clearly against other plugins' preferences.
 func (pl *NodeDisruption) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	return helper.DefaultNormalizeScore(fwk.MaxNodeScore, false, scores)
+	return helper.DefaultNormalizeScore(fwk.MaxScore, false, scores)
 }
 
 // SignPod keeps opportunistic batching on: pods with the same toleration
