@@ -15,7 +15,6 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	lullscheme "lull.dev/lull/pkg/scheme"
-	"lull.dev/lull/pkg/serving"
 	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/version"
 )
@@ -50,7 +49,7 @@ func Run(args []string) int {
 func run(o *Options) int {
 	ctrl.SetLogger(klog.NewKlogr())
 	logger := klog.Background().WithName(settings.Agent).WithValues("node", o.Node)
-	serving.WarnInsecure(logger, o.MetricsAddr, o.MetricsSecure)
+	o.WarnInsecure(logger)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		logger.Error(err, "Loading kubeconfig")
@@ -63,7 +62,7 @@ func run(o *Options) int {
 	cfg.UserAgent = fmt.Sprintf(settings.Agent+"/%s (%s)", version.Version, o.Node)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 lullscheme.New(),
-		Metrics:                serving.Metrics(o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir),
+		Metrics:                o.Metrics(),
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  CacheOptions(o.Node, o.LeaseNamespace),
 	})

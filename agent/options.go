@@ -11,6 +11,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/serving"
 	"lull.dev/lull/pkg/settings"
 )
 
@@ -35,11 +36,8 @@ type Options struct {
 	// nodes), each reboot taking SimulatedBootTime.
 	SimulatePower     bool
 	SimulatedBootTime time.Duration
-	// MetricsAddr, MetricsSecure and MetricsCertDir serve the metrics;
-	// ProbeAddr the health and readiness probes.
-	MetricsAddr, ProbeAddr string
-	MetricsSecure          bool
-	MetricsCertDir         string
+	// Options serve the metrics and the health probes.
+	serving.Options
 	// ConfigNamespace holds the NodeConfigs; AdmissionConfigMap (in
 	// Namespace) the writable and protected paths. NoWrite: WriteFiles
 	// steps fail.
@@ -73,8 +71,7 @@ func NewOptions() *Options {
 		},
 		DefaultStepTimeout: DefaultStepTimeout,
 		SimulatedBootTime:  3 * time.Second,
-		MetricsAddr:        "127.0.0.1:8095",
-		ProbeAddr:          "127.0.0.1:8096",
+		Options:            serving.Options{MetricsAddr: "127.0.0.1:8095", ProbeAddr: "127.0.0.1:8096"},
 		ConfigNamespace:    lullv1alpha1.ConfigNamespace,
 		AdmissionConfigMap: "lull-admission",
 		SentinelFile:       "/var/run/reboot-required",
@@ -103,10 +100,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SentinelPeriod, "reboot-sentinel-period", o.SentinelPeriod, "how often the sentinel is checked")
 	fs.BoolVar(&o.SimulatePower, "simulate-power", o.SimulatePower, "reboot and power off at the API level only (kwok nodes): Ready=False, a new boot ID, Ready=True")
 	fs.DurationVar(&o.SimulatedBootTime, "simulated-boot-time", o.SimulatedBootTime, "how long a simulated reboot keeps the node NotReady")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, `metrics endpoint ("0" disables it)`)
-	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the non-resource URL /metrics; the DaemonSet sets it); false: plain HTTP to anyone, for a loopback address only")
-	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "directory with the metrics endpoint's tls.crt and tls.key; empty: a self-signed certificate generated in memory")
-	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "health and readiness probes")
+	o.Options.AddFlags(fs)
 	logsapi.AddFlags(o.Logs, fs)
 }
 

@@ -77,7 +77,7 @@ func run(o Options) int {
 	if o.PprofAddr != "" && !serving.Loopback(o.PprofAddr) {
 		logger.Info("Warning: pprof served without authentication on a non-loopback address", "address", o.PprofAddr)
 	}
-	serving.WarnInsecure(logger, o.MetricsAddr, o.MetricsSecure)
+	o.WarnInsecure(logger)
 	cfg, err := restConfig(&o)
 	if err != nil {
 		logger.Error(err, "Loading kubeconfig")
@@ -140,7 +140,7 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 	}
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  lullscheme.New(),
-		Metrics:                 serving.Metrics(o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir),
+		Metrics:                 o.Metrics(),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,

@@ -7,6 +7,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/serving"
 	"lull.dev/lull/pkg/settings"
 )
 
@@ -23,13 +24,11 @@ type Drainer struct {
 	// ships (drainer/policy.Shipped).
 	DefaultPolicy bool
 	// LeaseDuration, RenewDeadline and RetryPeriod are leader election's.
-	LeaseDuration  time.Duration
-	RenewDeadline  time.Duration
-	RetryPeriod    time.Duration
-	MetricsAddr    string
-	MetricsSecure  bool
-	MetricsCertDir string
-	ProbeAddr      string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// Options serve the metrics and the health probes.
+	serving.Options
 	// PprofAddr serves net/http/pprof (unauthenticated); empty: off.
 	PprofAddr string
 	// QPS and Burst bound the drainer's requests to the API server.
@@ -71,9 +70,7 @@ func NewDrainer() *Drainer {
 		LeaseDuration:           15 * time.Second,
 		RenewDeadline:           10 * time.Second,
 		RetryPeriod:             2 * time.Second,
-		MetricsAddr:             ":8443",
-		MetricsSecure:           true,
-		ProbeAddr:               ":8081",
+		Options:                 serving.Options{MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081"},
 		// kube-scheduler's: controller-runtime's 20/s, burst 30 throttled
 		// a 1,000-node wave's waiting requests into one-second reconciles.
 		QPS:              50,
@@ -95,10 +92,7 @@ func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between leader-election attempts")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second to the API server the drainer may send (client-side limit)")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst above --kube-api-qps")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
-	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the non-resource URL /metrics); false: plain HTTP to anyone, for a loopback address only")
-	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "directory with the metrics endpoint's tls.crt and tls.key, reloaded when they change; empty: a self-signed certificate generated in memory")
-	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of /healthz and /readyz")
+	o.Options.AddFlags(fs)
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of Go's /debug/pprof endpoints for profiling, unauthenticated: use a loopback address and kubectl port-forward (empty: off)")
 	o.Settings.AddFlags(fs, settings.TolerationKeyName)
 	o.Maintenance.AddFlags(fs)

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -38,4 +39,19 @@ func TestLoopback(t *testing.T) {
 	} {
 		assert.Equal(t, want, Loopback(addr), addr)
 	}
+}
+
+// The serving flags default to the component's values and set what the
+// metrics server is built from.
+func TestOptionsFlags(t *testing.T) {
+	o := Options{MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081"}
+	fs := pflag.NewFlagSet("c", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	assert.Equal(t, ":8443", fs.Lookup("metrics-bind-address").DefValue)
+	assert.Equal(t, "true", fs.Lookup("metrics-secure").DefValue)
+	assert.NoError(t, fs.Parse([]string{"--metrics-bind-address=127.0.0.1:9090", "--metrics-secure=false", "--health-probe-bind-address=:9091"}))
+	m := o.Metrics()
+	assert.Equal(t, "127.0.0.1:9090", m.BindAddress)
+	assert.False(t, m.SecureServing)
+	assert.Equal(t, ":9091", o.ProbeAddr)
 }
