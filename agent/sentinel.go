@@ -196,7 +196,7 @@ func (s *Sentinel) request(ctx context.Context, r reading) error {
 	nm := &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Node,
 			Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedBySentinel}},
-		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: s.Node, Class: s.Class, Reason: reason},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: s.Node, Classes: []string{s.Class}, Reason: reason},
 	}
 	if err := s.Client.Create(ctx, nm); err != nil {
 		if apierrors.IsAlreadyExists(err) {

@@ -40,7 +40,7 @@ func getNM(t *testing.T, c client.Client) *lullv1alpha1.NodeMaintenance {
 func sentinelRequest(phase lullv1alpha1.MaintenancePhase, created time.Time, started bool, rebooted bool) *lullv1alpha1.NodeMaintenance {
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "old", CreationTimestamp: metav1.Time{Time: created},
 		Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedBySentinel}},
-		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: lullv1alpha1.DefaultSentinelClass},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{lullv1alpha1.DefaultSentinelClass}},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phase}}
 	if started {
 		nm.Status.StartedAt = &metav1.Time{Time: created.Add(time.Minute)}
@@ -60,7 +60,7 @@ func TestSentinelRequestsAReboot(t *testing.T) {
 	require.NoError(t, s.Check(t.Context()))
 	nm := getNM(t, c)
 	require.NotNil(t, nm)
-	require.Equal(t, "reboot-required", nm.Spec.Class)
+	require.Equal(t, []string{"reboot-required"}, nm.Spec.Classes)
 	require.Equal(t, "n1", nm.Spec.NodeName)
 	require.Equal(t, lullv1alpha1.RequestedBySentinel, nm.Annotations[lullv1alpha1.RequestedByAnnotation])
 	require.Equal(t, "reboot required: "+file+" (packages: linux-image-6.12.0-1-amd64 libc6)", nm.Spec.Reason)
@@ -122,20 +122,20 @@ func TestSentinelWrittenAgain(t *testing.T) {
 func TestSentinelReplacesOtherFinishedRecords(t *testing.T) {
 	other := sentinelRequest(lullv1alpha1.PhaseCompleted, time.Now().Add(time.Hour), true, false)
 	other.Annotations[lullv1alpha1.RequestedByAnnotation] = lullv1alpha1.RequestedByLabel
-	other.Spec.Class = "ssh-keys"
+	other.Spec.Classes = []string{"ssh-keys"}
 	s, c, file := sentinelCase(t, other)
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	require.NoError(t, s.Check(t.Context()))
-	require.Equal(t, "reboot-required", getNM(t, c).Spec.Class)
+	require.Equal(t, []string{"reboot-required"}, getNM(t, c).Spec.Classes)
 
 	rebootedBy := sentinelRequest(lullv1alpha1.PhaseCompleted, time.Now().Add(time.Hour), true, true)
 	rebootedBy.Annotations[lullv1alpha1.RequestedByAnnotation] = lullv1alpha1.RequestedByLabel
-	rebootedBy.Spec.Class = "kernel-update"
+	rebootedBy.Spec.Classes = []string{"kernel-update"}
 	s, c, file = sentinelCase(t, rebootedBy)
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	require.NoError(t, s.Check(t.Context()))
 	nm := getNM(t, c)
-	require.Equal(t, "kernel-update", nm.Spec.Class, "not replaced")
+	require.Equal(t, []string{"kernel-update"}, nm.Spec.Classes, "not replaced")
 	require.True(t, meta.IsStatusConditionTrue(nm.Status.Conditions, lullv1alpha1.ConditionRebootSentinel))
 }
 

@@ -8,7 +8,7 @@ import (
 var classRegexp = regexp.MustCompile(ClassPattern)
 
 // ValidateClass says why class is not a valid maintenance class, or returns
-// nil. It is the CRDs' rule for spec.class (ClassPattern, MaxClassLength),
+// nil. It is the CRDs' rule for spec.classes (ClassPattern, MaxClassLength),
 // so a maintenance label whose value fails it never becomes a
 // NodeMaintenance: the API server refuses it and the drainer reports
 // InvalidMaintenanceLabel on the node. Tools check it first to say why.
@@ -23,4 +23,10 @@ func ValidateClass(class string) error {
 			"starting and ending with a letter or digit (e.g. kernel-update)", class)
 	}
 	return nil
+}
+
+// HasOnlyClass reports whether class is the request's one class (as a
+// request made from the maintenance label has).
+func (s *NodeMaintenanceSpec) HasOnlyClass(class string) bool {
+	return len(s.Classes) == 1 && s.Classes[0] == class
 }

@@ -194,7 +194,7 @@ func (nm *NodeMaintenance) FollowLabel(value string, labelled bool) LabelChange 
 	switch {
 	case !labelled:
 		return LabelRemoved
-	case value != nm.Spec.Class && nm.Status.StartedAt == nil:
+	case !nm.Spec.HasOnlyClass(value) && nm.Status.StartedAt == nil:
 		return LabelReclassed
 	}
 	return LabelUnchanged

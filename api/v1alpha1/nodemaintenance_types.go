@@ -47,7 +47,7 @@ const (
 	// files; the shipped policy drains and reboots it.
 	DefaultSentinelClass = "reboot-required"
 
-	// ClassPattern is the form of a maintenance class (spec.class, and so
+	// ClassPattern is the form of a maintenance class (spec.classes, and so
 	// the label's value), at most MaxClassLength characters; the CRDs'
 	// pattern markers say the same (a test keeps them equal).
 	ClassPattern   = `^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
@@ -70,8 +70,7 @@ const (
 )
 
 // NodeMaintenanceSpec is a request for disruptive maintenance of one node.
-// +kubebuilder:validation:XValidation:rule="!(has(self.class) && has(self.classes))",message="set class (one kind of change) or classes (several), not both"
-// +kubebuilder:validation:XValidation:rule="has(self.class) || has(self.classes) || has(self.changes)",message="say what changes: class or classes (kinds of change a DisruptionPolicy knows), or changes (the files, units, SSH keys, kernel arguments or OS image that change)"
+// +kubebuilder:validation:XValidation:rule="has(self.classes) || has(self.changes)",message="say what changes: classes (kinds of change a DisruptionPolicy knows), or changes (the files, units, SSH keys, kernel arguments or OS image that change)"
 type NodeMaintenanceSpec struct {
 	// NodeName is the node to maintain. Immutable.
 	// +kubebuilder:validation:MinLength=1
@@ -79,17 +78,10 @@ type NodeMaintenanceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="nodeName is immutable; create a NodeMaintenance for the other node"
 	NodeName string `json:"nodeName"`
 
-	// Class names the kind of change (kernel-update, ssh-keys, hardware,
-	// ...); a DisruptionPolicy maps it to the steps it needs. Set class or
-	// classes.
-	// +optional
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
-	Class string `json:"class,omitempty"`
-
-	// Classes name several kinds of change made together; the plan merges
-	// the steps each needs (docs/actions.md). Set class or classes.
+	// Classes name the kinds of change (kernel-update, ssh-keys, hardware,
+	// ...); a DisruptionPolicy maps each to the steps it needs, and the plan
+	// merges them (docs/actions.md). A request made from the maintenance
+	// label has one: the label's value. Set classes, changes or both.
 	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
@@ -181,19 +173,8 @@ type Blocker struct {
 	Since metav1.Time `json:"since"`
 }
 
-// AllClasses returns the request's classes: classes, or class alone.
-func (s *NodeMaintenanceSpec) AllClasses() []string {
-	if len(s.Classes) > 0 {
-		return s.Classes
-	}
-	if s.Class == "" {
-		return nil
-	}
-	return []string{s.Class}
-}
-
 // ClassNames is the request's classes for people: "a, b".
-func (s *NodeMaintenanceSpec) ClassNames() string { return strings.Join(s.AllClasses(), ", ") }
+func (s *NodeMaintenanceSpec) ClassNames() string { return strings.Join(s.Classes, ", ") }
 
 // Decision is what the DisruptionPolicies decided for a request. It is
 // taken again on every reconcile until the request starts (so a policy
@@ -349,7 +330,7 @@ type NodeMaintenanceStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=nm,categories=lull
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
-// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`
+// +kubebuilder:printcolumn:name="Classes",type=string,JSONPath=`.spec.classes`
 // +kubebuilder:printcolumn:name="Classes",type=string,JSONPath=`.spec.classes`,priority=1
 // +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.changes.config`,priority=1
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.status.decision.action`

@@ -79,7 +79,7 @@ func TestLifecycleCoversEveryPhase(t *testing.T) {
 // TestFollowLabel: the rule by which a label request follows its label.
 func TestFollowLabel(t *testing.T) {
 	byLabel := func(class string, started, complete bool) *NodeMaintenance {
-		nm := &NodeMaintenance{Spec: NodeMaintenanceSpec{Class: class, Complete: complete}}
+		nm := &NodeMaintenance{Spec: NodeMaintenanceSpec{Classes: []string{class}, Complete: complete}}
 		nm.Annotations = map[string]string{RequestedByAnnotation: RequestedByLabel}
 		if started {
 			nm.Status.StartedAt = &metav1.Time{}

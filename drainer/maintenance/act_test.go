@@ -59,7 +59,7 @@ func TestAgentGateAgreesWithPlan(t *testing.T) {
 
 			o := plan.DefaultOptions()
 			o.AgentNamespace, o.Clock = "agents", clocktesting.NewFakeClock(now)
-			res, err := plan.Preview(context.Background(), c, kubefake.NewClientset(), o, plan.Request{Nodes: []string{"n1"}, Class: "kernel-update"})
+			res, err := plan.Preview(context.Background(), c, kubefake.NewClientset(), o, plan.Request{Nodes: []string{"n1"}, Classes: []string{"kernel-update"}})
 			require.NoError(t, err)
 			p := res.Nodes[0]
 			if alive {

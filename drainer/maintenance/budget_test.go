@@ -28,7 +28,7 @@ import (
 func nmIn(name string, phase lullv1alpha1.MaintenancePhase, created time.Time, windows ...string) *lullv1alpha1.NodeMaintenance {
 	return &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Time{Time: created}},
-		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Class: "kernel-update"},
+		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Classes: []string{"kernel-update"}},
 		Status:     lullv1alpha1.NodeMaintenanceStatus{Phase: phase, Windows: windows},
 	}
 }

@@ -21,7 +21,7 @@ import (
 // holdFixture is a step of a request in phase, on node n1 as given.
 func holdFixture(t *testing.T, node *corev1.Node, st lullv1alpha1.NodeMaintenanceStatus) (*step, client.Client) {
 	t.Helper()
-	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"},
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}},
 		Status: st}
 	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(node, nm).WithStatusSubresource(nm).Build()
 	r := &Reconciler{Client: c, Metrics: NewMetrics(c)}

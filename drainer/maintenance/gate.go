@@ -28,7 +28,7 @@ import (
 // pass.
 func (s *step) gate(ctx context.Context) (reconcile.Result, error) {
 	var taken *lease.Info
-	v, err := gate.Check(ctx, gate.Request{Classes: s.nm.Spec.AllClasses(), Changes: s.nm.Spec.Changes, Started: s.status.StartedAt != nil,
+	v, err := gate.Check(ctx, gate.Request{Classes: s.nm.Spec.Classes, Changes: s.nm.Spec.Changes, Started: s.status.StartedAt != nil,
 		Decision: s.recordedDecision(), Forecast: s.fc, Now: s.now}, gate.Checks{
 		Decide: s.r.Forecast.Decide,
 		Agent:  s.agentAlive,

@@ -38,7 +38,7 @@ func (r *Reconciler) createFromLabel(ctx context.Context, node *corev1.Node) err
 		},
 		Spec: lullv1alpha1.NodeMaintenanceSpec{
 			NodeName: node.Name,
-			Class:    class,
+			Classes:  []string{class},
 			Reason:   fmt.Sprintf("requested by the node label %s=%s", r.Options.MaintenanceLabel, class),
 		},
 	}
@@ -74,8 +74,8 @@ func (r *Reconciler) syncLabel(ctx context.Context, nm *lullv1alpha1.NodeMainten
 		logger.V(2).Info("Maintenance label removed; completing the request")
 		return false, true, nil
 	case lullv1alpha1.LabelReclassed:
-		logger.Info("Maintenance label changed class; updating the request", "from", nm.Spec.Class, "to", class)
-		nm.Spec.Class = class
+		logger.Info("Maintenance label changed class; updating the request", "from", nm.Spec.ClassNames(), "to", class)
+		nm.Spec.Classes = []string{class}
 		if err := r.update(ctx, nm); apierrors.IsInvalid(err) {
 			r.nodeEvent(node, eventInvalidLabel(r.Options.MaintenanceLabel, class, err, true))
 		} else if err != nil {

@@ -77,7 +77,7 @@ func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, re
 	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
 		// conflict is decided (and announced) again by the next round.
-		s.record(eventPolicyDecided(s.nm.Spec.AllClasses(), s.nm.Spec.Changes, *d))
+		s.record(eventPolicyDecided(s.nm.Spec.Classes, s.nm.Spec.Changes, *d))
 		s.r.Metrics.Decisions.WithLabelValues(string(d.Action), d.RuleRef()).Inc()
 	}
 	if old != phase {

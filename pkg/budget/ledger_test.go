@@ -30,7 +30,7 @@ func ledgerFixture(t *testing.T) (client.Client, *lullv1alpha1.MaintenanceWindow
 	for _, n := range []string{"a", "b"} {
 		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
 		nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: n, UID: types.UID("uid-" + n)},
-			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: n, Class: "kernel-update"}}
+			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: n, Classes: []string{"kernel-update"}}}
 		nms[n] = nm
 		objs = append(objs, nm)
 	}

@@ -34,8 +34,8 @@ func newRequestCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "request NODE... (--class CLASS[,CLASS...] | --from OLD --to NEW [--write]) --reason REASON",
 		Short: "Request maintenance of nodes (a NodeMaintenance each)",
-		Long: `Request maintenance: creates a NodeMaintenance per node, with spec.class for one
-class or spec.classes for several (their steps merge into one plan), and with
+		Long: `Request maintenance: creates a NodeMaintenance per node, with spec.classes
+(several: their steps merge into one plan), and with
 --from and --to, spec.changes: what changes between two node configurations
 (Ignition configs, MachineConfigs or directory trees), each change decided by
 the first DisruptionPolicy rule that matches it. With --write, the changed files
@@ -127,8 +127,7 @@ func (o *options) submit(ctx context.Context, c client.Client, cl *plan.Cluster,
 	what := describeRequest(n, cl.Now)
 	if ex := n.Existing; ex != nil {
 		ex = ex.DeepCopy()
-		plan.SetClasses(&ex.Spec, req.AllClasses())
-		ex.Spec.Reason, ex.Spec.Deadline, ex.Spec.Changes = reason, spec.Deadline, spec.Changes
+		ex.Spec.Classes, ex.Spec.Reason, ex.Spec.Deadline, ex.Spec.Changes = spec.Classes, reason, spec.Deadline, spec.Changes
 		if err := c.Update(ctx, ex); err != nil {
 			return fmt.Errorf("updating NodeMaintenance %s: %w", ex.Name, err)
 		}

@@ -130,7 +130,7 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 	}
 	classes := []string{"status"}
 	if nm := cl.Requests[n.Name]; nm != nil {
-		st.Classes = nm.Spec.AllClasses()
+		st.Classes = nm.Spec.Classes
 		st.Class, st.Phase, st.WaitingFor, st.Reason = strings.Join(st.Classes, ","), nm.Status.Phase.OrPending(), nm.Status.WaitingFor, nm.Spec.Reason
 		if st.Class == "" && !nm.Spec.Changes.Empty() {
 			// A request planned from a change names no class: say what

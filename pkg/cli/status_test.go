@@ -27,7 +27,7 @@ func TestStatusOfInvalidMaintenanceLabels(t *testing.T) {
 	// now names an invalid class, which the drainer refuses to apply.
 	relabelled := &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: "n-relabelled", Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByLabel}},
-		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: "n-relabelled", Class: "kernel-update"},
+		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: "n-relabelled", Classes: []string{"kernel-update"}},
 		Status:     lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForWindow, WaitingFor: "window(s) noon closed"},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
@@ -56,7 +56,7 @@ func TestStatusOfInvalidMaintenanceLabels(t *testing.T) {
 func TestStatusNamesBudgetHolders(t *testing.T) {
 	nm := func(node string, phase lullv1alpha1.MaintenancePhase, windows ...string) *lullv1alpha1.NodeMaintenance {
 		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node},
-			Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: node, Class: "kernel-update"},
+			Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: node, Classes: []string{"kernel-update"}},
 			Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phase, Windows: windows, WaitingFor: "window pool-b allows 2 node(s) disrupted at once; 2 in use"}}
 	}
 	objs := []client.Object{

@@ -161,11 +161,10 @@ func TestPlanMergesClasses(t *testing.T) {
 func TestClassFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args    []string
-		class   string
 		classes []string
 		err     string
 	}{
-		{args: []string{"--class", "kernel-update"}, class: "kernel-update"},
+		{args: []string{"--class", "kernel-update"}, classes: []string{"kernel-update"}},
 		{args: []string{"--class", "chrony-config", "--class", "kernel-update"}, classes: []string{"chrony-config", "kernel-update"}},
 		{args: []string{"--class", "chrony-config,kernel-update"}, classes: []string{"chrony-config", "kernel-update"}},
 		{args: []string{"--class", "ssh-keys,chrony-config", "--class", "kernel-update"}, classes: []string{"ssh-keys", "chrony-config", "kernel-update"}},
@@ -186,9 +185,8 @@ func TestClassFlag(t *testing.T) {
 				continue
 			}
 			require.NoError(t, err, "%s %v", cmd.Name(), tc.args)
-			// What the request writes: spec.class for one, spec.classes for several.
+			// What the request writes: spec.classes, in the order given.
 			spec := req.Spec("n1")
-			require.Equal(t, tc.class, spec.Class, "%s %v", cmd.Name(), tc.args)
 			require.Equal(t, tc.classes, spec.Classes, "%s %v", cmd.Name(), tc.args)
 		}
 	}
@@ -265,34 +263,33 @@ func TestStatusOfAnActingRequest(t *testing.T) {
 	require.Equal(t, "ssh-keys chrony-config kernel-update", printAs(t, []string{"-o", "jsonpath={.items[0].classes[*]}"}, obj, nil))
 }
 
-// request writes spec.class for one class and spec.classes for several
-// (a forced update switches between them), and names the merged steps.
+// request writes spec.classes (a forced update replaces them), and names
+// the merged steps.
 func TestRequestWritesClasses(t *testing.T) {
 	pending := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "ssh-keys"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"ssh-keys"}},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForWindow}}
 	for _, tc := range []struct {
 		name     string
 		classes  []string
 		existing *lullv1alpha1.NodeMaintenance
-		class    string
 		want     []string
 		out      string
 		noAgent  bool
 	}{
-		{name: "one class: spec.class", classes: []string{"kernel-update"}, class: "kernel-update",
+		{name: "one class", classes: []string{"kernel-update"}, want: []string{"kernel-update"},
 			out: "nodemaintenance/n1 requested: Reboot (rule site/kernel): Cordon, Drain, Reboot; starts now\n"},
-		{name: "two classes: spec.classes", classes: []string{"chrony-config", "kernel-update"}, want: []string{"chrony-config", "kernel-update"},
+		{name: "two classes", classes: []string{"chrony-config", "kernel-update"}, want: []string{"chrony-config", "kernel-update"},
 			out: "nodemaintenance/n1 requested: Reboot (rule site/kernel): Cordon, Drain, Reboot; starts now\n" +
 				"  RestartService chronyd (chrony-config) covered by Reboot\n"},
-		{name: "None", classes: []string{"ssh-keys"}, class: "ssh-keys",
+		{name: "None", classes: []string{"ssh-keys"}, want: []string{"ssh-keys"},
 			out: "nodemaintenance/n1 requested: None (rule site/ssh-keys); completes at once (nothing disruptive)\n"},
 		{name: "forced: an existing request of one class gets two", classes: []string{"chrony-config", "kernel-update"}, existing: pending,
 			want: []string{"chrony-config", "kernel-update"},
 			out:  "nodemaintenance/n1 updated: Reboot (rule site/kernel): Cordon, Drain, Reboot; starts now\n  RestartService chronyd (chrony-config) covered by Reboot\n"},
-		{name: "no lull-agent on the node: requested, and it waits for one", classes: []string{"kernel-update"}, class: "kernel-update", noAgent: true,
+		{name: "no lull-agent on the node: requested, and it waits for one", classes: []string{"kernel-update"}, want: []string{"kernel-update"}, noAgent: true,
 			out: "nodemaintenance/n1 requested: Reboot (rule site/kernel): Cordon, Drain, Reboot; starts when lull-agent runs on the node\n"},
-		{name: "no lull-agent, no host steps: starts now", classes: []string{"firmware"}, class: "firmware", noAgent: true,
+		{name: "no lull-agent, no host steps: starts now", classes: []string{"firmware"}, want: []string{"firmware"}, noAgent: true,
 			out: "nodemaintenance/n1 requested: Drain (rule (default)): Cordon, Drain; starts now\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -316,7 +313,6 @@ func TestRequestWritesClasses(t *testing.T) {
 			require.Equal(t, tc.out, out.String())
 			var nm lullv1alpha1.NodeMaintenance
 			require.NoError(t, c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &nm))
-			require.Equal(t, tc.class, nm.Spec.Class, "spec.class")
 			require.Equal(t, tc.want, nm.Spec.Classes, "spec.classes")
 			require.Equal(t, "CVE-2026-1234", nm.Spec.Reason)
 		})

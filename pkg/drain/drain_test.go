@@ -37,7 +37,7 @@ func pdb(name, app string, allowed int32) *policyv1.PodDisruptionBudget {
 
 func request() *lullv1alpha1.NodeMaintenance {
 	return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"}}
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}}}
 }
 
 func pdbReader(t *testing.T, pdbs ...client.Object) client.Reader {

@@ -93,7 +93,7 @@ func TestCompute(t *testing.T) {
 	lbl := map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "kernel-update"}
 	nm := func(phase lullv1alpha1.MaintenancePhase, deadline *time.Time, complete bool) *lullv1alpha1.NodeMaintenance {
 		m := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-			Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "hardware", Complete: complete},
+			Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"hardware"}, Complete: complete},
 			Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phase}}
 		if deadline != nil {
 			m.Spec.Deadline = &metav1.Time{Time: *deadline}
@@ -325,7 +325,7 @@ func TestHandlersAcceptTypedUnstructuredAndTombstones(t *testing.T) {
 	nm := &lullv1alpha1.NodeMaintenance{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "lull.dev/v1alpha1", Kind: "NodeMaintenance"},
 		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "hardware"},
+		Spec:       lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"hardware"}},
 		Status:     lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDraining},
 	}
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nm)
@@ -395,7 +395,7 @@ func TestPolicyNoneIsNoDisruption(t *testing.T) {
 	// A request that has started stays a disruption whatever the policy
 	// says now.
 	f.SetMaintenance(&lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "ssh-keys"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"ssh-keys"}},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForLease, StartedAt: &metav1.Time{Time: t0}}})
 	require.NotNil(t, f.Snapshot().Get("n1").Maintenance)
 }
@@ -409,10 +409,10 @@ func TestComputeMinTimeRemaining(t *testing.T) {
 		Spec: lullv1alpha1.MaintenanceWindowSpec{Strategy: lullv1alpha1.StrategyPermissive}})
 	lbl := map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "kernel-update"}
 	started := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForLease, StartedAt: &metav1.Time{Time: t0}}}
 	pastDeadline := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update", Deadline: &metav1.Time{Time: t0}}}
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}, Deadline: &metav1.Time{Time: t0}}}
 	at := func(h, m int) time.Time { return time.Date(2026, 11, 21, h, m, 0, 0, time.UTC) }
 	tomorrowNoon := at(12, 0).Add(24 * time.Hour)
 	for name, tc := range map[string]struct {
@@ -542,7 +542,7 @@ func TestRecordedWindowsGovern(t *testing.T) {
 	f.SetSynced()
 	f.SetNode(node("n1", map[string]string{"pool": "a", "lull.dev/maintenance": "kernel-update"}))
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForWindow, Windows: []string{"closed"}}}
 	f.SetMaintenance(nm)
 	require.False(t, f.Snapshot().Get("n1").WindowOpen)
@@ -577,7 +577,7 @@ func TestRecordedDefaultGoverns(t *testing.T) {
 	f.SetSynced()
 	f.SetNode(node("n1", map[string]string{"pool": "z", "lull.dev/maintenance": "kernel-update"}))
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update"},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForWindow, DefaultBudget: true}}
 	f.SetMaintenance(nm)
 	require.True(t, f.Snapshot().Get("n1").Windows.Default)

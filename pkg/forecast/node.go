@@ -268,7 +268,7 @@ func (m *Maintenance) What() string { return lullv1alpha1.What(m.Classes, m.Chan
 // marked complete ends the request even while the label lingers.
 func maintenanceOf(nm *lullv1alpha1.NodeMaintenance, labelClass string, hasLabel bool) *Maintenance {
 	if nm != nil && nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
-		m := &Maintenance{Name: nm.Name, Classes: nm.Spec.AllClasses(), Changes: nm.Spec.Changes, Phase: nm.Status.Phase.OrPending(), Started: nm.Status.StartedAt != nil}
+		m := &Maintenance{Name: nm.Name, Classes: nm.Spec.Classes, Changes: nm.Spec.Changes, Phase: nm.Status.Phase.OrPending(), Started: nm.Status.StartedAt != nil}
 		if nm.Spec.Deadline != nil {
 			m.Deadline = nm.Spec.Deadline.Time
 		}

@@ -136,7 +136,7 @@ func parseHM(s string) (int, int, error) {
 func scaleMaintenance(name string, i int, class string) *lullv1alpha1.NodeMaintenance {
 	phases := []lullv1alpha1.MaintenancePhase{lullv1alpha1.PhaseWaitingForWindow, lullv1alpha1.PhasePending, lullv1alpha1.PhaseDraining}
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Class: class},
+		Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Classes: []string{class}},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phases[(i/25)%len(phases)]}}
 	if i%50 == 0 {
 		nm.Spec.Deadline = &metav1.Time{Time: t0.Add(14 * 24 * time.Hour)}

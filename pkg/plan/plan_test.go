@@ -81,7 +81,7 @@ func previewWith(t *testing.T, o Options, req Request, objs ...runtime.Object) *
 }
 
 func TestPreviewNoneCompletesAtOnce(t *testing.T) {
-	res := preview(t, Request{Nodes: []string{"n1"}, Class: "ssh-keys"}, node("n1", nil), shippedPolicy(t), pod("web-0", "n1", "web", 30))
+	res := preview(t, Request{Nodes: []string{"n1"}, Classes: []string{"ssh-keys"}}, node("n1", nil), shippedPolicy(t), pod("web-0", "n1", "web", 30))
 	require.Len(t, res.Nodes, 1)
 	n := res.Nodes[0]
 	require.Equal(t, lullv1alpha1.ActionNone, n.Action)
@@ -95,7 +95,7 @@ func TestPreviewWaitsForWindowAndNamesBlockers(t *testing.T) {
 		Strategy: lullv1alpha1.StrategySchedule,
 		Schedule: &lullv1alpha1.Schedule{TimeZone: "Europe/Berlin", StartTime: "13:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
-	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), noon, shippedPolicy(t),
+	res := preview(t, Request{Nodes: []string{"n1"}, Classes: []string{"kernel-update"}}, node("n1", nil), noon, shippedPolicy(t),
 		pod("db-0", "n1", "db", 30), pod("db-1", "n1", "db", 30), pod("web-0", "n1", "web", 60), pdb("db", "db", 1))
 	n := res.Nodes[0]
 	require.Equal(t, lullv1alpha1.ActionDrain, n.Action)
@@ -116,7 +116,7 @@ func TestPreviewBudgetAcrossPlannedNodes(t *testing.T) {
 		Strategy: lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}}}
 	b := map[string]string{"pool": "b"}
-	res := preview(t, Request{Nodes: []string{"b2", "b1"}, Class: "hardware"}, node("b1", b), node("b2", b), pool)
+	res := preview(t, Request{Nodes: []string{"b2", "b1"}, Classes: []string{"hardware"}}, node("b1", b), node("b2", b), pool)
 	require.Equal(t, StartNow, res.Nodes[0].Start)
 	require.Equal(t, "b1", res.Nodes[0].Node)
 	require.Equal(t, StartBudget, res.Nodes[1].Start)
@@ -133,7 +133,7 @@ func TestPreviewForeignLeaseAndShortWindow(t *testing.T) {
 		Strategy: lullv1alpha1.StrategySchedule,
 		Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "09:55", Duration: lullv1alpha1.Duration{Duration: 10 * time.Minute},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
-	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), held, short, pod("slow-0", "n1", "slow", 900))
+	res := preview(t, Request{Nodes: []string{"n1"}, Classes: []string{"kernel-update"}}, node("n1", nil), held, short, pod("slow-0", "n1", "slow", 900))
 	n := res.Nodes[0]
 	require.Equal(t, StartHolder, n.Start)
 	require.True(t, n.ForeignLease)
@@ -145,7 +145,7 @@ func TestPreviewForeignLeaseAndShortWindow(t *testing.T) {
 
 func TestPreviewUnknownNode(t *testing.T) {
 	c := crfake.NewClientBuilder().WithScheme(scheme.New()).Build()
-	_, err := Preview(context.Background(), c, fake.NewClientset(), DefaultOptions(), Request{Nodes: []string{"nope"}, Class: "x"})
+	_, err := Preview(context.Background(), c, fake.NewClientset(), DefaultOptions(), Request{Nodes: []string{"nope"}, Classes: []string{"x"}})
 	require.ErrorContains(t, err, `node "nope" not found`)
 }
 
@@ -154,12 +154,12 @@ func TestPreviewWarnsWhenAWindowsBudgetIsShared(t *testing.T) {
 		Strategy: lullv1alpha1.StrategySchedule, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "01:00", Duration: lullv1alpha1.Duration{Duration: 2 * time.Hour},
 			Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}}}}
-	res := preview(t, Request{Nodes: []string{"a", "b"}, Class: "hardware"}, node("a", nil), node("b", nil), node("c", nil), night)
+	res := preview(t, Request{Nodes: []string{"a", "b"}, Classes: []string{"hardware"}}, node("a", nil), node("b", nil), node("c", nil), night)
 	for _, n := range res.Nodes {
 		require.Equal(t, StartWindow, n.Start)
 		require.Equal(t, []string{"2 of the planned nodes wait for window night, which allows 1 disrupted at once: they start one after another as its budget frees, not all when it opens"}, n.Warnings)
 	}
-	res = preview(t, Request{Nodes: []string{"a"}, Class: "hardware"}, node("a", nil), night)
+	res = preview(t, Request{Nodes: []string{"a"}, Classes: []string{"hardware"}}, node("a", nil), night)
 	require.Empty(t, res.Nodes[0].Warnings)
 }
 
@@ -195,7 +195,7 @@ func TestPreviewReadsEachKindOnce(t *testing.T) {
 	c := &countingReader{Reader: crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build(), lists: map[string]int{}, gets: map[string]int{}}
 	o := DefaultOptions()
 	o.Clock = clocktesting.NewFakeClock(t0)
-	res, err := Preview(context.Background(), c, fake.NewClientset(pod("db-0", "n00", "db", 30)), o, Request{Nodes: names, Class: "kernel-update"})
+	res, err := Preview(context.Background(), c, fake.NewClientset(pod("db-0", "n00", "db", 30)), o, Request{Nodes: names, Classes: []string{"kernel-update"}})
 	require.NoError(t, err)
 	starts := map[Start]int{}
 	for _, n := range res.Nodes {
@@ -214,15 +214,15 @@ func TestPreviewReadsEachKindOnce(t *testing.T) {
 // longer than the lower bound.
 func TestPreviewDrainEstimateFromHistory(t *testing.T) {
 	done := func(name string, took time.Duration) *lullv1alpha1.NodeMaintenance {
-		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Class: "x"},
+		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Classes: []string{"x"}},
 			Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseCompleted,
 				StartedAt: &metav1.Time{Time: t0.Add(-time.Hour)}, DrainedAt: &metav1.Time{Time: t0.Add(-time.Hour + took)}}}
 	}
-	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), pod("web-0", "n1", "web", 30),
+	res := preview(t, Request{Nodes: []string{"n1"}, Classes: []string{"kernel-update"}}, node("n1", nil), pod("web-0", "n1", "web", 30),
 		done("h1", 10*time.Minute), done("h2", 20*time.Minute), done("h3", 30*time.Minute))
 	require.Equal(t, 20*time.Minute, res.Nodes[0].DrainEstimate.Duration)
 	require.Equal(t, "median of 3 drain(s) recorded in NodeMaintenances", res.Nodes[0].DrainEstimateBasis)
-	res = preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), pod("web-0", "n1", "web", 30))
+	res = preview(t, Request{Nodes: []string{"n1"}, Classes: []string{"kernel-update"}}, node("n1", nil), pod("web-0", "n1", "web", 30))
 	require.Equal(t, 35*time.Second, res.Nodes[0].DrainEstimate.Duration)
 }
 
@@ -232,7 +232,7 @@ func TestPreviewNamesAStaleForeignLease(t *testing.T) {
 	stale := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease.Name("n1"), Namespace: lease.DefaultNamespace},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("crashed-tool"), LeaseDurationSeconds: ptr.To[int32](60),
 			AcquireTime: &metav1.MicroTime{Time: t0.Add(-time.Hour)}, RenewTime: &metav1.MicroTime{Time: t0.Add(-time.Hour)}}}
-	res := preview(t, Request{Nodes: []string{"n1"}, Class: "kernel-update"}, node("n1", nil), stale)
+	res := preview(t, Request{Nodes: []string{"n1"}, Classes: []string{"kernel-update"}}, node("n1", nil), stale)
 	n := res.Nodes[0]
 	require.Equal(t, StartHolder, n.Start)
 	require.Equal(t, "node is leased by crashed-tool; its holder last renewed it at 2026-11-21T09:00:00Z, more than its duration (1m0s) ago: unless it renews, the drainer takes the lease over after seeing it unrenewed for 1m0s", n.Warnings[0])
@@ -243,7 +243,7 @@ func TestPreviewFrozenWindow(t *testing.T) {
 	for _, v := range []intstr.IntOrString{intstr.FromInt32(0), intstr.FromString("0%")} {
 		frozen := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "freeze"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 			Strategy: lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(v)}}
-		res := preview(t, Request{Nodes: []string{"n1"}, Class: "hardware"}, node("n1", nil), frozen)
+		res := preview(t, Request{Nodes: []string{"n1"}, Classes: []string{"hardware"}}, node("n1", nil), frozen)
 		require.Equal(t, StartBudget, res.Nodes[0].Start)
 		require.Equal(t, "window freeze is frozen: maxUnavailable "+v.String()+" allows no node to be disrupted", res.Nodes[0].WaitingFor)
 	}
@@ -261,8 +261,7 @@ func TestPreviewMergesClasses(t *testing.T) {
 	}}}
 	classes := []string{"ssh-keys", "chrony-config", "kernel-update"}
 	for name, req := range map[string]Request{
-		"classes":                  {Nodes: []string{"n1"}, Classes: classes},
-		"classes win over a class": {Nodes: []string{"n1"}, Class: "ssh-keys", Classes: classes},
+		"classes": {Nodes: []string{"n1"}, Classes: classes},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res := preview(t, req, node("n1", nil), site, pod("web-0", "n1", "web", 30), agentLease("n1", agentlease.DefaultNamespace, t0.Add(-5*time.Second)))
@@ -286,19 +285,15 @@ func TestPreviewMergesClasses(t *testing.T) {
 	}
 }
 
-// A request writes class for one class and classes for several.
+// A request writes its classes, in the order given.
 func TestRequestSpec(t *testing.T) {
 	deadline := t0.Add(time.Hour)
-	one := Request{Class: "kernel-update", Deadline: &deadline}.Spec("n1")
-	require.Equal(t, lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "kernel-update", Deadline: &metav1.Time{Time: deadline}}, one)
+	one := Request{Classes: []string{"kernel-update"}, Deadline: &deadline}.Spec("n1")
+	require.Equal(t, lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}, Deadline: &metav1.Time{Time: deadline}}, one)
 	two := Request{Classes: []string{"a", "b"}}.Spec("n1")
 	require.Equal(t, lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"a", "b"}}, two)
-	SetClasses(&two, []string{"c"})
-	require.Equal(t, "c", two.Class)
-	require.Nil(t, two.Classes, "class or classes, never both")
-	SetClasses(&one, []string{"a", "b"})
-	require.Empty(t, one.Class)
-	require.Equal(t, []string{"a", "b"}, one.Classes)
+	none := Request{Changes: &lullv1alpha1.Changes{}}.Spec("n1")
+	require.Nil(t, none.Classes, "no classes: none written (the API admits no empty list)")
 }
 
 // agentLease is lull-agent's lease of node in namespace, last renewed at
@@ -365,7 +360,7 @@ func TestPreviewWaitsForAgent(t *testing.T) {
 			if tc.agent != nil {
 				objs = append(objs, tc.agent)
 			}
-			n := previewWith(t, o, Request{Nodes: []string{"n1"}, Class: tc.class}, objs...).Nodes[0]
+			n := previewWith(t, o, Request{Nodes: []string{"n1"}, Classes: []string{tc.class}}, objs...).Nodes[0]
 			require.Equal(t, tc.start, n.Start, n.WaitingFor)
 			if tc.start == StartAgent {
 				require.Equal(t, tc.waitingFor, n.WaitingFor)
@@ -385,7 +380,7 @@ func TestPreviewNodeWaitingForAgentTakesNoBudget(t *testing.T) {
 	site := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
 		{Name: "kernel", Class: "kernel-update", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
 	}}}
-	res := preview(t, Request{Nodes: []string{"n1", "n2", "n3"}, Class: "kernel-update"}, node("n1", nil), node("n2", nil), node("n3", nil), site,
+	res := preview(t, Request{Nodes: []string{"n1", "n2", "n3"}, Classes: []string{"kernel-update"}}, node("n1", nil), node("n2", nil), node("n3", nil), site,
 		agentLease("n2", agentlease.DefaultNamespace, t0), agentLease("n3", agentlease.DefaultNamespace, t0))
 	var starts []Start
 	for _, n := range res.Nodes {
@@ -413,7 +408,7 @@ func TestPreviewReadsAgentLeasesOnce(t *testing.T) {
 	c := &countingReader{Reader: crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build(), lists: map[string]int{}, gets: map[string]int{}}
 	o := DefaultOptions()
 	o.Clock = clocktesting.NewFakeClock(t0)
-	res, err := Preview(context.Background(), c, fake.NewClientset(), o, Request{Nodes: names, Class: "chrony-config"})
+	res, err := Preview(context.Background(), c, fake.NewClientset(), o, Request{Nodes: names, Classes: []string{"chrony-config"}})
 	require.NoError(t, err)
 	starts := map[Start]int{}
 	for _, n := range res.Nodes {

@@ -138,7 +138,7 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 	if err != nil {
 		return nil, err
 	}
-	classes := req.AllClasses()
+	classes := req.Classes
 	res := &Result{At: cl.Now, Class: strings.Join(classes, ","), Classes: classes, Changes: req.Changes}
 	var starting []string // nodes this preview starts now: they use budget
 	for _, node := range targets {
@@ -157,7 +157,7 @@ func (cl *Cluster) Preview(ctx context.Context, c client.Reader, kube kubernetes
 func (cl *Cluster) previewNode(ctx context.Context, c client.Reader, kube kubernetes.Interface, req Request, node *corev1.Node, starting *[]string) (Node, error) {
 	p := Node{Node: node.Name}
 	nm := cl.prospective(&p, node, req)
-	fc := cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, cl.Options.MaintenanceLabel, labelClass(req.AllClasses())))
+	fc := cl.Forecast.ComputeRequest(nm, withLabel(node.Labels, cl.Options.MaintenanceLabel, labelClass(req.Classes)))
 	cl.warnLease(&p, fc)
 	if node.Spec.Unschedulable && (p.Existing == nil || !p.Existing.Status.CordonedByLull) {
 		p.warn("node is already cordoned by someone else; lull will leave that cordon in place")
@@ -205,7 +205,7 @@ func decider(fc *forecast.Node, decide func([]string, *lullv1alpha1.Changes) lul
 // (pkg/gate), counting the nodes this preview already starts now against
 // the budget.
 func (cl *Cluster) start(ctx context.Context, c client.Reader, kube kubernetes.Interface, p *Node, req Request, fc *forecast.Node, ws []*lullv1alpha1.MaintenanceWindow, starting *[]string) error {
-	greq := gate.Request{Classes: req.AllClasses(), Changes: req.Changes, Forecast: fc, Now: cl.Now}
+	greq := gate.Request{Classes: req.Classes, Changes: req.Changes, Forecast: fc, Now: cl.Now}
 	if ex := p.Existing; ex != nil && ex.Status.StartedAt != nil {
 		greq.Started, greq.Decision = true, ex.Status.Decision // started requests keep their decision
 	}

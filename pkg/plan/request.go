@@ -20,9 +20,7 @@ type Request struct {
 	// Nodes by name; or Selector (both: the union).
 	Nodes    []string
 	Selector labels.Selector
-	// Class of a request of one kind of change; or Classes, several made
-	// together (their steps merge into one plan). Classes wins when set.
-	Class   string
+	// Classes of change made together (their steps merge into one plan).
 	Classes []string
 	// Changes made to the nodes (from two configurations compared);
 	// beside or instead of classes.
@@ -30,22 +28,9 @@ type Request struct {
 	Deadline *time.Time
 }
 
-// AllClasses is the request's classes: Classes, or Class alone.
-func (r Request) AllClasses() []string {
-	if len(r.Classes) > 0 {
-		return r.Classes
-	}
-	if r.Class == "" {
-		return nil
-	}
-	return []string{r.Class}
-}
-
-// Spec is the NodeMaintenance spec the request makes for node: class for
-// one class, classes for several (the API takes exactly one of them).
+// Spec is the NodeMaintenance spec the request makes for node.
 func (r Request) Spec(node string) lullv1alpha1.NodeMaintenanceSpec {
-	spec := lullv1alpha1.NodeMaintenanceSpec{NodeName: node}
-	SetClasses(&spec, r.AllClasses())
+	spec := lullv1alpha1.NodeMaintenanceSpec{NodeName: node, Classes: cloneClasses(r.Classes)}
 	if r.Changes != nil {
 		spec.Changes = r.Changes.DeepCopy()
 	}
@@ -55,15 +40,13 @@ func (r Request) Spec(node string) lullv1alpha1.NodeMaintenanceSpec {
 	return spec
 }
 
-// SetClasses sets a NodeMaintenance spec's class (one class) or classes
-// (several), clearing the other: the API takes exactly one of them.
-func SetClasses(spec *lullv1alpha1.NodeMaintenanceSpec, classes []string) {
-	spec.Class, spec.Classes = "", nil
-	if len(classes) == 1 {
-		spec.Class = classes[0]
-	} else if len(classes) > 1 {
-		spec.Classes = append([]string(nil), classes...)
+// cloneClasses copies classes for a spec (nil for none: the API admits
+// no empty list).
+func cloneClasses(classes []string) []string {
+	if len(classes) == 0 {
+		return nil
 	}
+	return append([]string(nil), classes...)
 }
 
 // selectNodes resolves the request's nodes; a named node that does not

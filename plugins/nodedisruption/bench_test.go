@@ -34,7 +34,7 @@ func benchFixture(b *testing.B, n int, done bool) (*fixture, []fwk.NodeInfo) {
 	for i := 2; done && i < n; i += 5 {
 		name := fmt.Sprintf("node-%d", i)
 		fx.f.SetMaintenance(&lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Class: "kernel-update", Complete: true}})
+			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: name, Classes: []string{"kernel-update"}, Complete: true}})
 	}
 	fx.f.SetWindow(mkWindow("daily", "a", "12:00"))
 	for i := 0; i < n; i += 5 {

@@ -174,7 +174,7 @@ func TestFilter(t *testing.T) {
 			fx.f.SetWindow(mkWindow("now", "open", "09:00"))
 			fx.f.SetLease(mkLease("leased", "fw-updater"))
 			fx.f.SetMaintenance(&lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "draining"},
-				Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "draining", Class: "hardware"},
+				Spec:   lullv1alpha1.NodeMaintenanceSpec{NodeName: "draining", Classes: []string{"hardware"}},
 				Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDraining}})
 			cs := framework.NewCycleState()
 			pod := mkPod("p")
@@ -359,7 +359,7 @@ func TestQueueingHints(t *testing.T) {
 	otherLabelled := mkNode("n2", map[string]string{maint: "x"})
 	nm := func(node string, phase lullv1alpha1.MaintenancePhase, complete bool) *lullv1alpha1.NodeMaintenance {
 		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node},
-			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: node, Class: "x", Complete: complete}, Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phase}}
+			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: node, Classes: []string{"x"}, Complete: complete}, Status: lullv1alpha1.NodeMaintenanceStatus{Phase: phase}}
 	}
 	unstr := func(obj runtime.Object) *unstructured.Unstructured {
 		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)

@@ -152,7 +152,7 @@ func TestAdmissionGuard(t *testing.T) {
 	require.NoError(t, err, "the guard never refused a plain operator's label; last: %s", last)
 
 	nm := func(name, spec string) string {
-		return file(name+".yaml", fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: %s}\nspec: {nodeName: %s, class: kernel-update%s}\n", nmNode, nmNode, spec))
+		return file(name+".yaml", fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: %s}\nspec: {nodeName: %s, classes: [kernel-update]%s}\n", nmNode, nmNode, spec))
 	}
 	const leaseName = "node-e2e-admission"
 	heldLease := file("lease.yaml", fmt.Sprintf(`apiVersion: coordination.k8s.io/v1

@@ -245,7 +245,7 @@ func TestSystemRebootDrainsWholeNode(t *testing.T) {
 	}), "the simulated agent of %s gave it no boot ID", node)
 
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: lullv1alpha1.NodeMaintenanceSpec{
-		NodeName: node, Class: "e2e-sd-reboot", Reason: "e2e: a selector that matches nothing",
+		NodeName: node, Classes: []string{"e2e-sd-reboot"}, Reason: "e2e: a selector that matches nothing",
 		Drain: &lullv1alpha1.DrainOptions{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "matches-nothing"}}}}}
 	require.NoError(t, e.c.Create(ctx, nm))
 	got := e.waitNM(node, "Completed", 3*time.Minute, inPhase(lullv1alpha1.PhaseCompleted))

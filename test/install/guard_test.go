@@ -200,7 +200,7 @@ func (g *guarded) jsonpath(t *testing.T, path string, args ...string) string {
 }
 
 func nodeMaintenance(name, spec string) string {
-	return fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: %s}\nspec: {nodeName: %s, class: kernel-update%s}\n", name, name, spec)
+	return fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: %s}\nspec: {nodeName: %s, classes: [kernel-update]%s}\n", name, name, spec)
 }
 
 func mergePatch(kind, name, patch string, extra ...string) []string {
@@ -282,7 +282,7 @@ func TestGuard(t *testing.T) {
 	t.Run("issue 31: the reboot sentinel's requests", func(t *testing.T) {
 		sentinel := func(node, class, extra string) string {
 			return fmt.Sprintf("apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: %s, annotations: {lull.dev/requested-by: reboot-sentinel}}\n"+
-				"spec: {nodeName: %s, class: %s, reason: 'reboot required: /var/run/reboot-required'%s}\n", node, node, class, extra)
+				"spec: {nodeName: %s, classes: [%s], reason: 'reboot required: /var/run/reboot-required'%s}\n", node, node, class, extra)
 		}
 		own := refusedBy("lull-agent-requests", "may request maintenance only of its own node")
 		only := refusedBy("lull-agent-requests", "may request only a reboot for its reboot sentinel")

@@ -214,7 +214,7 @@ func TestActionsFencingAndAgentKilledMidStep(t *testing.T) {
 	leases := lease.New(e.cs, lease.Options{Clock: e.clock})
 	info, err := leases.Acquire(e.ctx, "n1", "lull-drainer/a", "maintenance", "test", time.Minute)
 	require.NoError(t, err)
-	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "chrony-config"}}
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"chrony-config"}}}
 	require.NoError(t, e.c.Create(e.ctx, nm))
 	nm.Status = lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseActing,
 		Fencing: &lullv1alpha1.Fencing{LeaseUID: info.UID, LeaseTransitions: info.Transitions + 1},
@@ -311,7 +311,7 @@ func TestActionsAgentJudgesLeaseExpiryByObservation(t *testing.T) {
 	ahead := lease.New(e.cs, lease.Options{Clock: clocktesting.NewFakeClock(e.clock.Now().Add(time.Hour))})
 	info, err := ahead.Acquire(e.ctx, "n1", "lull-drainer/a", "maintenance", "test", time.Minute)
 	require.NoError(t, err)
-	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "chrony-config"}}
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"chrony-config"}}}
 	require.NoError(t, e.c.Create(e.ctx, nm))
 	step := func(unit string) lullv1alpha1.ActionStatus {
 		return lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: unit, State: lullv1alpha1.ActionPending,

@@ -174,7 +174,7 @@ func TestLabelReplacesFinishedRequestOfAnyOrigin(t *testing.T) {
 	old := e.waitNM("n1", "Completed", phaseIs(lullv1alpha1.PhaseCompleted))
 	e.label("n1", ptr.To("kernel-update"))
 	e.waitNM("n1", "a new request from the label", func(nm *lullv1alpha1.NodeMaintenance) bool {
-		return nm.UID != old.UID && nm.Spec.Class == "kernel-update"
+		return nm.UID != old.UID && nm.Spec.HasOnlyClass("kernel-update")
 	})
 }
 

@@ -359,7 +359,7 @@ func TestDrainerFullLifeByLabel(t *testing.T) {
 	e.verify(p)
 
 	nm := e.waitNM("n1", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
-	require.Equal(t, "kernel-update", nm.Spec.Class)
+	require.Equal(t, []string{"kernel-update"}, nm.Spec.Classes)
 	require.True(t, nm.Status.CordonedByLull)
 	require.Equal(t, int32(3), nm.Status.Pods.Total)
 	require.Equal(t, int32(3), nm.Status.Pods.Evicted)
@@ -376,7 +376,7 @@ func TestDrainerFullLifeByLabel(t *testing.T) {
 	// Labelling again makes a new request.
 	e.label("n1", ptr.To("hardware"))
 	nm = e.waitNM("n1", "a new Drained request", func(nm *lullv1alpha1.NodeMaintenance) bool {
-		return nm.Spec.Class == "hardware" && nm.Status.Phase == lullv1alpha1.PhaseDrained
+		return nm.Spec.HasOnlyClass("hardware") && nm.Status.Phase == lullv1alpha1.PhaseDrained
 	})
 	require.NotNil(t, nm.Status.DrainedAt)
 }
@@ -605,7 +605,7 @@ func TestDrainerDeadlineOverridesWindow(t *testing.T) {
 	require.Equal(t, deadline, *p.StartAt, "a Restrictive window never opens: the deadline starts it")
 	require.NoError(t, e.c.Create(e.ctx, &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Class: "hardware", Reason: "disk failing",
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"hardware"}, Reason: "disk failing",
 			Deadline: &metav1.Time{Time: deadline}},
 	}))
 	nm := e.verify(p)
@@ -673,15 +673,15 @@ func TestNodeMaintenanceAdmission(t *testing.T) {
 	ctx := t.Context()
 	valid := func() *lullv1alpha1.NodeMaintenance {
 		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "adm-1"},
-			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "adm-1", Class: "kernel-update"}}
+			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "adm-1", Classes: []string{"kernel-update"}}}
 	}
 	for name, tc := range map[string]struct {
 		mutate func(*lullv1alpha1.NodeMaintenance)
 		want   string
 	}{
 		"name differs from node": {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.NodeName = "other" }, "a NodeMaintenance is named after its node"},
-		"class with capitals":    {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "Kernel Update" }, "spec.class"},
-		"empty class":            {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Class = "" }, "say what changes: class or classes"},
+		"class with capitals":    {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Classes = []string{"Kernel Update"} }, "spec.classes"},
+		"empty class":            {func(nm *lullv1alpha1.NodeMaintenance) { nm.Spec.Classes = nil }, "say what changes: classes"},
 		"negative grace period": {func(nm *lullv1alpha1.NodeMaintenance) {
 			nm.Spec.Drain = &lullv1alpha1.DrainOptions{GracePeriodSeconds: ptr.To[int64](-1)}
 		}, "gracePeriodSeconds"},

@@ -26,7 +26,7 @@ func (e *drainEnv) predict(class string, deadline *time.Time, nodes ...string) *
 	e.t.Helper()
 	o := plan.DefaultOptions()
 	o.Clock = e.clock
-	res, err := plan.Preview(e.ctx, e.c, e.cs, o, plan.Request{Nodes: nodes, Class: class, Deadline: deadline})
+	res, err := plan.Preview(e.ctx, e.c, e.cs, o, plan.Request{Nodes: nodes, Classes: []string{class}, Deadline: deadline})
 	require.NoError(e.t, err)
 	require.Len(e.t, res.Nodes, len(nodes))
 	return res
@@ -176,13 +176,13 @@ func TestDrainerAppliesDisruptionPolicy(t *testing.T) {
 	// A waiting request made by label follows the label's new class.
 	e.label("kern", ptr.To("hardware"))
 	e.waitNM("kern", "a new hardware request waiting", func(nm *lullv1alpha1.NodeMaintenance) bool {
-		return nm.Spec.Class == "hardware" && nm.Status.Phase == lullv1alpha1.PhaseWaitingForWindow
+		return nm.Spec.HasOnlyClass("hardware") && nm.Status.Phase == lullv1alpha1.PhaseWaitingForWindow
 	})
 	p = e.predict("registry-mirror", nil, "kern").Nodes[0]
 	require.Equal(t, "default/registry-mirror", p.Rule)
 	e.label("kern", ptr.To("registry-mirror"))
 	nm = e.waitNM("kern", "Completed as registry-mirror", func(nm *lullv1alpha1.NodeMaintenance) bool {
-		return nm.Spec.Class == "registry-mirror" && nm.Status.Phase == lullv1alpha1.PhaseCompleted
+		return nm.Spec.HasOnlyClass("registry-mirror") && nm.Status.Phase == lullv1alpha1.PhaseCompleted
 	})
 	require.Equal(t, p.Rule, nm.Status.Decision.RuleRef())
 	require.Nil(t, nm.Status.StartedAt)

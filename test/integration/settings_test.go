@@ -52,7 +52,7 @@ func TestDrainerHonoursConfiguredMaintenanceLabel(t *testing.T) {
 
 	po := plan.DefaultOptions()
 	po.MaintenanceLabel, po.Clock = customLabel, e.clock
-	res, err := plan.Preview(e.ctx, e.c, e.cs, po, plan.Request{Nodes: []string{"custom"}, Class: "kernel-update"})
+	res, err := plan.Preview(e.ctx, e.c, e.cs, po, plan.Request{Nodes: []string{"custom"}, Classes: []string{"kernel-update"}})
 	require.NoError(t, err)
 	p := res.Nodes[0]
 	require.Equal(t, plan.StartNow, p.Start)
@@ -60,7 +60,7 @@ func TestDrainerHonoursConfiguredMaintenanceLabel(t *testing.T) {
 	e.setLabel("custom", customLabel, "kernel-update")
 	e.verify(p)
 	nm := e.waitNM("custom", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
-	require.Equal(t, "kernel-update", nm.Spec.Class, "the class comes from the configured label, not the default one (hardware)")
+	require.Equal(t, []string{"kernel-update"}, nm.Spec.Classes, "the class comes from the configured label, not the default one (hardware)")
 	require.Equal(t, "requested by the node label "+customLabel+"=kernel-update", nm.Spec.Reason)
 	require.True(t, e.nodeObj("custom").Spec.Unschedulable)
 	require.Zero(t, e.podsOn("custom"))

@@ -34,7 +34,7 @@ func TestTimestampAdmission(t *testing.T) {
 				u.Object["spec"] = map[string]any{"strategy": "Restrictive", "schedule": map[string]any{"rrule": "FREQ=DAILY", "startTime": "02:00", "duration": "1h",
 					"exclude": []any{map[string]any{"start": tc.value, "end": "2026-11-26T00:00:00Z"}}}}
 			case "spec.deadline":
-				u.Object["spec"] = map[string]any{"nodeName": "ts-node", "class": "kernel-update", "deadline": tc.value}
+				u.Object["spec"] = map[string]any{"nodeName": "ts-node", "classes": []any{"kernel-update"}, "deadline": tc.value}
 			}
 			err := cp.Client.Create(ctx, u)
 			if tc.ok {

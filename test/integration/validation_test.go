@@ -121,7 +121,7 @@ func TestFieldAdmission(t *testing.T) {
 	for name, tc := range timeouts {
 		t.Run("NodeMaintenance/timeout "+name, func(t *testing.T) {
 			nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "adm-timeout"},
-				Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "adm-timeout", Class: "kernel-update", Drain: &lullv1alpha1.DrainOptions{Timeout: tc.d}}}
+				Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "adm-timeout", Classes: []string{"kernel-update"}, Drain: &lullv1alpha1.DrainOptions{Timeout: tc.d}}}
 			err := cp.Client.Create(ctx, nm)
 			if tc.want == "" {
 				require.NoError(t, err)
@@ -258,7 +258,7 @@ func TestDrainerNodeNotFound(t *testing.T) {
 	e := newDrainEnv(t)
 	e.start(nil)
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "ghost"},
-		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "ghost", Class: "kernel-update"}}
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "ghost", Classes: []string{"kernel-update"}}}
 	require.NoError(t, e.c.Create(e.ctx, nm))
 	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), nm) })
 	got := e.waitNM("ghost", "NodeNotFound without finalizer", func(nm *lullv1alpha1.NodeMaintenance) bool {
@@ -346,10 +346,9 @@ func TestStepsAdmission(t *testing.T) {
 		want string
 	}{
 		"classes":           {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"ssh-keys", "kernel-update"}}, ""},
-		"class and classes": {lullv1alpha1.NodeMaintenanceSpec{Class: "a", Classes: []string{"b"}}, "set class (one kind of change) or classes (several), not both"},
-		"neither":           {lullv1alpha1.NodeMaintenanceSpec{}, "say what changes: class or classes"},
+		"neither":           {lullv1alpha1.NodeMaintenanceSpec{}, "say what changes: classes"},
 		"changes only":      {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/chrony.conf"}, Units: []string{"chronyd.service"}, Config: "chrony-v2"}}, ""},
-		"class and changes": {lullv1alpha1.NodeMaintenanceSpec{Class: "kernel-update", Changes: &lullv1alpha1.Changes{KernelArguments: []string{"quiet"}}}, ""},
+		"class and changes": {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"kernel-update"}, Changes: &lullv1alpha1.Changes{KernelArguments: []string{"quiet"}}}, ""},
 		"relative path":     {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"etc/x"}}}, "spec.changes.files[0]"},
 		"bad config name":   {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/x"}, Config: "Not_A_Name"}}, "spec.changes.config"},
 		"repeated":          {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"a", "a"}}, "classes must not repeat a class"},

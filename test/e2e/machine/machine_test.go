@@ -121,11 +121,11 @@ func request(t *testing.T, class string, timeout time.Duration, phases ...lullv1
 		}
 		// Each scenario has a class of its own: the request of this one.
 		for _, p := range phases {
-			if nm.Spec.Class == class && nm.Status.Phase == p {
+			if nm.Spec.HasOnlyClass(class) && nm.Status.Phase == p {
 				return true, ""
 			}
 		}
-		return false, fmt.Sprintf("class %s phase %s: %s", nm.Spec.Class, nm.Status.Phase, nm.Status.WaitingFor)
+		return false, fmt.Sprintf("class %s phase %s: %s", nm.Spec.ClassNames(), nm.Status.Phase, nm.Status.WaitingFor)
 	})
 	return &nm, time.Since(start)
 }
@@ -283,10 +283,10 @@ func TestHostStepsOnSystemd(t *testing.T) {
 				return false, err.Error()
 			}
 			return nm.Annotations[lullv1alpha1.RequestedByAnnotation] == lullv1alpha1.RequestedBySentinel && nm.Status.Phase == lullv1alpha1.PhaseCompleted,
-				fmt.Sprintf("%s %s: %s", nm.Spec.Class, nm.Status.Phase, nm.Status.WaitingFor)
+				fmt.Sprintf("%s %s: %s", nm.Spec.ClassNames(), nm.Status.Phase, nm.Status.WaitingFor)
 		})
 		summary["reboot sentinel: request, drain, reboot"] = time.Since(start)
-		require.Equal(t, lullv1alpha1.DefaultSentinelClass, nm.Spec.Class)
+		require.Equal(t, []string{lullv1alpha1.DefaultSentinelClass}, nm.Spec.Classes)
 		require.Equal(t, "reboot required: /var/run/reboot-required (packages: linux-image-e2e)", nm.Spec.Reason)
 		require.Equal(t, "Cordon, Drain, Reboot", policySteps(&nm))
 		require.NotEqual(t, boot, node(t).Status.NodeInfo.BootID, "the machine rebooted")

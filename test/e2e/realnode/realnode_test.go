@@ -381,7 +381,7 @@ func TestAgentOnRealNode(t *testing.T) {
 	t.Cleanup(func() { _ = c.Delete(context.Background(), pol) })
 	fencing := e2e.WatchStepFencing(t, cluster.Config, realNode)
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: realNode},
-		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: realNode, Class: "e2e-chrony-config", Reason: "e2e: agent on the real node"}}
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: realNode, Classes: []string{"e2e-chrony-config"}, Reason: "e2e: agent on the real node"}}
 	require.NoError(t, c.Create(ctx, nm))
 	done := waitNM(t, realNode, lullv1alpha1.PhaseCompleted, 2*time.Minute)
 	require.Len(t, done.Status.Actions, 1)
@@ -495,7 +495,7 @@ func TestDrainRealNode(t *testing.T) {
 	start := time.Now()
 	nm := &lullv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: realNode},
-		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: realNode, Class: "kernel-update", Reason: "e2e: drain the real node",
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: realNode, Classes: []string{"kernel-update"}, Reason: "e2e: drain the real node",
 			// lull itself runs on this node: evict the workload only.
 			Drain: &lullv1alpha1.DrainOptions{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "graceful"}}}},
 	}
