@@ -17,6 +17,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/settings"
 )
 
 // CacheOptions limit the agent's cache to its own node, its node's
@@ -42,7 +43,7 @@ func (a *Agent) SetupWithManager(mgr manager.Manager) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: a.Node}}}
 	})
 	return builder.ControllerManagedBy(mgr).
-		Named("lull-agent").
+		Named(settings.Agent).
 		For(&lullv1alpha1.NodeMaintenance{}).
 		Watches(&corev1.Node{}, toNode).
 		Watches(&coordinationv1.Lease{}, toNode).

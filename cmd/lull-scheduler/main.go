@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-
 	_ "time/tzdata" // windows name IANA zones; do not rely on the OS image
 
 	"k8s.io/component-base/cli"
@@ -15,6 +14,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/version"
 	"lull.dev/lull/plugins/nodedisruption"
 )
@@ -24,7 +24,7 @@ func main() {
 	// k8s.io/component-base it was stamped with, which lull's builds do
 	// not stamp ("v0.0.0-master"): say what this binary is instead.
 	if wantsVersion(os.Args[1:]) {
-		fmt.Println(version.Line("lull-scheduler"))
+		fmt.Println(version.Line(settings.Scheduler))
 		return
 	}
 	cmd := app.NewSchedulerCommand(app.WithPlugin(nodedisruption.Name, nodedisruption.New))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/uninstall"
 )
 
@@ -44,7 +45,7 @@ then leaves nothing behind. To keep lull after all, remove the annotation.`,
 		},
 	}
 	cmd.Flags().BoolVar(&yes, "yes", false, "end the requests (without it: preview only)")
-	cmd.Flags().StringVar(&namespace, "drainer-namespace", "lull-system", "the namespace lull-drainer runs in")
+	cmd.Flags().StringVar(&namespace, "drainer-namespace", settings.Namespace, "the namespace lull-drainer runs in")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for lull-drainer to end the requests")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/settings"
 )
 
 // shippedYAML is the DisruptionPolicy "default" lull ships. lull-drainer
@@ -25,7 +26,7 @@ const ShippedName = "default"
 // one). Remove the annotation to make the policy yours.
 const (
 	ManagedByAnnotation = "lull.dev/managed-by"
-	ManagedBy           = "lull-drainer"
+	ManagedBy           = settings.Drainer
 )
 
 // Shipped returns the policy lull ships, annotated as lull-drainer's.

@@ -20,10 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/settings"
 )
 
 // Deployment is the Deployment every install runs lull-drainer as.
-const Deployment = "lull-drainer"
+const Deployment = settings.Drainer
 
 // Drainer reads lull-drainer's Deployment in namespace; a missing one is
 // an error that says where to look.
