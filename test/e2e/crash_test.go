@@ -278,6 +278,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 				Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"e2e-crash", "e2e-frozen"}}}}}}}}
 	})
 	waitAppRunning(ctx, t, "crash", 9)
+	cluster.WaitBudgetAllows(t, "crash", 1)
 
 	iv := e.watchInvariants(append(append([]string(nil), nodes...), frozen, pauseNode, abortNode, spare)...)
 	iv.budget("e2e-crash", 1, nodes...)
