@@ -7,13 +7,13 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"lull.dev/lull/pkg/options"
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/version"
@@ -24,23 +24,8 @@ func Run(args []string) int {
 	fs := pflag.NewFlagSet(settings.Agent, pflag.ContinueOnError)
 	o := NewOptions()
 	o.AddFlags(fs)
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *showVersion {
-		fmt.Println(version.Line(settings.Agent))
-		return 0
-	}
-	if errs := o.Validate(); len(errs) > 0 {
-		for _, err := range errs {
-			fmt.Fprintln(os.Stderr, "lull-agent:", err)
-		}
-		return 2
-	}
-	if err := logsapi.ValidateAndApply(o.Logs, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "lull-agent:", err)
-		return 2
+	if code, ok := options.Parse(settings.Agent, fs, args, o.Validate, o.Logs, os.Stdout, os.Stderr); !ok {
+		return code
 	}
 	return run(o)
 }

@@ -14,7 +14,6 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,23 +45,8 @@ func Run(args []string) int {
 	fs := pflag.NewFlagSet(settings.Drainer, pflag.ContinueOnError)
 	o := NewOptions()
 	o.AddFlags(fs)
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *showVersion {
-		fmt.Println(version.Line(settings.Drainer))
-		return 0
-	}
-	if errs := o.Validate(); len(errs) > 0 {
-		for _, err := range errs {
-			fmt.Fprintln(os.Stderr, err)
-		}
-		return 2
-	}
-	if err := logsapi.ValidateAndApply(o.Logs, nil); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+	if code, ok := options.Parse(settings.Drainer, fs, args, o.Validate, o.Logs, os.Stdout, os.Stderr); !ok {
+		return code
 	}
 	return run(*o)
 }

@@ -48,7 +48,7 @@ func (s *step) drain(ctx context.Context) (reconcile.Result, error) {
 	if res, ok := s.stillBlocked(ctx); ok {
 		return res, nil
 	}
-	opts := s.r.Options.DrainOptions(s.plan().TakesNodeDown() || s.rebootsOrPowersOff())
+	opts := drain.For(&s.r.Options, s.plan().TakesNodeDown() || s.rebootsOrPowersOff())
 	d, err := drain.New(ctx, s.r.Kube, opts, s.nm)
 	if err != nil {
 		return s.abort(ctx, lullv1alpha1.PhaseFailed, err.Error())
@@ -301,8 +301,9 @@ func (s *step) drained(ctx context.Context) (reconcile.Result, error) {
 	}
 	s.cond(ConditionBlocked, false, "Drained", "nothing left to evict")
 	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
-	s.record(eventDrained(s.status.HasHostSteps()))
-	if s.status.HasHostSteps() {
+	hostSteps := s.status.HasHostSteps()
+	s.record(eventDrained(hostSteps))
+	if hostSteps {
 		return s.act(ctx)
 	}
 	return s.hold(ctx, lullv1alpha1.PhaseDrained)

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/options"
 )
 
 // Options configure the drain library for lull's rounds.
@@ -43,6 +44,13 @@ type Options struct {
 	// (the pods it leaves out would stop with the node, their
 	// PodDisruptionBudgets never asked).
 	WholeNode bool
+}
+
+// For configures a drain as the drainer's options say (kubectl lull's
+// preview passes the same options); wholeNode when the plan takes the node
+// down (lullv1alpha1.Plan.TakesNodeDown).
+func For(m *options.Maintenance, wholeNode bool) Options {
+	return Options{DeleteEmptyDirData: m.DeleteEmptyDirData, Timeout: m.DrainTimeout, RetryDelay: m.RetryDelay, WholeNode: wholeNode}
 }
 
 // Drain selects a request's pods with kubectl's drain library, configured

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/options"
 	"lull.dev/lull/pkg/scheme"
 )
 
@@ -168,4 +169,12 @@ func TestWholeNodeIgnoresPodSelector(t *testing.T) {
 	p, err = d.Preview(context.Background(), pdbReader(t))
 	require.NoError(t, err)
 	require.Equal(t, []string{"shop/db-0", "shop/web-1"}, p.Evict)
+}
+
+// A drain is configured by the drainer's options.
+func TestFor(t *testing.T) {
+	m := options.DefaultMaintenance()
+	m.DeleteEmptyDirData = false
+	d := For(&m, true)
+	require.Equal(t, Options{DeleteEmptyDirData: false, Timeout: m.DrainTimeout, RetryDelay: m.RetryDelay, WholeNode: true}, d)
 }

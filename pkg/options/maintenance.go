@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/settings"
 )
 
@@ -97,12 +96,6 @@ func (m *Maintenance) Default() {
 		m.Workers = d.Workers
 	}
 	m.Settings = m.Settings.WithDefaults()
-}
-
-// DrainOptions configure pkg/drain as the drainer's flags say; wholeNode
-// when the plan takes the node down (lullv1alpha1.Plan.TakesNodeDown).
-func (m *Maintenance) DrainOptions(wholeNode bool) drain.Options {
-	return drain.Options{DeleteEmptyDirData: m.DeleteEmptyDirData, Timeout: m.DrainTimeout, RetryDelay: m.RetryDelay, WholeNode: wholeNode}
 }
 
 // Help of the flags the drainer and kubectl-lull's previews share.

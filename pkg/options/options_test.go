@@ -76,7 +76,4 @@ func TestPreviewFlags(t *testing.T) {
 	assert.False(t, m.DeleteEmptyDirData)
 	assert.Equal(t, "true", fs.Lookup("delete-emptydir-data").DefValue)
 	assert.Contains(t, fs.Lookup("delete-emptydir-data").Usage, "the drainer's --delete-emptydir-data")
-	d := m.DrainOptions(true)
-	assert.True(t, d.WholeNode)
-	assert.False(t, d.DeleteEmptyDirData)
 }

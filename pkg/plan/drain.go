@@ -27,7 +27,7 @@ const roundOverhead = 5 * time.Second
 // previewDrain fills in what the drain's first round would do now.
 func (cl *Cluster) previewDrain(ctx context.Context, c client.Reader, kube kubernetes.Interface, p *Node, nm *lullv1alpha1.NodeMaintenance) error {
 	whole := lullv1alpha1.Plan(p.Steps).TakesNodeDown()
-	d, err := drain.New(ctx, kube, cl.Options.DrainOptions(whole), nm)
+	d, err := drain.New(ctx, kube, drain.For(&cl.Options.Maintenance, whole), nm)
 	if err != nil {
 		return err
 	}
