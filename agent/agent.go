@@ -136,6 +136,7 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		// The lease watch is not ours to have: look again in a while.
 		return reconcile.Result{RequeueAfter: 10 * time.Second}, err
 	}
+	a.acting(nm.UID)
 	return a.run(ctx, logger, nm, i)
 }
 
@@ -152,6 +153,15 @@ func (a *Agent) refusedAgain(uid types.UID, why string) bool {
 	}
 	a.refusals[uid] = why
 	return true
+}
+
+// acting forgets why request uid was last refused: it may act now, and a
+// refusal after this one is news again (and the map does not keep a
+// request that will not be refused again).
+func (a *Agent) acting(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.refusals, uid)
 }
 
 // fencedMessage says which step the agent refused to run and why.
