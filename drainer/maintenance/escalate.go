@@ -46,6 +46,17 @@ func (s *step) blockers(round *drain.Round) error {
 		out = append(out, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id], Since: since})
 	}
 	s.status.Blockers = out
+	unfinished, err := round.Unfinished()
+	if err != nil {
+		return err
+	}
+	s.unfinished = ""
+	for _, id := range slices.Sorted(maps.Keys(unfinished)) {
+		for _, u := range unfinished[id] {
+			s.unfinished += fmt.Sprintf("; %s still counts pod %s as evicted by a request that did not finish (the pod was not deleted), until %s",
+				id, u.Pod, u.Frees.Format(time.RFC3339))
+		}
+	}
 	return nil
 }
 
@@ -83,7 +94,7 @@ func (s *step) blockedMessage() string {
 		for _, b := range s.status.Blockers {
 			parts = append(parts, fmt.Sprintf("%s (pods %s)", b.PodDisruptionBudget, strings.Join(b.Pods, ", ")))
 		}
-		return "drain blocked by PodDisruptionBudget " + strings.Join(parts, "; ")
+		return "drain blocked by PodDisruptionBudget " + strings.Join(parts, "; ") + s.unfinished
 	}
 	if s.status.LastError != "" {
 		return "drain blocked: " + s.status.LastError

@@ -148,6 +148,9 @@ type step struct {
 	wsLoaded bool
 	// starting is set when this reconcile started the request.
 	starting bool
+	// unfinished says which blocked pods a budget counts as evicted by
+	// an eviction that did not finish (blockers; in the Blocked message).
+	unfinished string
 }
 
 func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) *step {

@@ -255,6 +255,49 @@ func (r *Round) Blockers() (map[string][]string, error) {
 	return byPDB, nil
 }
 
+// DisruptionTimeout is how long a PodDisruptionBudget counts a pod in its
+// status.disruptedPods as disrupted when the pod is not deleted: the
+// disruption controller's DeletionTimeout
+// (k8s.io/kubernetes/pkg/controller/disruption).
+const DisruptionTimeout = 2 * time.Minute
+
+// Unfinished is an eviction a PodDisruptionBudget still counts although
+// its pod runs on: the API server approved it and counted the budget down
+// (status.disruptedPods), then did not delete the pod, as when the
+// evicting client died in the middle of the request. The budget refuses
+// the evictions that disruption uses up until Frees.
+type Unfinished struct {
+	// Pod is the pod, namespace/name.
+	Pod string
+	// Frees is when the budget stops counting it.
+	Frees time.Time
+}
+
+// Unfinished returns, per PodDisruptionBudget (namespace/name), the pods
+// the round left blocked that the budget counts as disrupted although
+// they are not terminating: why a budget whose pods are all healthy
+// allows no disruption. Sorted by pod.
+func (r *Round) Unfinished() (map[string][]Unfinished, error) {
+	out := map[string][]Unfinished{}
+	for _, key := range slices.Sorted(maps.Keys(r.Blocked)) {
+		p := r.Blocked[key]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		matching, err := r.pdbs.matching(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, pdb := range matching {
+			if at, ok := pdb.Status.DisruptedPods[p.Name]; ok {
+				id := pdb.Namespace + "/" + pdb.Name
+				out[id] = append(out[id], Unfinished{Pod: key, Frees: at.Add(DisruptionTimeout).UTC()})
+			}
+		}
+	}
+	return out, nil
+}
+
 // BudgetVersions returns the resourceVersion at which the round read
 // each PodDisruptionBudget (namespace/name) it consulted. A budget still
 // at that version has not changed since: it refuses what it refused in

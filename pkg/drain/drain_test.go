@@ -73,6 +73,31 @@ func TestRound(t *testing.T) {
 	require.Equal(t, map[string][]string{"shop/web": {"shop/web-2"}, "(unknown)": {"shop/db-0"}}, blockers)
 }
 
+// A budget that counts a still-running pod as disrupted (an eviction
+// approved but never carried out: the evicting client died mid-request)
+// allows no disruption; Unfinished names that pod and when the budget
+// frees it, so the drainer can say why a budget of healthy pods blocks.
+// A pod the budget counts that is already terminating is not unfinished.
+func TestUnfinished(t *testing.T) {
+	at := time.Date(2026, 11, 26, 4, 25, 40, 0, time.UTC)
+	going := pod("web-2", "web", 30)
+	going.DeletionTimestamp = &metav1.Time{Time: at}
+	going.Finalizers = []string{"keep"}
+	kube := fake.NewSimpleClientset(pod("web-0", "web", 30), pod("web-1", "web", 30), going, pod("db-0", "db", 30))
+	d, err := New(context.Background(), kube, Options{}, request())
+	require.NoError(t, err)
+	web := pdb("web", "web", 0)
+	web.Status.DisruptedPods = map[string]metav1.Time{"web-1": {Time: at}, "web-2": {Time: at}}
+	r, err := d.Round(context.Background(), pdbReader(t, web, pdb("db", "db", 0)), func(*corev1.Pod) Outcome {
+		t.Fatal("no eviction: every budget is exhausted")
+		return Failed
+	})
+	require.NoError(t, err)
+	unfinished, err := r.Unfinished()
+	require.NoError(t, err)
+	require.Equal(t, map[string][]Unfinished{"shop/web": {{Pod: "shop/web-1", Frees: at.Add(2 * time.Minute)}}}, unfinished)
+}
+
 // Again asks for the pods a round left blocked without listing the node's
 // pods: the budget's room goes to one of them, a pod replaced since comes
 // back Vanished, and the round says it did not list (so it cannot call the

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	"lull.dev/lull/pkg/drain"
 )
 
 // OptedInDeployment is a Deployment in "default" whose pods (label
@@ -92,6 +94,33 @@ func (c *Cluster) WaitBudgetAllows(t *testing.T, name string, allowed int32) {
 		return false, nil
 	})
 	require.NoError(t, err, "PodDisruptionBudget %s never allowed %d disruption(s): %+v", name, allowed, last)
+}
+
+// UnfinishedEvictions returns the pods PodDisruptionBudget name still
+// counts as evicted although they run on (status.disruptedPods names them
+// and they are not terminating), and when the budget stops counting the
+// last of them (drain.DisruptionTimeout after the eviction). An eviction
+// the API server approved and counted down, whose pod it then did not
+// delete because the evicting client died in the middle of the request
+// (lull-drainer killed by the crash test), leaves such a pod: until then
+// the budget allows no other disruption, however healthy its pods.
+func (c *Cluster) UnfinishedEvictions(ctx context.Context, name string) (pods []string, frees time.Time) {
+	pdb, err := c.Clientset.PolicyV1().PodDisruptionBudgets("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, time.Time{}
+	}
+	for pod, at := range pdb.Status.DisruptedPods {
+		p, err := c.Clientset.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			continue
+		}
+		pods = append(pods, pod)
+		if f := at.Add(drain.DisruptionTimeout); f.After(frees) {
+			frees = f
+		}
+	}
+	slices.Sort(pods)
+	return pods, frees
 }
 
 // RemoveApp deletes a test's Deployment and waits until its pods are gone,

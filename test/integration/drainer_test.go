@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -500,13 +501,26 @@ func TestDrainerWaitsForForeignLease(t *testing.T) {
 }
 
 // A PodDisruptionBudget with no disruptions allowed shows in status, with
-// its pods; raising the budget unblocks the drain.
+// its pods; raising the budget unblocks the drain. The budget still counts
+// one of its pods as evicted (status.disruptedPods) by an eviction that
+// never deleted it, as when the evicting client died mid-request: the
+// Blocked condition says so and when the budget frees it.
 func TestDrainerShowsPDBBlockers(t *testing.T) {
 	e := newDrainEnv(t)
 	e.node("n1", nil)
 	e.pods("n1", "db", 2)
 	e.pods("n1", "web", 1)
 	e.pdb("db", "db", 0)
+	evictedAt := time.Date(2026, 11, 22, 9, 58, 0, 0, time.UTC)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := e.cs.PolicyV1().PodDisruptionBudgets(e.ns).Get(e.ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.DisruptedPods = map[string]metav1.Time{"db-n1-0": {Time: evictedAt}}
+		_, err = e.cs.PolicyV1().PodDisruptionBudgets(e.ns).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{})
+		return err
+	}))
 	deleted := e.deletions()
 	e.start(nil)
 	p := e.predict("kernel-update", nil, "n1").Nodes[0]
@@ -523,6 +537,8 @@ func TestDrainerShowsPDBBlockers(t *testing.T) {
 		if c.Type == maintenance.ConditionBlocked && c.Status == metav1.ConditionTrue {
 			blocked = true
 			require.Contains(t, c.Message, "PodDisruptionBudget "+e.ns+"/db")
+			require.Contains(t, c.Message, e.ns+"/db still counts pod "+e.ns+"/db-n1-0 as evicted by a request that did not finish (the pod was not deleted), until 2026-11-22T10:00:00Z")
+			require.NotContains(t, c.Message, "pod "+e.ns+"/db-n1-1 as evicted")
 		}
 	}
 	require.True(t, blocked, "Blocked condition set: %+v", nm.Status.Conditions)
