@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,8 +44,11 @@ func crashConfig(t *testing.T) (seed int64, kills int) {
 }
 
 // killer kills the leading lull-drainer with SIGKILL at random moments; the
-// supervisor starts it again. It runs in its own goroutine and records,
-// never fails the test itself.
+// supervisor starts it again. A replica started again within the leader
+// lease's 15 s finds its own name on the lease and leads again at once, so
+// every takeoverEvery-th kill keeps the victim down until the other
+// replica leads: that one takes over mid-drain, from its own caches. It
+// runs in its own goroutine and records, never fails the test itself.
 type killer struct {
 	mu        sync.Mutex
 	kills     int
@@ -54,7 +58,11 @@ type killer struct {
 	done      chan struct{}
 }
 
-func startKiller(ctx context.Context, rng *rand.Rand, target int) *killer {
+// takeoverEvery: one kill in this many keeps the victim down until the
+// other replica leads (each costs a leader lease, 15 s).
+const takeoverEvery = 5
+
+func startKiller(ctx context.Context, rng *rand.Rand, target int, sup *supervisor) *killer {
 	k := &killer{done: make(chan struct{})}
 	go func() {
 		defer close(k.done)
@@ -74,11 +82,18 @@ func startKiller(ctx context.Context, rng *rand.Rand, target int) *killer {
 			if victim == "" {
 				continue
 			}
+			release, others := func() {}, drainerProcs()
+			if (k.count()+1)%takeoverEvery == 0 {
+				release = sup.hold(victim)
+				others = slices.DeleteFunc(others, func(p drainerProc) bool { return p.name == victim })
+			}
 			if err := (&proc{name: victim}).signal(syscall.SIGKILL); err != nil {
+				release()
 				continue
 			}
 			killedAt := time.Now()
-			next, err := leader(ctx, 2*time.Minute)
+			next, err := leader(ctx, 2*time.Minute, others...)
+			release()
 			k.mu.Lock()
 			k.kills++
 			if err != nil {
@@ -270,7 +285,8 @@ func (w *windowDrain) step(e *sysEnv, iv *invariants, spare string, k *killer) b
 // window are drained round after round with PDB-guarded pods, a node sits
 // behind a window that never opens, and two scheduled windows close in the
 // middle of a drain (windowEnd Pause and Abort). The killed replica is
-// started again; the other takes over. The shared invariant watchers run
+// started again and mostly leads again at once; every fifth kill keeps it
+// down until the other replica takes over. The shared invariant watchers run
 // throughout; afterwards every request has finished.
 func TestSystemCrashAnywhere(t *testing.T) {
 	begin := time.Now()
@@ -321,7 +337,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 		}
 	}
 	label()
-	k := startKiller(ctx, rng, target)
+	k := startKiller(ctx, rng, target, sup)
 	m := &meddler{rng: rand.New(rand.NewSource(seed + 1)), pool: "e2e-crash", moved: map[string]time.Time{}, uncordoned: map[string]time.Time{}}
 
 	// The operator: complete whatever is drained, start a new round while
@@ -394,6 +410,7 @@ func TestSystemCrashAnywhere(t *testing.T) {
 	resume := append([]time.Duration(nil), k.resume...)
 	sort.Slice(resume, func(i, j int) bool { return resume[i] < resume[j] })
 	require.NotEmpty(t, resume)
+	require.GreaterOrEqual(t, k.takeovers, k.kills/takeoverEvery, "every %d-th kill keeps the victim down: the other replica takes over", takeoverEvery)
 	t.Logf("kills %d, takeovers %d, rounds %d, completions %v, restarts %v, resume times %v", k.kills, k.takeovers, round, completed, sup.restartCounts(), resume)
 	t.Logf("meddling: %d relabels out of the window mid-drain, %d foreign uncordons, cordoned again after %v", m.relabels, m.uncordons, m.recordoned)
 	for _, w := range windows {

@@ -216,6 +216,20 @@ func (s *supervisor) remove(name string) {
 	delete(s.procs, name)
 }
 
+// hold stops restarting a process until release is called: a replica
+// kept down, so that the other takes over.
+func (s *supervisor) hold(name string) (release func()) {
+	s.mu.Lock()
+	p := s.procs[name]
+	delete(s.procs, name)
+	s.mu.Unlock()
+	return func() {
+		if p != nil {
+			s.add(p)
+		}
+	}
+}
+
 // restartCounts returns how often each process was started again.
 func (s *supervisor) restartCounts() map[string]int {
 	s.mu.Lock()
