@@ -46,10 +46,17 @@ type Schedule struct {
 	// (e.g. "FREQ=WEEKLY;BYDAY=SA,SU"), read as the RFC reads it, with the
 	// anchor as its DTSTART: FREQ DAILY, WEEKLY, MONTHLY or YEARLY,
 	// INTERVAL, COUNT or UNTIL (the window ends), BYMONTH, BYWEEKNO,
-	// BYYEARDAY, BYMONTHDAY, BYDAY, BYSETPOS, WKST. A rule lull refuses
-	// (sub-daily, BYHOUR, ...) makes the window invalid, so restrictive;
-	// its Ready condition says why (docs/windows.md, "What an RRULE may say").
+	// BYYEARDAY, BYMONTHDAY, BYDAY, BYSETPOS, WKST. Admission refuses a
+	// rule of the wrong grammar, without FREQ, sub-daily, or with BYHOUR,
+	// BYMINUTE, BYSECOND or DTSTART; a rule the window engine refuses
+	// besides (a value out of range, a combination RFC 5545 forbids) makes
+	// the window invalid, so restrictive, and its Ready condition says why
+	// (docs/windows.md, "What an RRULE may say").
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('(?i)^[[:space:]]*(RRULE:)?[[:space:]]*(FREQ[[:space:]]*=[[:space:]]*[A-Z]+|(INTERVAL|COUNT)[[:space:]]*=[[:space:]]*[0-9]+|UNTIL[[:space:]]*=[[:space:]]*[0-9]{8}(T[0-9]{6}Z?)?|WKST[[:space:]]*=[[:space:]]*(MO|TU|WE|TH|FR|SA|SU)|(BYMONTH|BYWEEKNO|BYYEARDAY|BYMONTHDAY|BYSETPOS)[[:space:]]*=[[:space:]]*[+-]?[0-9]+(,[+-]?[0-9]+)*|BYDAY[[:space:]]*=[[:space:]]*([+-]?[0-9]+)?(MO|TU|WE|TH|FR|SA|SU)(,([+-]?[0-9]+)?(MO|TU|WE|TH|FR|SA|SU))*|(BYHOUR|BYMINUTE|BYSECOND|DTSTART)[[:space:]]*=[^;]*)([[:space:]]*;[[:space:]]*(FREQ[[:space:]]*=[[:space:]]*[A-Z]+|(INTERVAL|COUNT)[[:space:]]*=[[:space:]]*[0-9]+|UNTIL[[:space:]]*=[[:space:]]*[0-9]{8}(T[0-9]{6}Z?)?|WKST[[:space:]]*=[[:space:]]*(MO|TU|WE|TH|FR|SA|SU)|(BYMONTH|BYWEEKNO|BYYEARDAY|BYMONTHDAY|BYSETPOS)[[:space:]]*=[[:space:]]*[+-]?[0-9]+(,[+-]?[0-9]+)*|BYDAY[[:space:]]*=[[:space:]]*([+-]?[0-9]+)?(MO|TU|WE|TH|FR|SA|SU)(,([+-]?[0-9]+)?(MO|TU|WE|TH|FR|SA|SU))*|(BYHOUR|BYMINUTE|BYSECOND|DTSTART)[[:space:]]*=[^;]*))*[[:space:]]*$')",message="rrule must be NAME=VALUE parts separated by ';', such as FREQ=WEEKLY;BYDAY=SA,SU: FREQ, INTERVAL and COUNT (whole numbers), UNTIL (20261231, 20261231T235900 or 20261231T235900Z), WKST (MO TU WE TH FR SA SU), BYMONTH, BYWEEKNO, BYYEARDAY, BYMONTHDAY and BYSETPOS (numbers separated by commas), BYDAY (days separated by commas, each with an optional ordinal: SA, 1MO, -1FR)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('(?i)(^|[;:])[[:space:]]*FREQ[[:space:]]*=')",message="rrule needs FREQ, such as FREQ=WEEKLY;BYDAY=SA"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)(^|[;:])[[:space:]]*FREQ[[:space:]]*=') || self.matches('(?i)(^|[;:])[[:space:]]*FREQ[[:space:]]*=[[:space:]]*(DAILY|WEEKLY|MONTHLY|YEARLY)[[:space:]]*(;|$)')",message="rrule FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY: a window starts at most once a day, at schedule.startTime"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)(^|[;:])[[:space:]]*(BYHOUR|BYMINUTE|BYSECOND|DTSTART)[[:space:]]*=')",message="rrule must not have BYHOUR, BYMINUTE, BYSECOND or DTSTART: a window starts at schedule.startTime in schedule.timeZone, and the first day is schedule.anchor"
 	// +optional
 	RRule string `json:"rrule,omitempty"`
 

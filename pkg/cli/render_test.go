@@ -212,7 +212,7 @@ func TestWindowsRRuleForms(t *testing.T) {
 		mw("friday-13th", "UTC", "09:00", time.Hour, "", "FREQ=MONTHLY;BYDAY=FR;BYMONTHDAY=13"),
 		mw("until-tuesday", "UTC", "02:00", 4*time.Hour, "2026-10-01", "FREQ=DAILY;UNTIL=20261027"),
 		mw("migration", "UTC", "02:00", 4*time.Hour, "2026-10-01", "FREQ=WEEKLY;BYDAY=SA;COUNT=3"),
-		mw("hourly", "UTC", "00:00", 30*time.Minute, "", "FREQ=HOURLY;INTERVAL=6"),
+		mw("weekno", "UTC", "00:00", 30*time.Minute, "", "FREQ=MONTHLY;BYWEEKNO=1"),
 	}
 	at := time.Date(2026, 10, 24, 10, 0, 0, 0, time.UTC)
 	views := windowViews(ws, nil, at, 4)
@@ -228,7 +228,7 @@ func TestWindowsRRuleForms(t *testing.T) {
 	require.False(t, byName["until-tuesday"].Ended, "it has not ended yet")
 	require.True(t, byName["migration"].Ended, "COUNT=3 from Thursday 1 October: the 3rd, 10th and 17th")
 	require.Empty(t, byName["migration"].Periods)
-	require.False(t, byName["hourly"].Ended, "an invalid window has not ended; it is closed until fixed")
+	require.False(t, byName["weekno"].Ended, "an invalid window has not ended; it is closed until fixed")
 	obj, err := windowsObject(views, false)
 	require.NoError(t, err)
 	require.Equal(t, "migration", printAs(t, []string{"-o", "jsonpath={.items[?(@.ended)].name}"}, obj, nil))

@@ -2,6 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +25,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	windowctrl "lull.dev/lull/drainer/window"
+	"lull.dev/lull/pkg/window"
 	"lull.dev/lull/test/framework"
 )
 
@@ -181,4 +187,74 @@ func waitWindow(t *testing.T, name string, ok func(*lullv1alpha1.MaintenanceWind
 	})
 	require.NoError(t, err, "window %s: last status %+v", name, last.Status)
 	return &last
+}
+
+// TestRRuleAdmission: the API server refuses an RRULE whose grammar is
+// wrong, or that uses a part lull refuses, with a message that says what
+// to fix; the window engine checks the rest (ranges, the combinations RFC
+// 5545 forbids) and makes such a window Ready=False. Admission is never
+// stricter than the engine: every rule of the engine's corpus
+// (pkg/window/testdata/rrule: RFC 5545's examples, python-dateutil's tests
+// and 400 random rules), and every rule below, is refused at admission
+// only if the engine refuses it too.
+func TestRRuleAdmission(t *testing.T) {
+	refusals := map[string]string{
+		"FREQ=WEEKLY;BYDAY=SAT,SUN":            "rrule must be NAME=VALUE parts separated by ';'",
+		"FREQ=YEARLY;BYEASTER=0":               "rrule must be NAME=VALUE parts separated by ';'",
+		"FREQ=WEEKLY;BYDAY=SA;":                "rrule must be NAME=VALUE parts separated by ';'",
+		"FREQ=DAILY;UNTIL=2026-12-31":          "rrule must be NAME=VALUE parts separated by ';'",
+		"FREQ=WEEKLY;INTERVAL=+2":              "rrule must be NAME=VALUE parts separated by ';'",
+		"FREQ=MONTHLY;BYMONTHDAY=1, 15":        "rrule must be NAME=VALUE parts separated by ';'",
+		"FREQ=WEEKLY BYDAY=SA":                 "rrule FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY",
+		"FREQ=FORTNIGHTLY":                     "rrule FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY",
+		"FREQ=HOURLY;INTERVAL=3":               "rrule FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY: a window starts at most once a day",
+		"RRULE:FREQ=minutely":                  "rrule FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY",
+		"FREQ=DAILY;BYHOUR=9":                  "rrule must not have BYHOUR, BYMINUTE, BYSECOND or DTSTART",
+		"DTSTART=20260101T000000;FREQ=DAILY":   "rrule must not have BYHOUR, BYMINUTE, BYSECOND or DTSTART",
+		"BYDAY=MO":                             "rrule needs FREQ",
+		"":                                     "set exactly one of schedule.recurrence and schedule.rrule",
+		" rrule:freq = monthly ; byday=-1fr  ": "",
+		"FREQ=YEARLY;UNTIL=20261231t235900z":   "",
+		"FREQ=MONTHLY;BYDAY=+1MO;BYSETPOS=+1":  "",
+	}
+	rules := map[string]bool{}
+	for rule := range refusals {
+		rules[rule] = true
+	}
+	for _, file := range []string{"rfc5545.json", "dateutil.json", "dateutil-random.json"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "pkg", "window", "testdata", "rrule", file))
+		require.NoError(t, err)
+		var examples []struct {
+			RRule string `json:"rrule"`
+		}
+		require.NoError(t, json.Unmarshal(data, &examples), file)
+		for _, ex := range examples {
+			rules[ex.RRule] = true
+		}
+	}
+	engineRefused, admissionRefused := 0, 0
+	for _, rule := range slices.Sorted(maps.Keys(rules)) {
+		w := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "rrule"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+			Strategy: lullv1alpha1.StrategySchedule,
+			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: "02:00", Duration: lullv1alpha1.Duration{Duration: time.Hour}, RRule: rule}}}
+		_, engineErr := window.Compile(&w.Spec, window.Options{})
+		admissionErr := cp.Client.Create(t.Context(), w, client.DryRunAll)
+		if engineErr != nil {
+			engineRefused++
+		}
+		if admissionErr != nil {
+			admissionRefused++
+			require.Error(t, engineErr, "%q: refused at admission (%v) but the window engine accepts it", rule, admissionErr)
+		}
+		if want, ok := refusals[rule]; ok {
+			if want == "" {
+				require.NoError(t, admissionErr, "%q", rule)
+				require.NoError(t, engineErr, "%q", rule)
+				continue
+			}
+			require.Error(t, admissionErr, "%q: must be refused at admission", rule)
+			require.Contains(t, admissionErr.Error(), want, "%q", rule)
+		}
+	}
+	t.Logf("%d rules: the engine refuses %d, admission %d of them", len(rules), engineRefused, admissionRefused)
 }
