@@ -264,6 +264,8 @@ func setConditions(status *lullv1alpha1.MaintenanceWindowStatus, gen int64, res 
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "InvalidSpec", res.Detail
 	case selErr != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "InvalidSelector", selErr.Error()
+	case res.Reason == engine.ReasonNoWindow && res.Ended:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "RecurrenceEnded", res.Message()
 	case res.Reason == engine.ReasonNoWindow:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NoWindowInHorizon", res.Message()
 	}

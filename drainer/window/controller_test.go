@@ -45,6 +45,24 @@ func TestSetStatus(t *testing.T) {
 	require.Equal(t, "InvalidSpec", ready.Reason)
 	require.Contains(t, ready.Message, "spec.schedule.timeZone")
 	require.Nil(t, st.Next, "an invalid window has no next period")
+
+	// A rule whose COUNT is used up: valid, but no window opens again; its
+	// own reason, not the search horizon's.
+	mw = nightly()
+	mw.Spec.Schedule.Recurrence, mw.Spec.Schedule.RRule, mw.Spec.Schedule.Anchor = nil, "FREQ=DAILY;COUNT=3", "2026-11-01"
+	w = engine.CompileOrInvalid(&mw.Spec, engine.Options{})
+	st = lullv1alpha1.MaintenanceWindowStatus{}
+	setStatus(&st, mw.Generation, w, w.Evaluate(now), now, nil)
+	ready = meta.FindStatusCondition(st.Conditions, ConditionReady)
+	require.Equal(t, metav1.ConditionFalse, ready.Status)
+	require.Equal(t, "RecurrenceEnded", ready.Reason)
+	require.Contains(t, ready.Message, "no window opens again: the recurrence ended (COUNT=3)")
+
+	mw.Spec.Schedule.RRule = "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30"
+	w = engine.CompileOrInvalid(&mw.Spec, engine.Options{})
+	st = lullv1alpha1.MaintenanceWindowStatus{}
+	setStatus(&st, mw.Generation, w, w.Evaluate(now), now, nil)
+	require.Equal(t, "NoWindowInHorizon", meta.FindStatusCondition(st.Conditions, ConditionReady).Reason, "30 February never comes")
 }
 
 func TestCollector(t *testing.T) {
