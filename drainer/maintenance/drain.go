@@ -259,9 +259,26 @@ func (s *step) count(round *drain.Round, evictErr string) {
 	s.status.Pods.PendingPods = pending
 }
 
+// evictionTimeout bounds one eviction request. The API server retries a
+// budget update that conflicts for up to 10 s before it answers.
+const evictionTimeout = 30 * time.Second
+
 // evict issues one eviction for the pod, with its UID as precondition so a
-// replacement pod with the same name is never evicted by mistake.
+// replacement pod with the same name is never evicted by mistake. Once the
+// reconcile is cancelled (lull-drainer stopping on SIGTERM: an upgrade,
+// its pod moved) no eviction starts; but one already sent runs to its end
+// within the manager's graceful shutdown. (Lost leadership skips that
+// shutdown: the process exits at once, as a kill would.)
+// The API server counts the pod's budgets down before it deletes the pod,
+// so a request cancelled in between leaves the pod running and its budget
+// counting it as disrupted for two minutes (drain.DisruptionTimeout),
+// refusing every other eviction meanwhile.
 func (r *Reconciler) evict(ctx context.Context, p *corev1.Pod, grace int) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("not evicting: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), evictionTimeout)
+	defer cancel()
 	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}
 	if grace >= 0 {
 		opts.GracePeriodSeconds = ptr.To(int64(grace))

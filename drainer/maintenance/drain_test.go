@@ -1,12 +1,18 @@
 package maintenance
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	policyv1client "k8s.io/client-go/kubernetes/typed/policy/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
@@ -135,4 +141,57 @@ func TestBlockedBookkeeping(t *testing.T) {
 	m.forget("n")
 	_, ok = m.lastBlocked("n", "u1", now, 30*time.Second)
 	assert.False(t, ok, "forgotten with the lease")
+}
+
+// stoppingEvictions is a clientset whose eviction requests see the
+// drainer stop (its reconcile context cancelled) while they are in
+// flight, and record whether their own context was cancelled with it.
+type stoppingEvictions struct {
+	*fake.Clientset
+	stop      context.CancelFunc
+	asked     []string
+	cancelled []bool
+}
+
+func (c *stoppingEvictions) PolicyV1() policyv1client.PolicyV1Interface {
+	return stoppingPolicy{c.Clientset.PolicyV1(), c}
+}
+
+type stoppingPolicy struct {
+	policyv1client.PolicyV1Interface
+	c *stoppingEvictions
+}
+
+func (p stoppingPolicy) Evictions(ns string) policyv1client.EvictionInterface {
+	return stoppingEviction{p.PolicyV1Interface.Evictions(ns), p.c}
+}
+
+type stoppingEviction struct {
+	policyv1client.EvictionInterface
+	c *stoppingEvictions
+}
+
+func (e stoppingEviction) Evict(ctx context.Context, ev *policyv1.Eviction) error {
+	e.c.stop() // SIGTERM arrives while the request is on its way
+	e.c.asked = append(e.c.asked, ev.Name)
+	e.c.cancelled = append(e.c.cancelled, ctx.Err() != nil)
+	return e.EvictionInterface.Evict(ctx, ev)
+}
+
+// An eviction already sent is not cancelled when lull-drainer stops: the
+// API server counts the budget down before it deletes the pod, and a
+// request cut in between leaves the budget counting a running pod for two
+// minutes. Once stopping, no further eviction is sent.
+func TestEvictionOutlivesTheReconcile(t *testing.T) {
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", UID: types.UID(name)}}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	kube := &stoppingEvictions{Clientset: fake.NewClientset(pod("web-0"), pod("web-1")), stop: stop}
+	r := &Reconciler{Kube: kube}
+	require.NoError(t, r.evict(ctx, pod("web-0"), -1))
+	err := r.evict(ctx, pod("web-1"), -1)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, []string{"web-0"}, kube.asked, "no eviction starts once stopping")
+	require.Equal(t, []bool{false}, kube.cancelled, "the eviction in flight keeps its context")
 }
