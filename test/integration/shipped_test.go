@@ -30,9 +30,18 @@ func TestShippedPolicyKeptAsShipped(t *testing.T) {
 	mgr := e.manager()
 	require.NoError(t, (&policyctl.Shipped{Client: mgr.GetClient()}).SetupWithManager(mgr))
 	run, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	go func() { _ = mgr.Start(run) }()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = mgr.Start(run)
+	}()
 	t.Cleanup(func() {
+		// Stop the controller before deleting its policy: running, it
+		// would recreate it, and every later test would decide by the
+		// shipped policy's catch-all (drain and reboot; found by CI on
+		// e05cc49, the uninstall tests waiting for a lull-agent).
+		cancel()
+		<-stopped
 		_ = e.c.Delete(context.Background(), &lullv1alpha1.DisruptionPolicy{ObjectMeta: shipped.ObjectMeta})
 	})
 
