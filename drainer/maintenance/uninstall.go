@@ -86,8 +86,9 @@ type UninstallWatch struct {
 	Period  time.Duration
 	// OnChange is called when an uninstall is seen (again) and when it is
 	// no longer seen (the mark removed): either way every request has
-	// something to do now (end, or be made again from its label).
-	OnChange func()
+	// something to do now (end, or be made again from its label). ctx
+	// ends with the watch.
+	OnChange func(ctx context.Context)
 
 	seen atomic.Bool
 }
@@ -111,7 +112,7 @@ func (w *UninstallWatch) Start(ctx context.Context) error {
 				klog.FromContext(ctx).Info("lull is no longer being uninstalled: requests are made from labels again")
 			}
 			if ok != was && w.OnChange != nil {
-				w.OnChange()
+				w.OnChange(ctx)
 			}
 		}
 		select {

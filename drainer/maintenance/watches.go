@@ -201,13 +201,13 @@ func (r *Reconciler) requestsIn(ctx context.Context, match func(lullv1alpha1.Mai
 // uninstalled (each request is ended at once, not at its next periodic
 // look), or no longer is (a label left on a node asks again, and nothing
 // else would wake it: its label did not change).
-func (r *Reconciler) wakeAll() {
+func (r *Reconciler) wakeAll(ctx context.Context) {
 	var nms lullv1alpha1.NodeMaintenanceList
 	var nodes corev1.NodeList
-	if err := r.Client.List(context.Background(), &nms); err != nil {
+	if err := r.Client.List(ctx, &nms); err != nil {
 		return // the periodic looks catch up
 	}
-	if err := r.Client.List(context.Background(), &nodes); err != nil {
+	if err := r.Client.List(ctx, &nodes); err != nil {
 		return
 	}
 	names := map[string]bool{}
@@ -221,7 +221,11 @@ func (r *Reconciler) wakeAll() {
 	}
 	go func() {
 		for name := range names {
-			r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}}
+			select {
+			case r.Wake <- event.GenericEvent{Object: &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+			case <-ctx.Done(): // the manager stopped: nobody reads Wake any more
+				return
+			}
 		}
 	}()
 }
