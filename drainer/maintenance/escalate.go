@@ -53,8 +53,7 @@ func (s *step) blockers(round *drain.Round) error {
 	s.unfinished = ""
 	for _, id := range slices.Sorted(maps.Keys(unfinished)) {
 		for _, u := range unfinished[id] {
-			s.unfinished += fmt.Sprintf("; %s still counts pod %s as evicted by a request that did not finish (the pod was not deleted), until %s",
-				id, u.Pod, u.Frees.Format(time.RFC3339))
+			s.unfinished += "; " + u.Describe(id)
 		}
 	}
 	return nil

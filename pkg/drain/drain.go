@@ -272,6 +272,13 @@ type Unfinished struct {
 	Frees time.Time
 }
 
+// Describe says what holds budget (namespace/name), as the drainer's
+// Blocked condition and kubectl lull plan's warnings say it.
+func (u Unfinished) Describe(budget string) string {
+	return fmt.Sprintf("%s still counts pod %s as evicted by a request that did not finish (the pod was not deleted), until %s",
+		budget, u.Pod, u.Frees.Format(time.RFC3339))
+}
+
 // Unfinished returns, per PodDisruptionBudget (namespace/name), the pods
 // the round left blocked that the budget counts as disrupted although
 // they are not terminating: why a budget whose pods are all healthy

@@ -27,6 +27,9 @@ type Preview struct {
 	// MaxGracePeriod is the longest termination grace period among the
 	// pods to evict.
 	MaxGracePeriod time.Duration
+	// Unfinished are, per budget, the blocked pods it counts as evicted by
+	// an eviction that did not finish (Round.Unfinished).
+	Unfinished map[string][]Unfinished
 }
 
 // Preview runs a round that evicts nothing: the same pods, the same
@@ -47,6 +50,9 @@ func (d *Drain) Preview(ctx context.Context, pdbs client.Reader) (*Preview, erro
 		return nil, err
 	}
 	out.Refused = r.Refused
+	if out.Unfinished, err = r.Unfinished(); err != nil {
+		return nil, err
+	}
 	byPDB, err := r.Blockers()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package plan
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -49,6 +51,11 @@ func (cl *Cluster) previewDrain(ctx context.Context, c client.Reader, kube kuber
 	}
 	for _, b := range dp.Blockers {
 		p.warn("PodDisruptionBudget %s allows no more disruption now; it would block %s", b.PodDisruptionBudget, strings.Join(b.Pods, ", "))
+	}
+	for _, id := range slices.Sorted(maps.Keys(dp.Unfinished)) {
+		for _, u := range dp.Unfinished[id] {
+			p.warn("PodDisruptionBudget %s", u.Describe(id))
+		}
 	}
 	for _, r := range dp.Refused {
 		p.warn("the drain will not evict: %s", r)

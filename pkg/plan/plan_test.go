@@ -111,6 +111,18 @@ func TestPreviewWaitsForWindowAndNamesBlockers(t *testing.T) {
 	require.Contains(t, n.Warnings[0], "PodDisruptionBudget default/db allows no more disruption now")
 }
 
+// A budget that still counts a running pod as evicted (an eviction that
+// did not finish) is named in the preview's warnings, with when it frees
+// the disruption, as the drainer's Blocked condition says it.
+func TestPreviewNamesUnfinishedEvictions(t *testing.T) {
+	at := time.Date(2026, 11, 21, 9, 59, 0, 0, time.UTC)
+	db := pdb("db", "db", 0)
+	db.Status.DisruptedPods = map[string]metav1.Time{"db-0": {Time: at}}
+	res := preview(t, Request{Nodes: []string{"n1"}, Classes: []string{"kernel-update"}}, node("n1", nil), shippedPolicy(t),
+		pod("db-0", "n1", "db", 30), pod("db-1", "n1", "db", 30), db)
+	require.Contains(t, res.Nodes[0].Warnings, "PodDisruptionBudget default/db still counts pod default/db-0 as evicted by a request that did not finish (the pod was not deleted), until 2026-11-21T10:01:00Z")
+}
+
 func TestPreviewBudgetAcrossPlannedNodes(t *testing.T) {
 	pool := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "pool-b"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 		Strategy: lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
