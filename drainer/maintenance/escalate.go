@@ -46,17 +46,8 @@ func (s *step) blockers(round *drain.Round) error {
 		out = append(out, lullv1alpha1.Blocker{PodDisruptionBudget: id, Pods: byPDB[id], Since: since})
 	}
 	s.status.Blockers = out
-	unfinished, err := round.Unfinished()
-	if err != nil {
-		return err
-	}
-	s.unfinished = ""
-	for _, id := range slices.Sorted(maps.Keys(unfinished)) {
-		for _, u := range unfinished[id] {
-			s.unfinished += "; " + u.Describe(id)
-		}
-	}
-	return nil
+	s.unfinished, err = round.Unfinished()
+	return err
 }
 
 // escalate applies the request's escalation once a blocked drain has
@@ -93,7 +84,10 @@ func (s *step) blockedMessage() string {
 		for _, b := range s.status.Blockers {
 			parts = append(parts, fmt.Sprintf("%s (pods %s)", b.PodDisruptionBudget, strings.Join(b.Pods, ", ")))
 		}
-		return "drain blocked by PodDisruptionBudget " + strings.Join(parts, "; ") + s.unfinished
+		for _, u := range s.unfinished {
+			parts = append(parts, u.Describe())
+		}
+		return "drain blocked by PodDisruptionBudget " + strings.Join(parts, "; ")
 	}
 	if s.status.LastError != "" {
 		return "drain blocked: " + s.status.LastError

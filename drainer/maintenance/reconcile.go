@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/drain"
 	"lull.dev/lull/pkg/forecast"
 )
 
@@ -148,9 +149,9 @@ type step struct {
 	wsLoaded bool
 	// starting is set when this reconcile started the request.
 	starting bool
-	// unfinished says which blocked pods a budget counts as evicted by
-	// an eviction that did not finish (blockers; in the Blocked message).
-	unfinished string
+	// unfinished are the blocked pods a budget counts as evicted by an
+	// eviction that did not finish (blockers; in the Blocked message).
+	unfinished []drain.Unfinished
 }
 
 func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) *step {

@@ -7,6 +7,7 @@
 package drain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -266,27 +268,25 @@ const DisruptionTimeout = 2 * time.Minute
 // evicting client died in the middle of the request. The budget refuses
 // the evictions that disruption uses up until Frees.
 type Unfinished struct {
-	// Pod is the pod, namespace/name.
-	Pod string
+	// Budget and Pod are namespace/name.
+	Budget, Pod string
 	// Frees is when the budget stops counting it.
 	Frees time.Time
 }
 
-// Describe says what holds budget (namespace/name), as the drainer's
-// Blocked condition and kubectl lull plan's warnings say it.
-func (u Unfinished) Describe(budget string) string {
+// Describe says what holds the budget, as the drainer's Blocked condition
+// and kubectl lull plan's warnings say it.
+func (u Unfinished) Describe() string {
 	return fmt.Sprintf("%s still counts pod %s as evicted by a request that did not finish (the pod was not deleted), until %s",
-		budget, u.Pod, u.Frees.Format(time.RFC3339))
+		u.Budget, u.Pod, u.Frees.Format(time.RFC3339))
 }
 
-// Unfinished returns, per PodDisruptionBudget (namespace/name), the pods
-// the round left blocked that the budget counts as disrupted although
-// they are not terminating: why a budget whose pods are all healthy
-// allows no disruption. Sorted by pod.
-func (r *Round) Unfinished() (map[string][]Unfinished, error) {
-	out := map[string][]Unfinished{}
-	for _, key := range slices.Sorted(maps.Keys(r.Blocked)) {
-		p := r.Blocked[key]
+// Unfinished returns the pods the round left blocked that a budget counts
+// as disrupted although they are not terminating (why a budget whose pods
+// are all healthy allows no disruption), sorted by budget and pod.
+func (r *Round) Unfinished() ([]Unfinished, error) {
+	var out []Unfinished
+	for key, p := range r.Blocked {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
@@ -296,11 +296,13 @@ func (r *Round) Unfinished() (map[string][]Unfinished, error) {
 		}
 		for _, pdb := range matching {
 			if at, ok := pdb.Status.DisruptedPods[p.Name]; ok {
-				id := pdb.Namespace + "/" + pdb.Name
-				out[id] = append(out[id], Unfinished{Pod: key, Frees: at.Add(DisruptionTimeout).UTC()})
+				out = append(out, Unfinished{Budget: pdb.Namespace + "/" + pdb.Name, Pod: key, Frees: at.Add(DisruptionTimeout).UTC()})
 			}
 		}
 	}
+	slices.SortFunc(out, func(a, b Unfinished) int {
+		return cmp.Or(strings.Compare(a.Budget, b.Budget), strings.Compare(a.Pod, b.Pod))
+	})
 	return out, nil
 }
 

@@ -95,7 +95,9 @@ func TestUnfinished(t *testing.T) {
 	require.NoError(t, err)
 	unfinished, err := r.Unfinished()
 	require.NoError(t, err)
-	require.Equal(t, map[string][]Unfinished{"shop/web": {{Pod: "shop/web-1", Frees: at.Add(2 * time.Minute)}}}, unfinished)
+	require.Equal(t, []Unfinished{{Budget: "shop/web", Pod: "shop/web-1", Frees: at.Add(2 * time.Minute)}}, unfinished)
+	require.Equal(t, "shop/web still counts pod shop/web-1 as evicted by a request that did not finish (the pod was not deleted), until 2026-11-26T04:27:40Z",
+		unfinished[0].Describe())
 }
 
 // Again asks for the pods a round left blocked without listing the node's

@@ -27,9 +27,9 @@ type Preview struct {
 	// MaxGracePeriod is the longest termination grace period among the
 	// pods to evict.
 	MaxGracePeriod time.Duration
-	// Unfinished are, per budget, the blocked pods it counts as evicted by
-	// an eviction that did not finish (Round.Unfinished).
-	Unfinished map[string][]Unfinished
+	// Unfinished are the blocked pods a budget counts as evicted by an
+	// eviction that did not finish (Round.Unfinished).
+	Unfinished []Unfinished
 }
 
 // Preview runs a round that evicts nothing: the same pods, the same

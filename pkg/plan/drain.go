@@ -3,8 +3,6 @@ package plan
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -52,10 +50,8 @@ func (cl *Cluster) previewDrain(ctx context.Context, c client.Reader, kube kuber
 	for _, b := range dp.Blockers {
 		p.warn("PodDisruptionBudget %s allows no more disruption now; it would block %s", b.PodDisruptionBudget, strings.Join(b.Pods, ", "))
 	}
-	for _, id := range slices.Sorted(maps.Keys(dp.Unfinished)) {
-		for _, u := range dp.Unfinished[id] {
-			p.warn("PodDisruptionBudget %s", u.Describe(id))
-		}
+	for _, u := range dp.Unfinished {
+		p.warn("PodDisruptionBudget %s", u.Describe())
 	}
 	for _, r := range dp.Refused {
 		p.warn("the drain will not evict: %s", r)
