@@ -152,7 +152,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// appearing on or leaving a node.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.leaseToRequest), ctrl.WithPredicates(r.leaseChanged())).
 		// PodDisruptionBudgets gaining room unblock drains.
-		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.drainingRequests),
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.blockedRequests),
 			ctrl.WithPredicates(budgetGrew())).
 		// A policy change decides again for requests not yet started.
 		Watches(&lullv1alpha1.DisruptionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequests),

@@ -53,6 +53,7 @@ func (s *step) drain(ctx context.Context) (reconcile.Result, error) {
 	if err != nil {
 		return s.abort(ctx, lullv1alpha1.PhaseFailed, err.Error())
 	}
+	d.AskBudgets, _ = s.r.rounds.askDue(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
 	var evictErr string
 	evict := func(p *corev1.Pod) drain.Outcome {
 		o, msg := s.evictOne(ctx, p, d.GracePeriod())
@@ -71,6 +72,12 @@ func (s *step) drain(ctx context.Context) (reconcile.Result, error) {
 	}
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("drain round on node %s: %w", s.node.Name, err)
+	}
+	if len(round.Disagreed) > 0 {
+		// Ask again next round: the cache is behind.
+		s.logger.Info("The cache showed PodDisruptionBudgets allowing no disruption, but the API server evicted", "budgets", round.Disagreed)
+	} else if d.AskBudgets {
+		s.r.rounds.askedAll(s.node.Name, s.nm.UID, s.now)
 	}
 	s.count(round, evictErr)
 	s.coveredBudgets(round)
@@ -149,9 +156,16 @@ func onlyBudgetsBlock(round *drain.Round, evictErr string) map[string]string {
 // same pods, evict nothing and write nothing. A budget gaining room wakes
 // the drain (the controller watches them), and a round runs at least
 // every MaxRetryDelay, so pods that appear or go meanwhile are still seen.
+// Neither the memo nor the cache can stop the drain asking: within
+// MaxRetryDelay of the last time the eviction API was asked about every
+// blocking budget, a round asks again (drain.Drain.AskBudgets), whatever
+// the cached budgets say.
 func (s *step) stillBlocked(ctx context.Context) (reconcile.Result, bool) {
 	budgets, ok := s.r.rounds.lastBlocked(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay)
 	if !ok || len(s.status.Blockers) == 0 || !equality.Semantic.DeepEqual(&s.nm.Status, s.status) {
+		return reconcile.Result{}, false
+	}
+	if due, _ := s.r.rounds.askDue(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay); due {
 		return reconcile.Result{}, false
 	}
 	if timeout, esc, _ := s.escalation(); esc != lullv1alpha1.EscalationWait && s.now.Sub(s.status.Blockers[0].Since.Time) >= timeout {
@@ -290,9 +304,10 @@ func (r *Reconciler) evict(ctx context.Context, p *corev1.Pod, grace int) error 
 }
 
 // retryDelay is RetryDelay while the drain makes progress and grows while
-// it is blocked, up to MaxRetryDelay. A blocking budget gaining room wakes
-// the controller at once (it watches PodDisruptionBudgets), so the longer
-// delay costs no time.
+// it is blocked, up to MaxRetryDelay, and never past the moment the
+// eviction API must be asked again (askDue). A blocking budget gaining
+// room wakes the controller at once (it watches PodDisruptionBudgets), so
+// the longer delay costs no time.
 func (s *step) retryDelay(progress bool) time.Duration {
 	d := s.r.Options.RetryDelay
 	if progress || len(s.status.Blockers) == 0 {
@@ -304,6 +319,9 @@ func (s *step) retryDelay(progress bool) time.Duration {
 	}
 	if d > s.r.Options.MaxRetryDelay {
 		d = s.r.Options.MaxRetryDelay
+	}
+	if _, by := s.r.rounds.askDue(s.node.Name, s.nm.UID, s.now, s.r.Options.MaxRetryDelay); by.Sub(s.now) < d {
+		d = max(by.Sub(s.now), s.r.Options.RetryDelay/4)
 	}
 	return d
 }

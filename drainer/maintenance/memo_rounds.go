@@ -13,6 +13,9 @@ import (
 type blockedRounds struct {
 	mu     sync.Mutex
 	rounds map[string]blockedRound
+	// asked is when the eviction API was last asked about every budget
+	// that blocks the node's drain (drain.Drain.AskBudgets), by node.
+	asked map[string]stamp
 }
 
 // blockedRound is what a drain round left: pods that only
@@ -69,8 +72,47 @@ func (m *blockedRounds) lastBlocked(node string, uid types.UID, now time.Time, m
 	return b.budgets, true
 }
 
+// askDue reports whether the node's next round for request uid must ask
+// the eviction API about every blocking budget, whatever the cache shows
+// (it has not for every), and when it must at the latest.
+func (m *blockedRounds) askDue(node string, uid types.UID, now time.Time, every time.Duration) (bool, time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.asked[node]
+	if !ok || a.uid != uid || now.Sub(a.at) >= every {
+		return true, now
+	}
+	return false, a.at.Add(every)
+}
+
+// askedAll records that a round for request uid asked the eviction API
+// about every budget blocking the node now.
+func (m *blockedRounds) askedAll(node string, uid types.UID, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.asked == nil {
+		m.asked = map[string]stamp{}
+	}
+	m.asked[node] = stamp{uid: uid, at: now}
+}
+
+// blockedBy returns the nodes whose last drain round left pods that
+// budget (namespace/name) blocks.
+func (m *blockedRounds) blockedBy(budget string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for node, b := range m.rounds {
+		if _, ok := b.budgets[budget]; ok {
+			out = append(out, node)
+		}
+	}
+	return out
+}
+
 func (m *blockedRounds) forget(node string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.rounds, node)
+	delete(m.asked, node)
 }

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -178,8 +179,19 @@ func gatesChanged() predicate.Funcs {
 	}
 }
 
-func (r *Reconciler) drainingRequests(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool { return p == lullv1alpha1.PhaseDraining })
+// blockedRequests enqueues the requests a budget that gained room may
+// unblock: every request the cache shows Draining, and every node whose
+// last drain round this budget blocked — the cache may not show the
+// status write of that round yet.
+func (r *Reconciler) blockedRequests(ctx context.Context, o client.Object) []reconcile.Request {
+	out := r.requestsIn(ctx, func(p lullv1alpha1.MaintenancePhase) bool { return p == lullv1alpha1.PhaseDraining })
+	for _, node := range r.rounds.blockedBy(o.GetNamespace() + "/" + o.GetName()) {
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Name: node}}
+		if !slices.Contains(out, req) {
+			out = append(out, req)
+		}
+	}
+	return out
 }
 
 func (r *Reconciler) requestsIn(ctx context.Context, match func(lullv1alpha1.MaintenancePhase) bool) []reconcile.Request {

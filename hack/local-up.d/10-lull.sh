@@ -62,6 +62,11 @@ if [[ -x "$BIN/lull-drainer" ]]; then
     if [[ "${LULL_DRAINER_PPROF:-}" == 1 ]]; then
       extra+=(--pprof-bind-address="127.0.0.1:${pprof}")
     fi
+    # LULL_DRAINER_V=N sets the log verbosity (-v=4 logs each drain
+    # round's decision to skip, ask or evict).
+    if [[ -n "${LULL_DRAINER_V:-}" ]]; then
+      extra+=(--v="${LULL_DRAINER_V}")
+    fi
     # LULL_DRAINER_WORKERS=N sets --workers (a benchmark's knob).
     if [[ -n "${LULL_DRAINER_WORKERS:-}" ]]; then
       extra+=(--workers="${LULL_DRAINER_WORKERS}")

@@ -62,6 +62,11 @@ func For(m *options.Maintenance, wholeNode bool) Options {
 type Drain struct {
 	helper *kdrain.Helper
 	node   string
+	// AskBudgets: a budget the cache shows allowing no disruption is
+	// asked anyway, once per round (one of its pods' evictions), so the
+	// API server decides, not a cache that may be behind. The drainer
+	// sets it at least every --eviction-max-retry-delay.
+	AskBudgets bool
 }
 
 // New configures the drain of nm's node. An error means the request's
@@ -135,8 +140,15 @@ type Round struct {
 	// Covered names the PodDisruptionBudgets (namespace/name) that cover
 	// the pods this round evicted.
 	Covered map[string]bool
+	// Disagreed names the budgets (namespace/name) the cache showed
+	// allowing no disruption although the API server accepted an eviction
+	// they cover (AskBudgets): the cache was behind.
+	Disagreed []string
 
 	pdbs *pdbIndex
+	// ask and asked: AskBudgets, and the budgets asked so far.
+	ask   bool
+	asked map[string]bool
 }
 
 // Round lists the node's pods and walks them in order. A pod already
@@ -151,7 +163,7 @@ func (d *Drain) Round(ctx context.Context, pdbs client.Reader, evict func(*corev
 	if list == nil {
 		return nil, fmt.Errorf("listing pods on node %s: %w", d.node, errors.Join(errs...))
 	}
-	r := &Round{Pods: list.Pods(), Blocked: map[string]*corev1.Pod{}, Listed: true, pdbs: newPDBIndex(ctx, pdbs)}
+	r := &Round{Pods: list.Pods(), Blocked: map[string]*corev1.Pod{}, Listed: true, pdbs: newPDBIndex(ctx, pdbs), ask: d.AskBudgets}
 	for _, e := range errs {
 		r.Refused = append(r.Refused, e.Error())
 	}
@@ -171,7 +183,7 @@ func (d *Drain) Round(ctx context.Context, pdbs client.Reader, evict func(*corev
 // arrived since are not seen, which is why the caller lists again (Round)
 // before calling the node drained and at least every so often.
 func (d *Drain) Again(ctx context.Context, pdbs client.Reader, pods []corev1.Pod, evict func(*corev1.Pod) Outcome) (*Round, error) {
-	r := &Round{Pods: slices.Clone(pods), Blocked: map[string]*corev1.Pod{}, pdbs: newPDBIndex(ctx, pdbs)}
+	r := &Round{Pods: slices.Clone(pods), Blocked: map[string]*corev1.Pod{}, pdbs: newPDBIndex(ctx, pdbs), ask: d.AskBudgets}
 	for i := range r.Pods {
 		if err := r.walk(&r.Pods[i], evict); err != nil {
 			return nil, err
@@ -200,7 +212,7 @@ func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
 	if err != nil {
 		return err
 	}
-	if exhausted {
+	if len(exhausted) > 0 && !r.askFor(exhausted) {
 		r.Blocked[p.Namespace+"/"+p.Name] = p
 		return nil
 	}
@@ -208,6 +220,11 @@ func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
 	case Evicted:
 		r.Progress = true
 		r.Gone++
+		for _, id := range exhausted {
+			if !slices.Contains(r.Disagreed, id) {
+				r.Disagreed = append(r.Disagreed, id)
+			}
+		}
 		return r.consume(p)
 	case Refused:
 		r.Blocked[p.Namespace+"/"+p.Name] = p
@@ -215,6 +232,31 @@ func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
 		r.Gone++
 	}
 	return nil
+}
+
+// askFor reports whether a pod whose budgets the cache shows exhausted is
+// asked for anyway: AskBudgets is set and one of those budgets has not
+// been asked this round. The budgets count as asked from then on.
+func (r *Round) askFor(exhausted []string) bool {
+	if !r.ask {
+		return false
+	}
+	fresh := false
+	for _, id := range exhausted {
+		if !r.asked[id] {
+			fresh = true
+		}
+	}
+	if !fresh {
+		return false
+	}
+	if r.asked == nil {
+		r.asked = map[string]bool{}
+	}
+	for _, id := range exhausted {
+		r.asked[id] = true
+	}
+	return true
 }
 
 // consume counts an eviction against the pod's budgets for the rest of
@@ -352,15 +394,18 @@ func (x *pdbIndex) matching(p *corev1.Pod) ([]*policyv1.PodDisruptionBudget, err
 	return out, nil
 }
 
-func (x *pdbIndex) exhausted(p *corev1.Pod) (bool, error) {
+// exhausted names the pod's budgets (namespace/name) that allow no
+// disruption now, as the index read them.
+func (x *pdbIndex) exhausted(p *corev1.Pod) ([]string, error) {
 	matching, err := x.matching(p)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	var out []string
 	for _, pdb := range matching {
 		if pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.DisruptionsAllowed <= 0 {
-			return true, nil
+			out = append(out, pdb.Namespace+"/"+pdb.Name)
 		}
 	}
-	return false, nil
+	return out, nil
 }

@@ -3,6 +3,8 @@ package drain
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -204,4 +206,35 @@ func TestFor(t *testing.T) {
 	m.DeleteEmptyDirData = false
 	d := For(&m, true)
 	require.Equal(t, Options{DeleteEmptyDirData: false, Timeout: m.DrainTimeout, RetryDelay: m.RetryDelay, WholeNode: true}, d)
+}
+
+// AskBudgets: a budget the cache shows exhausted is asked anyway, once per
+// round (the API server decides, not a cache that may be behind); a pod
+// of it the API server evicts says the cache disagreed. Without
+// AskBudgets, no request is sent for its pods.
+func TestAskBudgets(t *testing.T) {
+	kube := fake.NewSimpleClientset(pod("web-1", "web", 30), pod("web-2", "web", 30), pod("db-0", "db", 30), pod("db-1", "db", 30))
+	d, err := New(context.Background(), kube, Options{}, request())
+	require.NoError(t, err)
+	budgets := pdbReader(t, pdb("web", "web", 0), pdb("db", "db", 0))
+	r, err := d.Round(context.Background(), budgets, func(*corev1.Pod) Outcome {
+		t.Fatal("the cache's word is taken unless asked to ask")
+		return Failed
+	})
+	require.NoError(t, err)
+	require.Len(t, r.Blocked, 4)
+
+	d.AskBudgets = true
+	var asked []string
+	r, err = d.Round(context.Background(), budgets, func(p *corev1.Pod) Outcome {
+		asked = append(asked, p.Name)
+		if p.Labels["app"] == "db" {
+			return Refused
+		}
+		return Evicted // the cache was behind: the API server let it go
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"db-0", "web-1"}, asked, "one eviction per budget the cache shows exhausted")
+	require.Equal(t, []string{"shop/web"}, r.Disagreed)
+	require.Equal(t, []string{"shop/db-0", "shop/db-1", "shop/web-2"}, slices.Sorted(maps.Keys(r.Blocked)))
 }

@@ -68,6 +68,7 @@ func TestDrainerMaintenanceByLabel(t *testing.T) {
 		}
 	}()
 
+	blocked := watchBlockedDrains(t, victim)
 	start := time.Now()
 	labelNode(ctx, t, victim, ptr.To("kernel-update"))
 	t.Cleanup(func() { labelNode(context.Background(), t, victim, nil) })
@@ -77,7 +78,8 @@ func TestDrainerMaintenanceByLabel(t *testing.T) {
 			return false, nil
 		}
 		return nm.Status.Phase == lullv1alpha1.PhaseDrained, nil
-	}), "request never Drained; last status %+v; %s", nm.Status, cluster.LogsHint())
+	}), "request never Drained; last status %+v; blocked drains not asked again: %v; %s", nm.Status, blocked.violations(t), cluster.LogsHint())
+	require.Empty(t, blocked.violations(t), "a drain blocked by a budget with room is asked again")
 	t.Logf("label -> Drained in %v: %d pod(s) evicted", time.Since(start).Round(time.Millisecond), nm.Status.Pods.Evicted)
 
 	after := waitAppRunning(ctx, t, "drainme", 10, victim)

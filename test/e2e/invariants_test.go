@@ -68,6 +68,8 @@ type invariants struct {
 	pdbUp      map[string]bool // PodDisruptionBudget UID -> seen healthy
 	// fencing: every host step's start against its node's lease.
 	fencing *StepFencing
+	// blocked: a drain blocked by a budget with room is asked again.
+	blocked *blockedDrains
 }
 
 type interval struct{ from, to time.Time } // to zero: still open
@@ -101,7 +103,7 @@ func newInvariants(t testing.TB, nodes ...string) *invariants {
 	t.Helper()
 	iv := &invariants{t: t, nodes: nodes, mine: map[string]bool{}, restricted: map[string][]interval{},
 		phases: map[string]lullv1alpha1.MaintenancePhase{}, windows: map[string][]string{}, seenPods: map[string]bool{}, pdbUp: map[string]bool{},
-		fencing: NewStepFencing(nodes...)}
+		fencing: NewStepFencing(nodes...), blocked: newBlockedDrains(nodes...)}
 	for _, n := range nodes {
 		iv.mine[n] = true
 	}
@@ -119,8 +121,10 @@ func newInvariants(t testing.TB, nodes ...string) *invariants {
 			DeleteFunc: func(o any) { iv.nm(o, true) },
 		},
 	}
-	for obj, h := range iv.fencing.Handlers() {
-		handlers[obj] = h
+	for _, more := range []map[client.Object]toolscache.ResourceEventHandler{iv.fencing.Handlers(), iv.blocked.handlers()} {
+		for obj, h := range more { // a kind already watched gets one more handler on the same informer
+			handlers[obj] = h
+		}
 	}
 	Watch(t, cluster.Config, handlers)
 	return iv
@@ -301,6 +305,7 @@ func (iv *invariants) violations() []string {
 	for _, p := range iv.pdbLow {
 		out = append(out, "PodDisruptionBudget "+p)
 	}
+	out = append(out, iv.blocked.violations(iv.t)...)
 	return append(out, iv.fencing.Violations()...)
 }
 
