@@ -70,7 +70,7 @@ func TestDecideChanges(t *testing.T) {
 			plan: "DaemonReload, RestartService chronyd.service, RestartService sshd.service", action: lullv1alpha1.StepRestartService,
 			rules: []string{"site/units", "site/units"}},
 		{name: "a changed node-critical unit is drained first", changes: lullv1alpha1.Changes{Units: []string{"kubelet.service"}},
-			plan: "Cordon, Drain, DaemonReload, RestartService kubelet.service", action: lullv1alpha1.StepRestartService, rules: []string{"site/units"}},
+			plan: "Cordon, Drain, DaemonReload, RestartService kubelet.service", action: lullv1alpha1.ActionDrain, rules: []string{"site/units"}},
 		{name: "a changed target reboots instead of restarting", changes: lullv1alpha1.Changes{Units: []string{"multi-user.target"}},
 			plan: "Cordon, Drain, Reboot", action: lullv1alpha1.StepReboot, rules: []string{"site/units"}, covers: []string{"DaemonReload (unit multi-user.target)"}},
 		{name: "reload and restart of one unit: the restart", changes: lullv1alpha1.Changes{Files: []string{"/etc/nginx/nginx.conf"}, Units: []string{"nginx.service"}},

@@ -20,9 +20,15 @@ import (
 // steps that apply it. A Reboot makes daemon-reloads, reloads and restarts
 // pointless, a PowerOff those and the Reboot, and a restart of a unit its
 // reload: the step that covers them lists them. A step several classes or
-// changes need is done once, with the longest timeout any of them gives.
-func plan(ds []decider, config string) lullv1alpha1.Decision {
-	p := &planner{d: lullv1alpha1.Decision{Action: lullv1alpha1.ActionNone}, steps: map[string]*lullv1alpha1.PlannedStep{}, counted: map[string]int{}}
+// changes need is done once, with the longest timeout any of them gives; a
+// unit is one unit however it is spelled ("chronyd", "chronyd.service").
+// Writing a unit file or drop-in drains the node first: a unit runs
+// anything as root, a reboot among it. The decision's action is the
+// plan's most disruptive step, those added as needed included. critical
+// are the node-critical units (nil: NodeCriticalUnits).
+func plan(ds []decider, config string, critical []string) lullv1alpha1.Decision {
+	p := &planner{d: lullv1alpha1.Decision{Action: lullv1alpha1.ActionNone}, steps: map[string]*lullv1alpha1.PlannedStep{}, counted: map[string]int{},
+		critical: critical}
 	for _, dc := range ds {
 		p.decided(dc)
 	}
@@ -35,6 +41,11 @@ func plan(ds []decider, config string) lullv1alpha1.Decision {
 		d.Policy, d.Rule = ds[0].rule.Policy, ds[0].rule.Name
 	}
 	d.Steps = order(p.steps)
+	for _, ps := range d.Steps {
+		if rank[ps.Type] > rank[d.Action] {
+			d.Action = ps.Type
+		}
+	}
 	return d
 }
 
@@ -47,12 +58,23 @@ type planner struct {
 	// counted is how many changes need each step, by label; a step lists
 	// at most MaxStepChanges of them.
 	counted map[string]int
+	// critical are the node-critical units (nil: NodeCriticalUnits).
+	critical []string
+}
+
+// stepKey is a step's key in the plan: its label, with the unit as
+// systemd names it, so two spellings of one unit are one step.
+func stepKey(t lullv1alpha1.DisruptionAction, unit string) string {
+	if t.NamesUnit() && unit != "" {
+		unit = UnitName(unit)
+	}
+	return lullv1alpha1.StepLabel(t, unit)
 }
 
 // need adds the step t (on unit) to the plan, needed by who (a class, or
 // a change); it keeps the longest timeout a host step is given.
 func (p *planner) need(t lullv1alpha1.DisruptionAction, unit string, timeout *lullv1alpha1.Duration, who string, change bool) {
-	key := lullv1alpha1.StepLabel(t, unit)
+	key := stepKey(t, unit)
 	ps := p.steps[key]
 	if ps == nil {
 		ps = &lullv1alpha1.PlannedStep{Type: t, Unit: unit}
@@ -110,7 +132,7 @@ func (p *planner) needFirst(st lullv1alpha1.Step, dc decider) {
 	case lullv1alpha1.ActionDrain:
 		p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, dc.change)
 	case lullv1alpha1.StepRestartService:
-		if NodeCritical(st.Unit) {
+		if CriticalIn(p.critical, st.Unit) {
 			// Restarting what runs the node's pods (or a target,
 			// such as reboot.target) disrupts every pod on it:
 			// drained first, as a reboot would be.
@@ -121,12 +143,20 @@ func (p *planner) needFirst(st lullv1alpha1.Step, dc decider) {
 }
 
 // writeFiles adds the WriteFiles step of a request that carries a
-// configuration, needed by the changes of files and units.
+// configuration, needed by the changes of files and units. A unit file or
+// drop-in written drains the node first, whatever its rule says: what a
+// unit runs, it runs as root when systemd next reads it (ExecStartPre=
+// systemctl reboot, SuccessAction=reboot-force), which no rule can see.
 func (p *planner) writeFiles(ds []decider) {
 	ws := &lullv1alpha1.PlannedStep{Type: lullv1alpha1.StepWriteFiles, Unit: ""}
 	p.steps[string(lullv1alpha1.StepWriteFiles)] = ws
 	for _, dc := range ds {
-		if dc.change && (strings.HasPrefix(dc.who, string(lullv1alpha1.ChangeFile)+" ") || strings.HasPrefix(dc.who, string(lullv1alpha1.ChangeUnit)+" ")) {
+		unit := dc.change && strings.HasPrefix(dc.who, string(lullv1alpha1.ChangeUnit)+" ")
+		if unit {
+			p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, true)
+			p.need(lullv1alpha1.ActionDrain, "", nil, dc.who, true)
+		}
+		if unit || dc.change && strings.HasPrefix(dc.who, string(lullv1alpha1.ChangeFile)+" ") {
 			p.counted[string(lullv1alpha1.StepWriteFiles)]++
 			if len(ws.Changes) < lullv1alpha1.MaxStepChanges {
 				ws.Changes = append(ws.Changes, dc.who)

@@ -95,6 +95,17 @@ type Set struct {
 	rules []Rule
 	// order is each policy's place (1-based).
 	order map[string]int
+	// critical are the node-critical units (patterns): the admission
+	// guard's criticalUnits; NodeCriticalUnits when nil.
+	critical []string
+}
+
+// WithCriticalUnits sets the node-critical units the plans drain for
+// (the admission guard's criticalUnits, so the guard, the drainer and the
+// preview judge a restart alike); nil keeps NodeCriticalUnits.
+func (s *Set) WithCriticalUnits(units []string) *Set {
+	s.critical = units
+	return s
 }
 
 // Merge orders the policies (higher priority first, then by name) and
@@ -139,7 +150,7 @@ func (s *Set) Decide(classes []string, changes *lullv1alpha1.Changes) lullv1alph
 	var cds []lullv1alpha1.ClassDecision
 	for _, c := range classes {
 		r := s.match(c)
-		ds = append(ds, decider{who: c, rule: r, steps: r.StepList()})
+		ds = append(ds, decider{who: c, rule: r, steps: resolve(r, nil)})
 		cds = append(cds, lullv1alpha1.ClassDecision{Class: c, Policy: r.Policy, Rule: r.Name, Steps: labels(r.StepList())})
 	}
 	var chds []lullv1alpha1.ChangeDecision
@@ -154,7 +165,7 @@ func (s *Set) Decide(classes []string, changes *lullv1alpha1.Changes) lullv1alph
 	if changes != nil {
 		config = changes.Config
 	}
-	d := plan(ds, config)
+	d := plan(ds, config, s.critical)
 	d.Classes, d.Changes, d.Config = cds, chds, config
 	return d
 }

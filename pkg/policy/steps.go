@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -26,40 +27,91 @@ func DefaultTimeout(t lullv1alpha1.DisruptionAction) time.Duration {
 }
 
 // NodeCriticalUnits are the systemd units whose restart disrupts every pod
-// on the node: the kubelet and the container runtimes. The admission guard
-// refuses a RestartService of these (its list is configurable, see
-// docs/security.md); a plan that has one anyway drains the node first, as
-// for a reboot.
-var NodeCriticalUnits = []string{"kubelet.service", "containerd.service", "crio.service", "docker.service", "cri-docker.service"}
+// on the node: the kubelet and the container runtimes, the mounts pods'
+// volumes and the kubelet's directories live on, the network daemons that
+// carry pod traffic, and the bus they all talk through. "*" matches any
+// characters. The admission guard refuses a RestartService of these in a
+// rule that does not drain (its list, lull-admission's criticalUnits, is
+// configurable and defaults to this one; see docs/security.md); a plan
+// that has one anyway drains the node first, as for a reboot.
+var NodeCriticalUnits = []string{
+	"kubelet.service", "containerd.service", "crio.service", "docker.service", "cri-docker.service",
+	"*.mount", "*.automount", "*.swap",
+	"NetworkManager.service", "systemd-networkd.service", "networking.service", "network.service", "wicked.service",
+	"dbus.service", "dbus-broker.service",
+}
+
+// HostActionUnits are the services that take the node down when started:
+// they reboot, power off, halt, kexec, exit the service manager (which
+// powers a machine off) or put the machine to sleep. Restarting one is a
+// host action in disguise; systemd targets and slices are too (see
+// HostActionUnit).
+var HostActionUnits = []string{
+	"systemd-reboot.service", "systemd-poweroff.service", "systemd-halt.service", "systemd-kexec.service",
+	"systemd-soft-reboot.service", "systemd-exit.service",
+	"systemd-suspend.service", "systemd-hibernate.service", "systemd-hybrid-sleep.service", "systemd-suspend-then-hibernate.service",
+	"rescue.service", "emergency.service",
+}
+
+// unitTypes are systemd's unit type suffixes.
+var unitTypes = []string{"service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope"}
 
 // UnitName is a unit as systemd names it: without a type suffix it is a
-// service ("chronyd" is chronyd.service), as systemctl reads it.
+// service ("chronyd" is chronyd.service), as systemctl reads it; spaces
+// around it are not part of it. Every comparison of units goes through it,
+// so two spellings of one unit are one unit.
 func UnitName(unit string) string {
-	if i := strings.LastIndexByte(unit, '.'); i > 0 {
-		switch unit[i+1:] {
-		case "service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope":
-			return unit
-		}
+	unit = strings.TrimSpace(unit)
+	if i := strings.LastIndexByte(unit, '.'); i > 0 && slices.Contains(unitTypes, unit[i+1:]) {
+		return unit
 	}
 	return unit + ".service"
 }
 
-// NodeCritical reports whether restarting unit disrupts the whole node: a
-// node-critical unit, or a systemd target (reboot.target, poweroff.target,
-// multi-user.target... start or stop many units at once). A unit without
-// a suffix is a service, as systemctl reads it.
-func NodeCritical(unit string) bool {
-	if strings.HasSuffix(unit, ".target") {
+// unitMatches reports whether unit (as UnitName gives it) is named by
+// pattern, a unit name in which "*" matches any characters; a pattern
+// without a type suffix names a service.
+func unitMatches(pattern, unit string) bool {
+	pattern = UnitName(pattern)
+	if !strings.Contains(pattern, "*") {
+		return pattern == unit
+	}
+	parts := strings.Split(pattern, "*")
+	if !strings.HasPrefix(unit, parts[0]) {
+		return false
+	}
+	rest := unit[len(parts[0]):]
+	for i, p := range parts[1:] {
+		if i == len(parts)-2 {
+			return strings.HasSuffix(rest, p) && len(rest) >= len(p)
+		}
+		j := strings.Index(rest, p)
+		if j < 0 {
+			return false
+		}
+		rest = rest[j+len(p):]
+	}
+	return true
+}
+
+// CriticalIn reports whether restarting unit disrupts the whole node, with
+// critical the node-critical units (patterns, NodeCriticalUnits when nil):
+// one of those, or a unit whose restart takes the node down
+// (HostActionUnit). A unit without a suffix is a service, as systemctl
+// reads it.
+func CriticalIn(critical []string, unit string) bool {
+	if HostActionUnit(unit) {
 		return true
 	}
-	unit = UnitName(unit)
-	for _, u := range NodeCriticalUnits {
-		if unit == u {
-			return true
-		}
+	if critical == nil {
+		critical = NodeCriticalUnits
 	}
-	return false
+	unit = UnitName(unit)
+	return slices.ContainsFunc(critical, func(p string) bool { return unitMatches(p, unit) })
 }
+
+// NodeCritical is CriticalIn with the default list, NodeCriticalUnits.
+func NodeCritical(unit string) bool { return CriticalIn(nil, unit) }
 
 // rank orders steps by how disruptive they are (only for Most and a
 // decision's Action; the plan's order is canonical, see plan).
@@ -118,16 +170,17 @@ func stepLabel(st lullv1alpha1.Step) string {
 // every unit in it: a systemd target or slice, or a unit that reboots or
 // powers off. The admission guard refuses such a unit in a rule; a plan
 // that meets one anyway (a changed unit a rule restarts) reboots instead.
+//
+// The unit is judged by its canonical name (UnitName): "systemd-reboot" is
+// systemd-reboot.service, as systemctl reads it. An alias of such a unit
+// under another name is only known on the node: lull-agent reads the
+// unit's identity there before it restarts anything (agent/systemd.go).
 func HostActionUnit(unit string) bool {
-	switch {
-	case strings.HasSuffix(unit, ".target"), strings.HasSuffix(unit, ".slice"):
+	unit = UnitName(unit)
+	if strings.HasSuffix(unit, ".target") || strings.HasSuffix(unit, ".slice") {
 		return true
 	}
-	switch unit {
-	case "systemd-reboot.service", "systemd-poweroff.service", "systemd-halt.service", "systemd-kexec.service", "systemd-soft-reboot.service":
-		return true
-	}
-	return false
+	return slices.Contains(HostActionUnits, unit)
 }
 
 // decider is what one rule decided: for a class (who is the class) or a
@@ -142,7 +195,8 @@ type decider struct {
 
 // resolve is a rule's steps for one change: a RestartService or
 // ReloadService without a unit acts on the changed unit; one on a unit
-// that takes the node down reboots it instead (drained first).
+// that takes the node down (HostActionUnit, however it is spelled)
+// reboots it instead, drained first.
 func resolve(r *Rule, c *lullv1alpha1.Change) []lullv1alpha1.Step {
 	in := r.StepList()
 	out := make([]lullv1alpha1.Step, 0, len(in))
@@ -155,10 +209,10 @@ func resolve(r *Rule, c *lullv1alpha1.Change) []lullv1alpha1.Step {
 				continue
 			}
 			st.Unit = c.Name
-			if HostActionUnit(st.Unit) {
-				out = append(out, lullv1alpha1.Step{Type: lullv1alpha1.ActionDrain}, lullv1alpha1.Step{Type: lullv1alpha1.StepReboot})
-				continue
-			}
+		}
+		if st.Type.NamesUnit() && HostActionUnit(st.Unit) {
+			out = append(out, lullv1alpha1.Step{Type: lullv1alpha1.ActionDrain}, lullv1alpha1.Step{Type: lullv1alpha1.StepReboot})
+			continue
 		}
 		out = append(out, st)
 	}

@@ -58,8 +58,11 @@ func TestPlan(t *testing.T) {
 			[]string{"RestartService chronyd (chrony-config)"}},
 		{"acceptance", []string{"ssh-keys", "chrony-config", "kernel-update"}, "Cordon, Drain, Reboot", lullv1alpha1.StepReboot, "p/kernel",
 			[]string{"RestartService chronyd (chrony-config)"}},
-		{"a node-critical unit is drained first", []string{"runtime-config"}, "Cordon, Drain, RestartService containerd", lullv1alpha1.StepRestartService, "p/runtime", nil},
-		{"a target is drained first", []string{"sneaky"}, "Cordon, Drain, RestartService reboot.target", lullv1alpha1.StepRestartService, "p/target", nil},
+		// The action is the plan's most disruptive step, the drain a
+		// node-critical restart needs included.
+		{"a node-critical unit is drained first", []string{"runtime-config"}, "Cordon, Drain, RestartService containerd", lullv1alpha1.ActionDrain, "p/runtime", nil},
+		// Restarting a target is a reboot in disguise: a drained reboot.
+		{"a target is a drained reboot", []string{"sneaky"}, "Cordon, Drain, Reboot", lullv1alpha1.StepReboot, "p/target", nil},
 		{"reboot alone is drained first", []string{"firmware"}, "Cordon, Drain, Reboot", lullv1alpha1.StepReboot, "p/reboot-only", nil},
 		{"power off covers reboot and restarts", []string{"kernel-update", "hardware", "sshd-config"}, "Cordon, Drain, PowerOff", lullv1alpha1.StepPowerOff, "p/hw",
 			[]string{"RestartService sshd (sshd-config)", "Reboot (kernel-update)"}},
@@ -105,7 +108,76 @@ func TestPlanTimeoutsAndClasses(t *testing.T) {
 
 func TestNodeCritical(t *testing.T) {
 	for unit, want := range map[string]bool{"kubelet": true, "kubelet.service": true, "containerd.service": true, "reboot.target": true,
-		"multi-user.target": true, "chronyd": false, "chronyd.service": false, "kubelet.socket": false, "lull-tour.service": false} {
+		"multi-user.target": true, "chronyd": false, "chronyd.service": false, "kubelet.socket": false, "lull-tour.service": false,
+		// the mounts, the network daemons and the bus (issue 41)
+		"var-lib-kubelet.mount": true, "run-containerd.mount": true, "NetworkManager": true, "systemd-networkd.service": true,
+		"dbus": true, "dbus-broker.service": true, "networkd-dispatcher.service": false,
+		// units that take the node down, however spelled (issue 43)
+		"systemd-reboot": true, "systemd-exit": true, "systemd-suspend.service": true} {
 		require.Equal(t, want, NodeCritical(unit), unit)
 	}
+	require.True(t, CriticalIn([]string{"k3s*"}, "k3s-agent"), "an admin's list, with patterns")
+	require.False(t, CriticalIn([]string{"k3s*"}, "kubelet"), "an admin's list replaces the default")
+	require.True(t, CriticalIn([]string{"k3s*"}, "systemd-reboot"), "a unit that takes the node down is critical whatever the list")
+}
+
+// A unit that takes the node down is judged by what systemctl will act
+// on, not by its spelling: the bare name of a reboot, power-off, exit or
+// sleep service is one (issues 41 and 43).
+func TestHostActionUnitBySystemdName(t *testing.T) {
+	for unit, want := range map[string]bool{
+		"systemd-reboot": true, "systemd-reboot.service": true, "systemd-poweroff": true, "systemd-halt": true, "systemd-kexec": true,
+		"systemd-soft-reboot": true, "systemd-exit": true, "systemd-exit.service": true, "exit.target": true, " systemd-reboot ": true,
+		"systemd-suspend": true, "systemd-hibernate": true, "systemd-hybrid-sleep": true, "systemd-suspend-then-hibernate": true,
+		"rescue": true, "emergency.service": true, "system.slice": true, "reboot.target": true,
+		"chronyd": false, "systemd-reboot.timer": false, "kubelet": false,
+	} {
+		require.Equal(t, want, HostActionUnit(unit), unit)
+	}
+}
+
+// Restarting a unit that takes the node down, in a rule or as the changed
+// unit, however it is spelled, is a drained reboot.
+func TestHostActionUnitPlansADrainedReboot(t *testing.T) {
+	s := Merge([]lullv1alpha1.DisruptionPolicy{pol("p", 0,
+		steps("sneaky", "sneaky", restart("systemd-exit", 0)),
+		lullv1alpha1.DisruptionRule{Name: "unit-files", Units: []string{"*"}, Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepDaemonReload}, {Type: lullv1alpha1.StepRestartService}}},
+	)})
+	d := s.Decide([]string{"sneaky"}, nil)
+	require.Equal(t, "Cordon, Drain, Reboot", StepsLine(d.Steps))
+	for _, unit := range []string{"systemd-reboot", "systemd-poweroff", "systemd-exit.service", "systemd-suspend", "exit.target"} {
+		d = s.Decide(nil, &lullv1alpha1.Changes{Units: []string{unit}})
+		require.Equal(t, "Cordon, Drain, Reboot", StepsLine(d.Steps), unit)
+		require.Equal(t, lullv1alpha1.StepReboot, d.Action, unit)
+	}
+}
+
+// One unit is one step however it is spelled (issue 44): a change that
+// restarts "chronyd" and one that restarts "chronyd.service" restart it
+// once.
+func TestOneUnitOneStep(t *testing.T) {
+	s := Merge([]lullv1alpha1.DisruptionPolicy{pol("p", 0,
+		steps("chrony", "chrony-config", restart("chronyd", 0)),
+		steps("chrony-unit", "chrony-unit", restart("chronyd.service", 10*time.Minute)),
+	)})
+	d := s.Decide([]string{"chrony-config", "chrony-unit"}, nil)
+	require.Equal(t, "RestartService chronyd", StepsLine(d.Steps))
+	require.Equal(t, []string{"chrony-config", "chrony-unit"}, d.Steps[0].Classes)
+	require.Equal(t, 10*time.Minute, d.Steps[0].Timeout.Duration, "the longest timeout of either spelling")
+}
+
+// Writing a unit file or drop-in drains the node first, whatever its rule
+// says (issue 41): a unit runs anything as root when systemd reads it.
+func TestUnitWriteDrainsFirst(t *testing.T) {
+	s := Merge([]lullv1alpha1.DisruptionPolicy{pol("p", 0,
+		lullv1alpha1.DisruptionRule{Name: "unit-files", Units: []string{"*"}, Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepDaemonReload}, {Type: lullv1alpha1.StepRestartService}}},
+		lullv1alpha1.DisruptionRule{Name: "chrony-files", Files: []string{"/etc/chrony/**"}, Steps: []lullv1alpha1.Step{restart("chrony", 0)}},
+	)})
+	d := s.Decide(nil, &lullv1alpha1.Changes{Units: []string{"chronyd.service"}, Config: "cfg"})
+	require.Equal(t, "Cordon, Drain, WriteFiles, DaemonReload, RestartService chronyd.service", StepsLine(d.Steps))
+	require.Equal(t, lullv1alpha1.ActionDrain, d.Action)
+	d = s.Decide(nil, &lullv1alpha1.Changes{Units: []string{"chronyd.service"}})
+	require.Equal(t, "DaemonReload, RestartService chronyd.service", StepsLine(d.Steps), "declared, not written: the rule decides")
+	d = s.Decide(nil, &lullv1alpha1.Changes{Files: []string{"/etc/chrony/chrony.conf"}, Config: "cfg"})
+	require.Equal(t, "WriteFiles, RestartService chrony", StepsLine(d.Steps), "a data file written: the rule decides")
 }

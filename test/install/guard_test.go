@@ -428,6 +428,14 @@ func TestGuard(t *testing.T) {
 			{name: "poweroff.target, even with a drain", as: em, args: []string{"create", "-f", policyFile("p1", restart("poweroff.target", "{type: Drain}"))},
 				refused: hostAction("poweroff.target (rule r)")},
 			{name: "systemd-reboot.service", as: em, args: []string{"create", "-f", policyFile("p1", restart("systemd-reboot"))}, refused: hostAction("systemd-reboot.service (rule r)")},
+			// Issue 43: exit (a power-off outside a container) and sleep,
+			// and a name with spaces around it, are the same doors.
+			{name: "systemd-exit, bare", as: em, args: []string{"create", "-f", policyFile("p1", restart("systemd-exit"))}, refused: hostAction("systemd-exit.service (rule r)")},
+			{name: "systemd-suspend", as: em, args: []string{"create", "-f", policyFile("p1", restart("systemd-suspend.service"))}, refused: hostAction("systemd-suspend.service (rule r)")},
+			{name: "a reload is judged as a restart", as: em, args: []string{"create", "-f", policyFile("p1", "  - {name: r, class: c, steps: [{type: ReloadService, unit: systemd-hibernate}]}\n")},
+				refused: hostAction("systemd-hibernate.service (rule r)")},
+			{name: "a mount without a drain", as: em, args: []string{"create", "-f", policyFile("p1", restart("var-lib-kubelet.mount"))}, refused: undrained("var-lib-kubelet.mount (rule r)")},
+			{name: "dbus without a drain", as: em, args: []string{"create", "-f", policyFile("p1", restart("dbus"))}, refused: undrained("dbus.service (rule r)")},
 			{name: "kubelet without a drain, whoever asks", as: em, args: []string{"create", "-f", policyFile("p1", restart("kubelet"))}, refused: undrained("kubelet.service (rule r)")},
 			{name: "containerd.service without a drain", as: mo, args: []string{"create", "-f", policyFile("p1", restart("containerd.service"))},
 				refused: undrained("containerd.service (rule r)")},
@@ -485,6 +493,17 @@ func TestGuard(t *testing.T) {
 		got := strings.Split(g.jsonpath(t, "{.data.criticalUnits}", "-n", "lull-system", "get", "configmap", "lull-admission"), ",")
 		if !slices.Equal(got, policy.NodeCriticalUnits) {
 			t.Errorf("lull-admission criticalUnits = %v, want pkg/policy.NodeCriticalUnits %v", got, policy.NodeCriticalUnits)
+		}
+		// And the guard's host-action units are the planner's: each of
+		// pkg/policy.HostActionUnits, however spelled, is refused.
+		for _, unit := range policy.HostActionUnits {
+			bare := strings.TrimSuffix(unit, ".service")
+			f := g.file("dp-ha.yaml", "apiVersion: lull.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: ha}\nspec:\n  rules:\n"+
+				"  - {name: r, class: c, steps: [{type: RestartService, unit: "+bare+"}]}\n")
+			out, err := g.kubectl(append(append([]string{}, em...), "create", "--dry-run=server", "-f", f)...)
+			if err == nil || !strings.Contains(err.Error(), "RestartService cannot restart "+unit) {
+				t.Errorf("the guard let RestartService %s through (pkg/policy.HostActionUnits names it): %v %s", bare, err, out)
+			}
 		}
 	})
 
