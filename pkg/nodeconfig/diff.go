@@ -31,17 +31,31 @@ const (
 // Files are the paths whose content, link target, mode or owner differ
 // or that only one has; Units the units whose unit file, a drop-in,
 // enablement or mask differ; SSHKeys the users whose set of keys differs
-// (order and repeats do not count); KernelArguments and Extensions those
-// that only one has; OSImage and KernelType the new value when it
-// differs (DefaultOSImage, or "default", when the new one names none).
+// (order and repeats do not count); KernelArguments those the command
+// lines, compared in order with repeats, do not have alike (see
+// changedInOrder), and those only one has among the arguments that must
+// be present, or absent, wherever (Ignition's); Extensions those that
+// only one has; OSImage and KernelType the new value when it differs
+// (DefaultOSImage, or "default", when the new one names none).
+//
+// A change of FIPS mode is listed among Extensions as "spec.fips=true"
+// (or "=false", the new value): the change set has no field for it, and
+// no rule matches an extension, so the built-in default for changes
+// decides it (drain and reboot) and no rule can call it harmless.
 func Diff(from, to *Config) lullv1alpha1.Changes {
 	from, to = orEmpty(from), orEmpty(to)
+	kargs := changedInOrder(from.KernelArguments, to.KernelArguments)
+	kargs = append(kargs, symmetric(from.KernelArgumentsPresent, to.KernelArgumentsPresent)...)
+	kargs = append(kargs, symmetric(from.KernelArgumentsAbsent, to.KernelArgumentsAbsent)...)
 	ch := lullv1alpha1.Changes{
 		Files:           changed(from.Files, to.Files, sameFile),
 		Units:           changed(from.Units, to.Units, sameUnit),
 		SSHKeys:         changedKeys(from.SSHKeys, to.SSHKeys),
-		KernelArguments: sortedSet(append(symmetric(from.KernelArguments, to.KernelArguments), symmetric(from.KernelArgumentsAbsent, to.KernelArgumentsAbsent)...)),
+		KernelArguments: sortedSet(kargs),
 		Extensions:      symmetric(from.Extensions, to.Extensions),
+	}
+	if from.FIPS != to.FIPS {
+		ch.Extensions = sortedSet(append(ch.Extensions, fipsChange(to.FIPS)))
 	}
 	if from.OSImage != to.OSImage {
 		ch.OSImage = cmpOr(to.OSImage, DefaultOSImage)
@@ -85,9 +99,9 @@ func Files(from, to *Config) []lullv1alpha1.ConfigFile {
 // Unwritable is the part of Diff(from, to) that Files(from, to) does not
 // write: files and unit files or drop-ins that are a link on either side,
 // units whose enablement or mask changes, and all that is not a file
-// (SSH keys, kernel arguments, OS image, extensions, kernel type). Before
-// handing a NodeConfig to lull-agent, a caller refuses or writes these
-// some other way.
+// (SSH keys, kernel arguments, OS image, extensions, kernel type, FIPS
+// mode). Before handing a NodeConfig to lull-agent, a caller refuses or
+// writes these some other way.
 func Unwritable(from, to *Config) lullv1alpha1.Changes {
 	from, to = orEmpty(from), orEmpty(to)
 	ch := Diff(from, to)

@@ -27,10 +27,18 @@ type Config struct {
 	// SSHKeys are each user's authorized keys, sorted, each once; a user
 	// without keys is not listed.
 	SSHKeys map[string][]string
-	// KernelArguments the node should have, as written ("hugepages=16").
+	// KernelArguments are a kernel command line, in order, repeats
+	// included: a MachineConfig's kernelArguments, a tree's
+	// /etc/kernel/cmdline. Each is one argument as the kernel splits the
+	// line, as written, quotes included (`dyndbg="file a.c +p"`, see
+	// splitCmdline).
 	KernelArguments []string
+	// KernelArgumentsPresent are arguments the node must have, wherever
+	// on its command line (Ignition's kernelArguments.shouldExist): a
+	// set, each entry as given.
+	KernelArgumentsPresent []string
 	// KernelArgumentsAbsent are arguments the node must not have
-	// (Ignition's kernelArguments.shouldNotExist).
+	// (Ignition's kernelArguments.shouldNotExist): a set.
 	KernelArgumentsAbsent []string
 	// OSImage is the OS image (a MachineConfig's osImageURL); empty: the
 	// default one.
@@ -39,6 +47,10 @@ type Config struct {
 	Extensions []string
 	// KernelType (a MachineConfig's); empty and "default" are the same.
 	KernelType string
+	// FIPS (a MachineConfig's spec.fips): the node runs in FIPS mode.
+	// The Machine Config Operator sets it up when it installs a node and
+	// refuses to change it on a running one.
+	FIPS bool
 }
 
 // File is a file, or a link, on the node.
@@ -128,7 +140,7 @@ func isUnitName(name string) bool {
 func (c *Config) place(p string, f File) error {
 	if f.Link == "" {
 		if p == kernelCmd {
-			c.KernelArguments = append(c.KernelArguments, strings.Fields(string(f.Contents))...)
+			c.KernelArguments = append(c.KernelArguments, splitCmdline(string(f.Contents))...)
 			return nil
 		}
 		if user, ok := keysUser(p); ok {

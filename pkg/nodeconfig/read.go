@@ -253,7 +253,7 @@ func fromIgnition(name string, cfg igntypes.Config) (*Config, error) {
 		}
 	}
 	for _, a := range cfg.KernelArguments.ShouldExist {
-		c.KernelArguments = append(c.KernelArguments, string(a))
+		c.KernelArgumentsPresent = append(c.KernelArgumentsPresent, string(a))
 	}
 	for _, a := range cfg.KernelArguments.ShouldNotExist {
 		c.KernelArgumentsAbsent = append(c.KernelArgumentsAbsent, string(a))
@@ -344,6 +344,7 @@ type machineConfig struct {
 		OSImageURL      string          `json:"osImageURL"`
 		Extensions      []string        `json:"extensions"`
 		KernelType      string          `json:"kernelType"`
+		FIPS            bool            `json:"fips"`
 	} `json:"spec"`
 }
 
@@ -351,7 +352,8 @@ const machineConfigGroup = "machineconfiguration.openshift.io/"
 
 // ReadMachineConfig reads an OpenShift MachineConfig, YAML or JSON: its
 // Ignition config (spec.config, read as ReadIgnition does), kernel
-// arguments, OS image, extensions and kernel type.
+// arguments (each entry split as the kernel splits a command line, all in
+// order), OS image, extensions, kernel type and FIPS mode.
 func ReadMachineConfig(name string, raw []byte) (*Config, error) {
 	var mc machineConfig
 	if err := yaml.Unmarshal(raw, &mc); err != nil {
@@ -372,11 +374,12 @@ func ReadMachineConfig(name string, raw []byte) (*Config, error) {
 		c.Source = name
 	}
 	for _, a := range mc.Spec.KernelArguments {
-		c.KernelArguments = append(c.KernelArguments, strings.Fields(a)...)
+		c.KernelArguments = append(c.KernelArguments, splitCmdline(a)...)
 	}
 	c.OSImage = mc.Spec.OSImageURL
 	c.Extensions = append(c.Extensions, mc.Spec.Extensions...)
 	c.KernelType = mc.Spec.KernelType
+	c.FIPS = mc.Spec.FIPS
 	c.normalize()
 	return c, nil
 }
