@@ -82,7 +82,11 @@ func (s *step) act(ctx context.Context) (reconcile.Result, error) {
 		s.record(eventActing(s.status.Actions))
 	}
 	s.follow(ctx)
+	s.seenBack(ctx)
 	if i := lullv1alpha1.UnhandledFailure(s.status.Actions); i >= 0 {
+		if s.takenDown(ctx, &s.status.Actions[i]) {
+			return s.unwell(ctx, &s.status.Actions[i])
+		}
 		return s.failed(ctx, i)
 	}
 	next := nextAction(s.status.Actions)
@@ -182,9 +186,11 @@ func nextAction(as []lullv1alpha1.ActionStatus) *lullv1alpha1.ActionStatus {
 // failed handles a step that failed or timed out. A daemon-reload, service
 // reload or restart falls back to a reboot: the steps still pending are
 // skipped, a Reboot is added, and the node is cordoned and drained first
-// if the plan did not. A WriteFiles, Reboot or PowerOff that fails ends
-// the request Failed (lull's cordon undone, its lease released): the
-// files are as they were, and nothing better is known to be safe.
+// if the plan did not. A WriteFiles that fails, or a Reboot or PowerOff
+// that failed on a node seen up and unchanged, ends the request Failed
+// (lull's cordon undone, its lease released): the files are as they were,
+// and nothing better is known to be safe. A node that may be down is
+// held instead (unwell.go).
 func (s *step) failed(ctx context.Context, i int) (reconcile.Result, error) {
 	a := s.status.Actions[i]
 	if !a.Type.FallsBack() || hasFallback(s.status.Actions) {

@@ -58,6 +58,7 @@ const (
 	ReasonNoAgent                 = "WaitingForAgent"
 	ReasonActing                  = "Acting"
 	ReasonCameBack                = "NodeCameBack"
+	ReasonNodeUnwell              = "NodeUnwell"
 	ReasonStepFailed              = "StepFailed"
 	ReasonFellBack                = "FellBack"
 	ReasonPoweredOff              = "PoweredOff"
@@ -147,6 +148,8 @@ func eventActing(as []lullv1alpha1.ActionStatus) evt {
 func eventCameBack() evt { return normal(ReasonCameBack, "node rebooted and Ready again") }
 
 func eventStepFailed(why string) evt { return warning(ReasonStepFailed, why) }
+
+func eventNodeUnwell(msg string) evt { return warning(ReasonNodeUnwell, msg) }
 
 func eventFellBack(msg string) evt { return warning(ReasonFellBack, msg) }
 

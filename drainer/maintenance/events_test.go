@@ -42,6 +42,7 @@ func everyEvent() []evt {
 		eventActing(actions),
 		eventCameBack(),
 		eventStepFailed("Reboot TimedOut"),
+		eventNodeUnwell("Reboot timed out and the node is not seen back (not Ready)"),
 		eventFellBack("RestartService chronyd Failed; falling back to a reboot"),
 		eventPoweredOff(),
 		eventAborted("the window closed during the drain"),

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -21,6 +22,7 @@ import (
 
 	"lull.dev/lull/agent"
 	"lull.dev/lull/agent/agenttest"
+	"lull.dev/lull/drainer/maintenance"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/policy"
@@ -344,4 +346,65 @@ func TestActionsAgentJudgesLeaseExpiryByObservation(t *testing.T) {
 	_, err = behind.Renew(e.ctx, "n1", "lull-drainer/a")
 	require.NoError(t, err)
 	require.Equal(t, lullv1alpha1.ActionSucceeded, state(1), "a renewed lease is alive, though its renewTime is an hour old")
+}
+
+// A reboot that does not come back within its timeout keeps the node held
+// (issue 41, finding 6): the request stays Acting with NodeUnwell saying
+// what is missing, the node stays cordoned and leased, and its budget
+// slot stays taken, so the window's next node does not start while this
+// one is down. Once the node is seen back (a new boot ID, Ready) the
+// request completes and the next node starts.
+func TestActionsRebootTimeoutKeepsTheSlot(t *testing.T) {
+	e := newDrainEnv(t)
+	e.window("pool-a", func(w *lullv1alpha1.MaintenanceWindow) {
+		w.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
+		w.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	})
+	for _, n := range []string{"a1", "a2"} {
+		e.node(n, map[string]string{"pool": "a"})
+		e.readyNode(n, "boot-1")
+	}
+	p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hosts"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
+		{Name: "kernel", Class: "kernel-update", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain},
+			{Type: lullv1alpha1.StepReboot, Timeout: &lullv1alpha1.Duration{Duration: 2 * time.Second}}}},
+	}}}
+	require.NoError(t, e.c.Create(e.ctx, p))
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), p) })
+	maxSeen := e.maxDisrupting()
+	e.start(nil)
+	// a1's machine does not come back by itself: NotReady under a new boot
+	// ID for an hour (a bad kernel). a2's reboots in 50ms.
+	e.startAgent(e.newAgent("a1", &agent.SimulatedPower{Client: cp.Client, Node: "a1", BootTime: time.Hour, Clock: clock.RealClock{},
+		Commands: &agent.Commands{HostRoot: "/"}}))
+	e.startAgent(e.newAgent("a2", &agent.SimulatedPower{Client: cp.Client, Node: "a2", BootTime: 50 * time.Millisecond, Clock: clock.RealClock{},
+		Commands: &agent.Commands{HostRoot: "/"}}))
+	e.label("a1", ptr.To("kernel-update"))
+	e.waitNM("a1", "Acting", phaseIs(lullv1alpha1.PhaseActing))
+	e.label("a2", ptr.To("kernel-update"))
+	e.clock.Step(3 * time.Second) // past the reboot's timeout
+
+	nm := e.waitNM("a1", "NodeUnwell", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		return nmCond(nm, maintenance.ConditionNodeUnwell) == metav1.ConditionTrue
+	})
+	require.Equal(t, lullv1alpha1.PhaseActing, nm.Status.Phase, "held, not failed")
+	require.Equal(t, lullv1alpha1.ActionTimedOut, nm.Status.Actions[0].State)
+	require.Regexp(t, `not seen back \((boot ID unchanged|not Ready)`, nm.Status.WaitingFor, "says what is missing")
+	require.Contains(t, nm.Status.WaitingFor, "keeps its cordon, lease and budget slot")
+	require.Never(t, func() bool {
+		var cur lullv1alpha1.NodeMaintenance
+		if err := e.c.Get(e.ctx, client.ObjectKey{Name: "a2"}, &cur); err != nil {
+			return false
+		}
+		return cur.Status.Phase.Disrupting() || !e.nodeObj("a1").Spec.Unschedulable || e.leaseHolder("a1") == ""
+	}, 4*time.Second, 100*time.Millisecond, "a2 started, or a1 was given back, while a1 is down")
+	require.Equal(t, lullv1alpha1.PhaseWaitingForBudget, e.waitNM("a2", "a phase", func(*lullv1alpha1.NodeMaintenance) bool { return true }).Status.Phase)
+
+	// The machine comes back (by hand, say): a1 completes, a2 goes.
+	e.readyNode("a1", "boot-2")
+	nm = e.waitNM("a1", "Completed", phaseIs(lullv1alpha1.PhaseCompleted))
+	require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[0].State)
+	require.Contains(t, nm.Status.Actions[0].Message, "after it timed out")
+	require.False(t, e.nodeObj("a1").Spec.Unschedulable)
+	e.waitNM("a2", "Completed", phaseIs(lullv1alpha1.PhaseCompleted))
+	require.Equal(t, 1, maxSeen(), "never two nodes of the window down at once")
 }
