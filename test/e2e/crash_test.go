@@ -245,6 +245,9 @@ func (w *windowDrain) step(e *sysEnv, iv *invariants, spare string, k *killer) b
 		}
 		t.Logf("%s: window closed at %s; drainer: %s (%s)", w.app, w.closeAt.Format("15:04:05"), nm.Status.Phase, nm.Status.WaitingFor)
 		e.patchNode(spare, fmt.Sprintf(`{"metadata":{"labels":{%q:"yes"}}}`, w.app))
+		// Left on the spare, the label would let the next run's pods
+		// (go test -count) go there: its drain would end before the close.
+		t.Cleanup(func() { e.patchNodeBg(spare, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, w.app)) })
 		w.unblocked, w.killsAtUnblock, w.state = time.Now(), k.count(), 3
 	case 3: // closed, and the budget allows an eviction: hold a while (leaders change meanwhile)
 		if w.allowedSince.IsZero() {
