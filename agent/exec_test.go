@@ -355,21 +355,21 @@ func TestCommandsRestartVerified(t *testing.T) {
 		{name: "a unit never started before gets its first InvocationID", c: func(t *testing.T) Commands {
 			f := file(t, "id", "")
 			return Commands{HostRoot: "/", Restart: "echo abc > " + f,
-				UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; echo ActiveState=$(test -s %[1]s && echo active || echo inactive)`, f)}
+				UnitState: fmt.Sprintf(`echo "Id=$LULL_UNIT"; echo "InvocationID=$(cat %s)"; echo ActiveState=$(test -s %[1]s && echo active || echo inactive)`, f)}
 		}, want: "unit chronyd restarted (InvocationID abc, was none) and active"},
 		{name: "a unit-state command that prints only InvocationID and ActiveState (the old default) still does for a restart", c: func(t *testing.T) Commands {
 			f := file(t, "id", "1")
-			return Commands{HostRoot: "/", Restart: "echo 2 > " + f, UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; echo ActiveState=active`, f)}
+			return Commands{HostRoot: "/", Restart: "echo 2 > " + f, UnitState: fmt.Sprintf(`echo "Id=$LULL_UNIT"; echo "InvocationID=$(cat %s)"; echo ActiveState=active`, f)}
 		}, want: "unit chronyd restarted (InvocationID 2, was 1) and active"},
 		{name: "restarted but failed", c: func(t *testing.T) Commands {
 			f := file(t, "id", "1")
 			return Commands{HostRoot: "/", Restart: "echo 2 > " + f,
-				UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; test "$(cat %[1]s)" = 1 && echo ActiveState=active || echo ActiveState=failed`, f)}
+				UnitState: fmt.Sprintf(`echo "Id=$LULL_UNIT"; echo "InvocationID=$(cat %s)"; test "$(cat %[1]s)" = 1 && echo ActiveState=active || echo ActiveState=failed`, f)}
 		}, wantErr: "unit chronyd was restarted (InvocationID 2) but failed"},
 		{name: "restarted but not active within the settle time", c: func(t *testing.T) Commands {
 			f := file(t, "id", "1")
 			return Commands{HostRoot: "/", Restart: "echo 2 > " + f, Settle: time.Nanosecond,
-				UnitState: fmt.Sprintf(`echo "InvocationID=$(cat %s)"; test "$(cat %[1]s)" = 1 && echo ActiveState=active || echo ActiveState=activating`, f)}
+				UnitState: fmt.Sprintf(`echo "Id=$LULL_UNIT"; echo "InvocationID=$(cat %s)"; test "$(cat %[1]s)" = 1 && echo ActiveState=active || echo ActiveState=activating`, f)}
 		}, wantErr: "unit chronyd was restarted (InvocationID 2) but is activating, not active"},
 		{name: "no state command: not run, since it could not be verified", c: func(t *testing.T) Commands {
 			return Commands{HostRoot: "/", Restart: "echo restarted"}
@@ -403,7 +403,7 @@ func TestCommandsRestartSettles(t *testing.T) {
 	// then active. The reads, not the test's timing, advance it.
 	reads := filepath.Join(t.TempDir(), "reads")
 	state := fmt.Sprintf(`n=$(( $(cat %[1]s 2>/dev/null || echo 0) + 1 )); echo $n > %[1]s
-case $n in 1|2) echo InvocationID=1; echo ActiveState=active;; 3) echo InvocationID=2; echo ActiveState=activating;; *) echo InvocationID=2; echo ActiveState=active;; esac`, reads)
+case $n in 1|2) echo "Id=$LULL_UNIT"; echo InvocationID=1; echo ActiveState=active;; 3) echo "Id=$LULL_UNIT"; echo InvocationID=2; echo ActiveState=activating;; *) echo "Id=$LULL_UNIT"; echo InvocationID=2; echo ActiveState=active;; esac`, reads)
 	clk := clocktesting.NewFakeClock(t0)
 	c := Commands{HostRoot: "/", Restart: "true", UnitState: state, Clock: clk, Settle: time.Minute}
 	type result struct {
@@ -462,7 +462,7 @@ func TestCommandsReloadVerified(t *testing.T) {
 	// extra after it.
 	unit := func(t *testing.T, extra string) (changed, state string) {
 		changed = file(t, "changed", "1")
-		return changed, fmt.Sprintf(`echo InvocationID=7; echo "StateChangeTimestampMonotonic=$(cat %s)"; `, changed) + extra
+		return changed, fmt.Sprintf(`echo "Id=$LULL_UNIT"; echo InvocationID=7; echo "StateChangeTimestampMonotonic=$(cat %s)"; `, changed) + extra
 	}
 	for _, tc := range []struct {
 		name    string
@@ -515,8 +515,8 @@ func TestCommandsReloadVerified(t *testing.T) {
 			return Commands{HostRoot: "/", Reload: "echo reloaded"}
 		}, wantErr: "ReloadService cannot be verified on this agent (--unit-state-command is empty), so it is not run"},
 		{name: "a unit-state command without StateChangeTimestampMonotonic (the old default) cannot show a reload: not run", c: func(t *testing.T) Commands {
-			return Commands{HostRoot: "/", Reload: "echo reloaded", UnitState: "echo InvocationID=1; echo ActiveState=active"}
-		}, wantErr: "reading the state of unit chronyd before reloading it: echo InvocationID=1; echo ActiveState=active printed no StateChangeTimestampMonotonic " +
+			return Commands{HostRoot: "/", Reload: "echo reloaded", UnitState: "echo Id=chronyd.service; echo InvocationID=1; echo ActiveState=active"}
+		}, wantErr: "reading the state of unit chronyd before reloading it: echo Id=chronyd.service; echo InvocationID=1; echo ActiveState=active printed no StateChangeTimestampMonotonic " +
 			"(a reload is seen by the unit's state changing)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -666,7 +666,7 @@ func TestCommandsReloadsSettle(t *testing.T) {
 			c: func(reads string) Commands {
 				// Read 1 before the command, 2 just after it (nothing
 				// yet), 3 reloading, 4 active after the reload.
-				return Commands{UnitState: fmt.Sprintf(`n=$(( $(cat %[1]s 2>/dev/null || echo 0) + 1 )); echo $n > %[1]s; echo InvocationID=1
+				return Commands{UnitState: fmt.Sprintf(`n=$(( $(cat %[1]s 2>/dev/null || echo 0) + 1 )); echo $n > %[1]s; echo "Id=$LULL_UNIT"; echo InvocationID=1
 case $n in 1|2) echo StateChangeTimestampMonotonic=100; echo ActiveState=active;; 3) echo StateChangeTimestampMonotonic=200; echo ActiveState=reloading;;
 *) echo StateChangeTimestampMonotonic=300; echo ActiveState=active; echo ReloadResult=success;; esac`, reads)}
 			},

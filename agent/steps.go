@@ -37,6 +37,9 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (st
 	if err != nil {
 		return "", fmt.Errorf("reading the state of unit %s before restarting it: %w", a.Unit, err)
 	}
+	if err := guardUnit(a, before); err != nil {
+		return "", err
+	}
 	out, err := c.run(ctx, a, c.Restart)
 	if err != nil {
 		return out, err
@@ -82,6 +85,9 @@ func (c *Commands) reload(ctx context.Context, a lullv1alpha1.ActionStatus) (str
 	before, err := c.unitState(ctx, a, a.Unit)
 	if err != nil {
 		return "", fmt.Errorf("reading the state of unit %s before reloading it: %w", a.Unit, err)
+	}
+	if err := guardUnit(a, before); err != nil {
+		return "", err
 	}
 	since, err := before.timestamp(c.UnitState, propStateChange)
 	if err != nil {

@@ -27,7 +27,7 @@ type Unit struct {
 	// EditUnitFile changes the unit's file on disk: it needs a
 	// daemon-reload (NeedDaemonReload=yes) until the next DaemonReload.
 	EditUnitFile string
-	// State prints the unit's InvocationID, ActiveState (always active),
+	// State prints the unit's Id ($LULL_UNIT), InvocationID, ActiveState (always active),
 	// NeedDaemonReload, ReloadResult and StateChangeTimestampMonotonic
 	// as `systemctl show` does, for --unit-state-command.
 	State string
@@ -47,7 +47,7 @@ func NewUnit(dir string) Unit {
 		Reload:       bump(changed),
 		DaemonReload: bump(loaded) + "; rm -f " + quote(stale),
 		EditUnitFile: "touch " + quote(stale),
-		State: fmt.Sprintf(`echo "InvocationID=%s"; echo ActiveState=active; echo "NeedDaemonReload=$(test -e %s && echo yes || echo no)"; `+
+		State: fmt.Sprintf(`echo "Id=$LULL_UNIT"; echo "InvocationID=%s"; echo ActiveState=active; echo "NeedDaemonReload=$(test -e %s && echo yes || echo no)"; `+
 			`echo ReloadResult=success; echo "StateChangeTimestampMonotonic=%s"`, read(invocation), quote(stale), read(changed)),
 		ManagerState: fmt.Sprintf(`echo "UnitsLoadTimestampMonotonic=%s"`, read(loaded)),
 	}

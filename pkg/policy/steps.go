@@ -53,6 +53,26 @@ var HostActionUnits = []string{
 	"rescue.service", "emergency.service",
 }
 
+// ShutdownTargets are the targets that take the node down when started
+// (or that only a machine going down reaches). A unit that pulls one in
+// (Requires, Wants, BindsTo, Requisite, OnSuccess, OnFailure) takes the
+// node down with it when started: lull-agent reads a unit's dependencies
+// before it restarts or reloads it (agent/unitguard.go).
+var ShutdownTargets = []string{
+	"shutdown.target", "reboot.target", "poweroff.target", "halt.target", "kexec.target", "exit.target", "soft-reboot.target",
+	"final.target", "umount.target", "ctrl-alt-del.target",
+	"sleep.target", "suspend.target", "hibernate.target", "hybrid-sleep.target", "suspend-then-hibernate.target",
+	"rescue.target", "emergency.target",
+}
+
+// PullsNodeDown reports whether starting unit (a dependency of the unit
+// being restarted) takes the node down: a shutdown target or a
+// HostActionUnits service.
+func PullsNodeDown(unit string) bool {
+	unit = UnitName(unit)
+	return slices.Contains(ShutdownTargets, unit) || slices.Contains(HostActionUnits, unit)
+}
+
 // unitTypes are systemd's unit type suffixes.
 var unitTypes = []string{"service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope"}
 

@@ -144,6 +144,9 @@ func policy(t *testing.T) {
 		Rules: []lullv1alpha1.DisruptionRule{
 			{Name: "tour", Class: "e2e-tour", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-tour.service"}}},
 			{Name: "missing", Class: "e2e-missing", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-missing.service"}}},
+			// Issue 43: a unit whose name says nothing, whose settings
+			// reboot the machine when it stops cleanly.
+			{Name: "sneaky", Class: "e2e-sneaky", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-sneaky"}}},
 			{Name: "reboot", Class: "e2e-reboot", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
 			{Name: "power", Class: "e2e-power", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepPowerOff}}},
 			// Issue 30: a change of the tour's configuration restarts the
@@ -231,6 +234,25 @@ func TestHostStepsOnSystemd(t *testing.T) {
 		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[1].State)
 		require.True(t, meta.IsStatusConditionTrue(nm.Status.Conditions, "FellBack"))
 		require.NotEqual(t, boot, node(t).Status.NodeInfo.BootID, "the machine rebooted")
+	})
+
+	// Issue 43: restarting a unit with SuccessAction=reboot-force stops it
+	// cleanly and reboots the machine at once, undrained. lull-agent reads
+	// what systemd says of the unit before it acts, refuses, and the
+	// drainer falls back to a reboot with the node drained first.
+	t.Run("a unit that reboots when restarted: refused on the node, a drained reboot instead", func(t *testing.T) {
+		shell(t, "sh", "-c", "printf '[Service]\\nExecStart=/bin/sleep infinity\\nSuccessAction=reboot-force\\n' >/etc/systemd/system/lull-sneaky.service && "+
+			"systemctl daemon-reload && systemctl start lull-sneaky.service")
+		boot := node(t).Status.NodeInfo.BootID
+		nm, took := request(t, "e2e-sneaky", 5*time.Minute, lullv1alpha1.PhaseCompleted)
+		summary["a rebooting unit refused, drained reboot"] = took
+		require.Len(t, nm.Status.Actions, 2, "%+v", nm.Status.Actions)
+		require.Equal(t, lullv1alpha1.ActionFailed, nm.Status.Actions[0].State)
+		require.Contains(t, nm.Status.Actions[0].Message, "its SuccessAction is reboot-force")
+		require.True(t, nm.Status.Actions[1].Fallback)
+		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[1].State, nm.Status.Actions[1].Message)
+		require.True(t, nm.Status.CordonedByLull, "drained before the reboot")
+		require.NotEqual(t, boot, node(t).Status.NodeInfo.BootID, "the machine rebooted, through lull's Reboot")
 	})
 
 	// Issue 30: planned from two configurations, the change written by

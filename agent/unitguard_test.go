@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+)
+
+// A restart or reload is judged by what systemd says the unit is and does
+// (issue 43, finding 1): an alias of a reboot, a unit that reboots or
+// powers off when it succeeds, fails or times out, one that pulls in a
+// shutdown target or a power-off service, are refused; so is a unit the
+// state command does not name. An ordinary unit (whose Conflicts=
+// shutdown.target every service has) is not.
+func TestGuardUnit(t *testing.T) {
+	restart := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}
+	ok := "Id=chronyd.service\nNames=chronyd.service\nSuccessAction=none\nFailureAction=none\nJobTimeoutAction=none\nStartLimitAction=none\n" +
+		"Requires=sysinit.target system.slice\nWants=network-online.target\nConflicts=shutdown.target\n"
+	require.NoError(t, guardUnit(restart, parseProps(ok)))
+	for name, tc := range map[string]struct{ state, want string }{
+		"no Id":                       {"InvocationID=1\nActiveState=active\n", "printed no Id"},
+		"the reboot service by alias": {"Id=systemd-reboot.service\nNames=systemd-reboot.service\n", "it is systemd-reboot.service"},
+		"an alias of a target":        {"Id=lull-x.service\nNames=lull-x.service ctrl-alt-del.target\n", "it is ctrl-alt-del.target"},
+		"exit":                        {"Id=systemd-exit.service\n", "it is systemd-exit.service"},
+		"reboot on success":           {"Id=x.service\nSuccessAction=reboot-force\n", "its SuccessAction is reboot-force"},
+		"power off on failure":        {"Id=x.service\nFailureAction=poweroff\n", "its FailureAction is poweroff"},
+		"reboot on a timeout":         {"Id=x.service\nJobTimeoutAction=reboot\n", "its JobTimeoutAction is reboot"},
+		"requires shutdown":           {"Id=x.service\nRequires=shutdown.target umount.target\n", "its Requires names shutdown.target"},
+		"wants a suspend":             {"Id=x.service\nWants=systemd-suspend.service\n", "its Wants names systemd-suspend.service"},
+		"on failure, power off":       {"Id=x.service\nOnFailure=poweroff.target\n", "its OnFailure names poweroff.target"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := guardUnit(restart, parseProps(tc.state))
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "refusing to restart unit chronyd")
+		})
+	}
+}
+
+// The refusal comes before the command: the unit is never restarted.
+func TestRestartRefusedBeforeTheCommand(t *testing.T) {
+	ran := filepath.Join(t.TempDir(), "ran")
+	c := Commands{HostRoot: "/", Restart: "touch " + ran,
+		UnitState: `echo "Id=$LULL_UNIT"; echo InvocationID=1; echo ActiveState=active; echo SuccessAction=reboot-force`}
+	_, err := c.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-sneaky.service"}})
+	require.ErrorContains(t, err, "its SuccessAction is reboot-force")
+	require.NoFileExists(t, ran, "restarted anyway")
+}
+
+// The shipped unit-state command prints every property the guard reads,
+// in the agent's defaults, the install's DaemonSet and the chart alike: a
+// property left out would silently not be checked.
+func TestUnitStateCommandPrintsTheGuardsProperties(t *testing.T) {
+	def := NewOptions().Commands.UnitState
+	for _, f := range []string{"../manifests/agent/daemonset.yaml", "../charts/lull/values.yaml"} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.Contains(t, string(b), def, "%s ships the agent's default unit-state command", f)
+	}
+	props := strings.TrimPrefix(strings.Fields(def)[2], "--property=")
+	for _, p := range UnitGuardProperties {
+		require.Contains(t, strings.Split(props, ","), p, "the default unit-state command prints %s", p)
+	}
+}
