@@ -21,7 +21,10 @@ import (
 //
 //   - the NodeConfig is read from the API server; one changed since it was
 //     created (generation above 1) is refused (the guard refuses such a
-//     change; one made while it was off is not trusted);
+//     change; one made while it was off is not trusted), and so is one
+//     that is not the NodeConfig the request started with (its UID or
+//     the hash of its files differ from those the decision records: it
+//     was deleted and created again under the same name);
 //   - every file must be among the request's decided changes (a file
 //     change, or the unit file or a drop-in of a unit change), so nothing
 //     the plan did not account for is written;
@@ -59,6 +62,9 @@ func (f *Files) Write(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (st
 	if nc.Generation > 1 {
 		return "", fmt.Errorf("NodeConfig %s was changed after it was created (generation %d): the plan was not decided from what it holds now; nothing written", key, nc.Generation)
 	}
+	if err := samePlanned(d, &nc); err != nil {
+		return "", fmt.Errorf("drift: NodeConfig %s is not the one the request was planned from: %w; nothing written", key, err)
+	}
 	if unplanned := notPlanned(d, nc.Spec.Files); len(unplanned) > 0 {
 		return "", fmt.Errorf("NodeConfig %s names %s, which the request's changes do not list, so its plan did not account for it; nothing written",
 			key, strings.Join(unplanned, ", "))
@@ -85,6 +91,28 @@ func (a *Agent) writeFiles(ctx context.Context, nm *lullv1alpha1.NodeMaintenance
 		return "", fmt.Errorf("this lull-agent writes no files (it runs without a writable host root)")
 	}
 	return a.Files.Write(ctx, nm)
+}
+
+// samePlanned compares the NodeConfig with the one the decision records
+// (Decision.ConfigUID and ConfigSHA256, set by the drainer when the
+// request started). A request whose decision records no UID was started
+// by a drainer that did not record it: its NodeConfig is known by name
+// and generation alone, as before, and is taken as it is.
+func samePlanned(d *lullv1alpha1.Decision, nc *lullv1alpha1.NodeConfig) error {
+	if d.ConfigUID == "" {
+		return nil
+	}
+	var diffs []string
+	if nc.UID != d.ConfigUID {
+		diffs = append(diffs, fmt.Sprintf("UID %s, not %s (it was deleted and created again since the request started)", nc.UID, d.ConfigUID))
+	}
+	if sum := hostfiles.ConfigSHA256(nc.Spec.Files); sum != d.ConfigSHA256 {
+		diffs = append(diffs, fmt.Sprintf("files sha256 %s, not %s", sum, d.ConfigSHA256))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(diffs, "; "))
 }
 
 // notPlanned are the NodeConfig's paths that no decided change covers.

@@ -32,7 +32,7 @@ func writeCase(t *testing.T, mutate func(nm *lullv1alpha1.NodeMaintenance, nc *l
 		StartedAt: &metav1.Time{Time: writeStart},
 		Decision: &lullv1alpha1.Decision{Config: "c1", Changes: []lullv1alpha1.ChangeDecision{
 			{Kind: lullv1alpha1.ChangeFile, Name: "/etc/chrony.conf"}, {Kind: lullv1alpha1.ChangeUnit, Name: "tour.service"}}}}}
-	nc := &lullv1alpha1.NodeConfig{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: lullv1alpha1.ConfigNamespace, Generation: 1,
+	nc := &lullv1alpha1.NodeConfig{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: lullv1alpha1.ConfigNamespace, Generation: 1, UID: "c1-uid-1",
 		CreationTimestamp: metav1.Time{Time: writeStart.Add(-time.Minute)}},
 		Spec: lullv1alpha1.NodeConfigSpec{Files: []lullv1alpha1.ConfigFile{
 			{Path: "/etc/chrony.conf", Previous: hostfiles.SHA256([]byte("pool a\n")), Contents: []byte("pool b\n")},
@@ -43,6 +43,8 @@ func writeCase(t *testing.T, mutate func(nm *lullv1alpha1.NodeMaintenance, nc *l
 	if mutate != nil {
 		mutate(nm, nc, cm)
 	}
+	// The drainer recorded the NodeConfig when the request started.
+	nm.Status.Decision.ConfigUID, nm.Status.Decision.ConfigSHA256 = nc.UID, hostfiles.ConfigSHA256(nc.Spec.Files)
 	objs := []client.Object{nc, cm}
 	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	return &Files{Live: c, HostRoot: root, ConfigNamespace: lullv1alpha1.ConfigNamespace,
@@ -116,4 +118,84 @@ func TestWriteFilesRefuses(t *testing.T) {
 			require.True(t, os.IsNotExist(err), "no directory made")
 		})
 	}
+}
+
+// remake deletes the request's NodeConfig and creates it again under the
+// same name, generation 1 (as the API server does for a new object), with
+// the given UID and files.
+func remake(t *testing.T, f *Files, uid types.UID, files []lullv1alpha1.ConfigFile) {
+	t.Helper()
+	c := f.Live.(client.Client)
+	var nc lullv1alpha1.NodeConfig
+	require.NoError(t, c.Get(t.Context(), types.NamespacedName{Namespace: lullv1alpha1.ConfigNamespace, Name: "c1"}, &nc))
+	require.NoError(t, c.Delete(t.Context(), &nc))
+	again := &lullv1alpha1.NodeConfig{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: lullv1alpha1.ConfigNamespace, Generation: 1, UID: uid},
+		Spec: lullv1alpha1.NodeConfigSpec{Files: files}}
+	require.NoError(t, c.Create(t.Context(), again))
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(again), &nc))
+	require.Equal(t, uid, nc.UID)
+	require.Equal(t, int64(1), nc.Generation)
+}
+
+// A NodeConfig deleted and created again under the same name since the
+// request started is not the one it was planned from, whatever it holds:
+// same name and generation, another UID or other files, and the step
+// fails as drift with nothing written.
+func TestWriteFilesRefusesANodeConfigMadeAgain(t *testing.T) {
+	f0, _, _ := writeCase(t, nil)
+	var planned lullv1alpha1.NodeConfig
+	require.NoError(t, f0.Live.Get(t.Context(), types.NamespacedName{Namespace: lullv1alpha1.ConfigNamespace, Name: "c1"}, &planned))
+	evil := []lullv1alpha1.ConfigFile{
+		{Path: "/etc/chrony.conf", Previous: hostfiles.SHA256([]byte("pool a\n")), Contents: []byte("pool evil.example\n")},
+		planned.Spec.Files[1],
+	}
+	for _, tc := range []struct {
+		name  string
+		uid   types.UID
+		files []lullv1alpha1.ConfigFile
+		want  []string
+	}{{
+		name: "other content", uid: "c1-uid-2", files: evil,
+		want: []string{"UID c1-uid-2, not c1-uid-1", "files sha256 " + hostfiles.ConfigSHA256(evil) + ", not " + hostfiles.ConfigSHA256(planned.Spec.Files)},
+	}, {
+		name: "the same content", uid: "c1-uid-2", files: planned.Spec.Files,
+		want: []string{"UID c1-uid-2, not c1-uid-1"},
+	}, {
+		name: "other content, the same UID", uid: "c1-uid-1", files: evil,
+		want: []string{"files sha256 " + hostfiles.ConfigSHA256(evil) + ", not " + hostfiles.ConfigSHA256(planned.Spec.Files)},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, nm, root := writeCase(t, nil)
+			remake(t, f, tc.uid, tc.files)
+			_, err := f.Write(t.Context(), nm)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "drift: NodeConfig lull-configs/c1 is not the one the request was planned from")
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			require.Contains(t, err.Error(), "nothing written")
+			b, err := os.ReadFile(filepath.Join(root, "etc/chrony.conf"))
+			require.NoError(t, err)
+			require.Equal(t, "pool a\n", string(b), "nothing written")
+			_, err = os.Stat(filepath.Join(root, "etc/systemd/system"))
+			require.True(t, os.IsNotExist(err), "no directory made")
+		})
+	}
+}
+
+// A request started by a drainer that recorded no UID or hash keeps
+// working as before: its NodeConfig is known by name (and generation 1)
+// alone, so one made again under its name is written.
+func TestWriteFilesWithoutRecordedIdentity(t *testing.T) {
+	f, nm, root := writeCase(t, nil)
+	nm.Status.Decision.ConfigUID, nm.Status.Decision.ConfigSHA256 = "", ""
+	var planned lullv1alpha1.NodeConfig
+	require.NoError(t, f.Live.Get(t.Context(), types.NamespacedName{Namespace: lullv1alpha1.ConfigNamespace, Name: "c1"}, &planned))
+	remake(t, f, "c1-uid-2", planned.Spec.Files)
+	msg, err := f.Write(t.Context(), nm)
+	require.NoError(t, err)
+	require.Contains(t, msg, "2 files written and verified")
+	b, err := os.ReadFile(filepath.Join(root, "etc/chrony.conf"))
+	require.NoError(t, err)
+	require.Equal(t, "pool b\n", string(b))
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -211,6 +212,19 @@ type Decision struct {
 	// edit of the spec does not change what is written.
 	// +optional
 	Config string `json:"config,omitempty"`
+	// ConfigUID and ConfigSHA256 identify that NodeConfig as it was when
+	// the request started: its UID, and the SHA-256 of its files
+	// (pkg/hostfiles.ConfigSHA256). lull-agent writes no other: one
+	// deleted and created again under the same name since is refused,
+	// whatever it holds. Empty in a request started by a lull-drainer that
+	// did not record them: its NodeConfig is known by name alone.
+	// +optional
+	ConfigUID types.UID `json:"configUID,omitempty"`
+	// ConfigSHA256 is the SHA-256 (hex) of that NodeConfig's files, sorted
+	// by path, as JSON.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	ConfigSHA256 string `json:"configSHA256,omitempty"`
 	// Timeout and Escalation from the rule, when it sets them.
 	// +optional
 	Timeout *Duration `json:"timeout,omitempty"`

@@ -92,6 +92,8 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		Recorder: mgr.GetEventRecorder(settings.Drainer),
 		Metrics:  metrics,
 		Options:  mo,
+		// The NodeConfigs requests write, bound when a request starts.
+		ConfigNamespace: o.ConfigNamespace,
 	}).SetupWithManager(mgr)
 }
 

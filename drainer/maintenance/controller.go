@@ -95,6 +95,9 @@ type Reconciler struct {
 	// Uninstall says when lull is being uninstalled: every request is
 	// then ended (uninstall.go). Nil: never.
 	Uninstall *UninstallWatch
+	// ConfigNamespace holds the NodeConfigs requests write (config.go);
+	// empty: lull-configs.
+	ConfigNamespace string
 
 	// What the controller remembers between reconciles (memo.go).
 	renewals renewals

@@ -82,6 +82,9 @@ func (s *step) gate(ctx context.Context) (reconcile.Result, error) {
 	if v.Gate == gate.Lease {
 		return s.waitForLease(ctx, v)
 	}
+	if msg := s.bindConfig(ctx); msg != "" {
+		return s.waitForConfig(ctx, msg)
+	}
 	return s.start(ctx, taken)
 }
 

@@ -74,7 +74,7 @@ func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, re
 	s.r.writes.wrote(s.nm.Name, s.nm.UID, rv, s.now)
 	s.r.writes.statusWritten(s.nm.Name, s.nm.UID, s.now) // the request's name is its node's; the node may be gone
 	s.status = s.nm.Status.DeepCopy()
-	if d := s.status.Decision; d != nil && (oldDecision == nil || !equality.Semantic.DeepEqual(*oldDecision, *d)) {
+	if d := s.status.Decision; d != nil && (oldDecision == nil || !sameDecision(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
 		// conflict is decided (and announced) again by the next round.
 		s.record(eventPolicyDecided(s.nm.Spec.Classes, s.nm.Spec.Changes, *d))

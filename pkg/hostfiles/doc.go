@@ -5,9 +5,17 @@
 // A Writer refuses, before writing anything, a path outside its allowlist
 // or inside its protected paths, a path that reaches through a symbolic
 // link (in any parent directory or the file itself), and a set in which
-// any file has drifted: content that is neither the file's previous
-// content nor its new content. Owners are resolved from the node's own
-// user and group databases, never the agent's.
+// any file has drifted: it is neither as the configuration was planned
+// from nor as it will be. A file is as planned from when it has its
+// previous content (ConfigFile.Previous) and the mode and owner the
+// ConfigFile gives it: a ConfigFile declares no previous mode or owner,
+// so a content change is taken to keep them, and a mode or owner changed
+// by hand since is drift like a content changed by hand (a NodeConfig
+// that changes content and mode or owner at once is refused unless the
+// file already has the new mode and owner). A file to remove, and a file
+// whose content stays (Previous is the new content's hash: only its mode
+// or owner change), are compared by content alone. Owners are resolved
+// from the node's own user and group databases, never the agent's.
 //
 // What is guaranteed:
 //
@@ -32,8 +40,9 @@
 //     and others their old one, and a hidden temporary or set-aside file
 //     (".<name>.lull-tmp-…", ".<name>.lull-old-…") may be left next to
 //     them. The next agent resumes: a file that already has its new
-//     content (or, to be removed, is already gone) counts as written, not
-//     as drift, so the same set applies again and finishes the rest.
+//     content, mode and owner (or, to be removed, is already gone) counts
+//     as written, not as drift, so the same set applies again and
+//     finishes the rest.
 //   - Attributes other than content, mode and owner. A replaced file is a
 //     new inode: extended attributes, ACLs and SELinux labels of the old
 //     one are not carried over (it gets its directory's defaults), and a

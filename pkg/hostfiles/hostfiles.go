@@ -295,6 +295,15 @@ func linkTarget(root *os.Root, rel string) string {
 
 // compare reads the file as it is and decides: drift (returned), already
 // in place (o.done), or to be written (its old state kept in o.old).
+//
+// A file is as the configuration was planned from when it has the
+// previous content and the mode and owner the configuration gives it: a
+// ConfigFile declares no previous mode or owner, so a content change is
+// taken to keep them, and a file whose mode or owner was changed by hand
+// since has drifted like one whose content was. Two kinds of file are
+// compared by content alone: a file to remove (no mode or owner is
+// declared for it), and a file whose content stays (previous is its new
+// content): its mode and owner are what the configuration changes.
 func (o *op) compare(root *os.Root, previous string) (*Drift, error) {
 	want := previous
 	if want == "" {
@@ -315,18 +324,50 @@ func (o *op) compare(root *os.Root, previous string) (*Drift, error) {
 		return nil, err
 	}
 	got := SHA256(st.content)
+	mode, owner := o.attrs(st)
 	switch {
-	case !o.absent && got == o.sha && st.mode == o.mode && st.uid == o.uid && st.gid == o.gid:
+	case !o.absent && got == o.sha && mode == nil && owner == nil:
 		o.done = true
 		return nil, nil
-	case got == previous || (!o.absent && got == o.sha):
-		// The previous content, or the new content with another mode or
-		// owner: replace it.
+	case got == previous && (o.absent || previous == o.sha || (mode == nil && owner == nil)):
 		o.old = st
 		return nil, nil
+	case got == previous || !o.absent && got == o.sha:
+		// The previous or the new content, with another mode or owner.
+		return &Drift{Path: o.path, Want: got, Got: got, Mode: mode, Owner: owner}, nil
 	default:
 		return &Drift{Path: o.path, Want: want, Got: got}, nil
 	}
+}
+
+// attrs compares the file's mode and owner with those it is given: nil
+// where they agree.
+func (o *op) attrs(st *fileState) (mode, owner *Mismatch) {
+	if o.absent {
+		return nil, nil
+	}
+	if st.mode != o.mode {
+		mode = &Mismatch{Want: octal(o.mode), Got: octal(st.mode)}
+	}
+	if st.uid != o.uid || st.gid != o.gid {
+		owner = &Mismatch{Want: fmt.Sprintf("%d:%d", o.uid, o.gid), Got: fmt.Sprintf("%d:%d", st.uid, st.gid)}
+	}
+	return mode, owner
+}
+
+// octal spells a mode as chmod takes it: "0644", "2750".
+func octal(m fs.FileMode) string {
+	n := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		n |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		n |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		n |= 0o1000
+	}
+	return fmt.Sprintf("%04o", n)
 }
 
 // readState reads a regular file and its mode and owner, making sure it

@@ -156,7 +156,7 @@ func TestDriftFoundBeforeAnyWrite(t *testing.T) {
 			for _, h := range []string{sha("a old\n"), sha("edited by hand\n"), sha("appeared\n"), sha("d old\n")} {
 				require.Contains(t, msg, h)
 			}
-			require.Contains(t, msg, "/etc/b.conf: expected absent, found sha256 ")
+			require.Contains(t, msg, "/etc/b.conf: content differs (expected absent, found sha256 ")
 			require.Contains(t, msg, "nothing written")
 			require.Equal(t, before, snapshot(t, root))
 		})
@@ -234,6 +234,82 @@ func TestRemoval(t *testing.T) {
 	require.Equal(t, "1 file written and verified: /etc/sysctl.d/90-old.conf (removed)", res.Summary())
 	requireAbsent(t, root, "/etc/sysctl.d/90-old.conf")
 	requireNoLeftovers(t, root)
+}
+
+// A file whose content is still the previous one but whose mode or owner
+// someone changed by hand (an admin tightening a key to 0600) has
+// drifted: the NodeConfig declares no previous mode or owner, so the file
+// must have the ones it gives the file, and nothing is written. So has a
+// file that already has the new content with another mode or owner.
+func TestModeOrOwnerChangedByHandIsDrift(t *testing.T) {
+	other := myUID + 1
+	owner := func(uid, gid int) string { return strconv.Itoa(uid) + ":" + strconv.Itoa(gid) }
+	for _, tc := range []struct {
+		name    string
+		content string // of /etc/a.conf on disk
+		mode    fs.FileMode
+		user    int // the owner the NodeConfig gives /etc/a.conf
+		want    Drift
+		wantMsg string
+	}{{
+		name: "mode tightened", content: "a old\n", mode: 0o600, user: myUID,
+		want:    Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"), Mode: &Mismatch{Want: "0644", Got: "0600"}},
+		wantMsg: "/etc/a.conf: mode differs (expected 0644, found 0600)",
+	}, {
+		name: "owner changed", content: "a old\n", mode: 0o644, user: other,
+		want:    Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"), Owner: &Mismatch{Want: owner(other, myGID), Got: owner(myUID, myGID)}},
+		wantMsg: "/etc/a.conf: owner differs (expected " + owner(other, myGID) + ", found " + owner(myUID, myGID) + ")",
+	}, {
+		name: "mode and owner changed", content: "a old\n", mode: 0o640, user: other,
+		want: Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"),
+			Mode: &Mismatch{Want: "0644", Got: "0640"}, Owner: &Mismatch{Want: owner(other, myGID), Got: owner(myUID, myGID)}},
+		wantMsg: "/etc/a.conf: mode differs (expected 0644, found 0640), owner differs (expected " + owner(other, myGID),
+	}, {
+		name: "new content, another mode", content: "a new\n", mode: 0o600, user: myUID,
+		want:    Drift{Path: "/etc/a.conf", Want: sha("a new\n"), Got: sha("a new\n"), Mode: &Mismatch{Want: "0644", Got: "0600"}},
+		wantMsg: "/etc/a.conf: mode differs (expected 0644, found 0600)",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, root := newWriter(t)
+			put(t, root, "/etc/a.conf", tc.content, tc.mode)
+			put(t, root, "/etc/c.conf", "c old\n", 0o644)
+			before := snapshot(t, root)
+			a := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o644)
+			a.User = strconv.Itoa(tc.user)
+			files := []lullv1alpha1.ConfigFile{
+				write("/etc/c.conf", sha("c old\n"), "c new\n", 0o644), // fine, first: still not written
+				a,
+			}
+			for name, run := range map[string]func() error{
+				"Check": func() error { return w.Check(files) },
+				"Apply": func() error { _, err := w.Apply(files); return err },
+			} {
+				err := run()
+				var drift *DriftError
+				require.ErrorAs(t, err, &drift, name)
+				require.Equal(t, []Drift{tc.want}, drift.Drifts, name)
+				require.ErrorContains(t, err, tc.wantMsg, name)
+				require.ErrorContains(t, err, "nothing written", name)
+				require.Equal(t, before, snapshot(t, root), name)
+			}
+		})
+	}
+}
+
+// What a NodeConfig declares no mode or owner for is compared by content
+// alone: a file to remove, and a file whose mode or owner is all that
+// changes.
+func TestModeAndOwnerComparedOnlyWhereDeclared(t *testing.T) {
+	w, root := newWriter(t)
+	put(t, root, "/etc/gone.conf", "x\n", 0o600)
+	put(t, root, "/etc/key", "k\n", 0o640)
+	_, err := w.Apply([]lullv1alpha1.ConfigFile{
+		remove("/etc/gone.conf", sha("x\n")),
+		write("/etc/key", sha("k\n"), "k\n", 0o600),
+	})
+	require.NoError(t, err)
+	requireAbsent(t, root, "/etc/gone.conf")
+	requireFile(t, root, "/etc/key", "k\n", 0o600)
 }
 
 func TestModeChange(t *testing.T) {
@@ -355,15 +431,18 @@ func TestUnreadableFileIsAnErrorBeforeWriting(t *testing.T) {
 	require.Equal(t, before, snapshot(t, root))
 }
 
-// failingSet is three files, each of another kind: one replaced (content
-// and mode), one new in directories that do not exist, one removed.
+// failingSet is four files, each of another kind: one replaced (content),
+// one new in directories that do not exist, one removed, one given
+// another mode (content unchanged).
 func failingSet(t *testing.T, root string) []lullv1alpha1.ConfigFile {
 	put(t, root, "/etc/a.conf", "a old\n", 0o640)
 	put(t, root, "/etc/c.conf", "c old\n", 0o644)
+	put(t, root, "/etc/d.conf", "d\n", 0o644)
 	return []lullv1alpha1.ConfigFile{
-		write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600),
+		write("/etc/a.conf", sha("a old\n"), "a new\n", 0o640),
 		write("/etc/new/sub/b.conf", "", "b new\n", 0o644),
 		remove("/etc/c.conf", sha("c old\n")),
+		write("/etc/d.conf", sha("d\n"), "d\n", 0o600),
 	}
 }
 
@@ -380,6 +459,7 @@ func TestFailureMidSetRollsBackEverything(t *testing.T) {
 		{name: "after the second rename", after: "/etc/new/sub/b.conf", wantPath: "/etc/new/sub/b.conf"},
 		{name: "after the third rename", after: "/etc/c.conf", wantPath: "/etc/c.conf"},
 		{name: "before the first rename", before: "/etc/a.conf", wantPath: "/etc/a.conf"},
+		{name: "after the fourth rename", after: "/etc/d.conf", wantPath: "/etc/d.conf"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, root := newWriter(t)
@@ -415,16 +495,17 @@ func TestFailureMidSetRollsBackEverything(t *testing.T) {
 			require.Empty(t, res.Files)
 			require.NotEmpty(t, seen)
 			// Contents, modes, owners as before; b and its directories
-			// gone again; c back; no temporary file left.
+			// gone again; c back; d's mode back; no temporary file left.
 			require.Equal(t, before, snapshot(t, root))
 
 			// With the failure gone, the same set goes through.
 			w.beforeRename, w.afterRename = nil, nil
 			_, err = w.Apply(files)
 			require.NoError(t, err)
-			requireFile(t, root, "/etc/a.conf", "a new\n", 0o600)
+			requireFile(t, root, "/etc/a.conf", "a new\n", 0o640)
 			requireFile(t, root, "/etc/new/sub/b.conf", "b new\n", 0o644)
 			requireAbsent(t, root, "/etc/c.conf")
+			requireFile(t, root, "/etc/d.conf", "d\n", 0o600)
 			requireNoLeftovers(t, root)
 		})
 	}
@@ -540,7 +621,7 @@ func TestOwnersAsRoot(t *testing.T) {
 	put(t, root, "/etc/a.conf", "a old\n", 0o644)
 	require.NoError(t, os.Chown(filepath.Join(root, "etc/a.conf"), 1234, 5678))
 	files := []lullv1alpha1.ConfigFile{
-		{Path: "/etc/a.conf", Previous: sha("a old\n"), Contents: []byte("a new\n")}, // back to root:root
+		{Path: "/etc/a.conf", Previous: sha("a old\n"), Contents: []byte("a old\n")}, // back to root:root, content unchanged
 		{Path: "/etc/b.conf", Contents: []byte("b\n"), User: "svc", Group: "svc"},
 		{Path: "/etc/c.conf", Contents: []byte("c\n"), User: "77", Group: "88"},
 	}

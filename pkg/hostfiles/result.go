@@ -128,17 +128,45 @@ func truncate(s string, limit int) string {
 	return s[:cut] + ell
 }
 
-// Drift is a file whose content is neither its previous nor its new
-// content.
+// Drift is a file that is neither as the configuration was planned from
+// (its previous content, with the mode and owner the configuration gives
+// it) nor as it will be: its content, its mode or its owner differ.
 type Drift struct {
 	Path string
 	// Want is the content's expected SHA-256 (ConfigFile.Previous) or
-	// "absent"; Got the SHA-256 found on disk or "absent".
+	// "absent"; Got the SHA-256 found on disk or "absent". They are equal
+	// when the content is one the file may have and only its mode or
+	// owner differ.
+	Want, Got string
+	// Mode and Owner are what else differs: nil when it does not.
+	Mode, Owner *Mismatch
+}
+
+// Mismatch is an attribute a file was expected to have and the one it
+// has: a mode in octal ("0644"), an owner as "uid:gid".
+type Mismatch struct {
 	Want, Got string
 }
 
+// String says which of content, mode and owner differ: "/etc/a: content
+// differs (expected sha256 …, found absent)", "/etc/b: mode differs
+// (expected 0644, found 0600), owner differs (expected 0:0, found
+// 1000:1000)".
 func (d Drift) String() string {
-	return fmt.Sprintf("%s: expected %s, found %s", d.Path, hashOrAbsent(d.Want), hashOrAbsent(d.Got))
+	var parts []string
+	add := func(what, want, got string) {
+		parts = append(parts, fmt.Sprintf("%s differs (expected %s, found %s)", what, want, got))
+	}
+	if d.Want != d.Got {
+		add("content", hashOrAbsent(d.Want), hashOrAbsent(d.Got))
+	}
+	if d.Mode != nil {
+		add("mode", d.Mode.Want, d.Mode.Got)
+	}
+	if d.Owner != nil {
+		add("owner", d.Owner.Want, d.Owner.Got)
+	}
+	return d.Path + ": " + strings.Join(parts, ", ")
 }
 
 func hashOrAbsent(h string) string {
@@ -162,7 +190,7 @@ func (e *DriftError) Error() string {
 	for i, d := range e.Drifts {
 		parts[i] = d.String()
 	}
-	return fmt.Sprintf("%s drifted (neither the previous nor the new content), nothing written: %s",
+	return fmt.Sprintf("%s drifted (neither as the configuration was planned from nor as it will be), nothing written: %s",
 		countFiles(len(e.Drifts)), strings.Join(parts, "; "))
 }
 

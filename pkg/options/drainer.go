@@ -18,7 +18,8 @@ type Drainer struct {
 	Maintenance
 	LeaderElect             bool
 	LeaderElectionNamespace string
-	// ConfigNamespace holds the Secrets of the windows' alerts gates.
+	// ConfigNamespace holds the Secrets of the windows' alerts gates and
+	// the NodeConfigs requests write.
 	ConfigNamespace string
 	// DefaultPolicy: create and keep the DisruptionPolicy "default" lull
 	// ships (drainer/policy.Shipped).
@@ -97,7 +98,7 @@ func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
 	o.Settings.AddFlags(fs, settings.TolerationKeyName)
 	o.Maintenance.AddFlags(fs)
 	fs.BoolVar(&o.DefaultPolicy, "default-policy", o.DefaultPolicy, "create the DisruptionPolicy \"default\" lull ships and keep it as shipped while it carries the annotation lull.dev/managed-by=lull-drainer (docs/policy.md)")
-	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "namespace of the Secrets with the alerts gates' credentials (spec.gates.alerts.secretName)")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "namespace of the Secrets with the alerts gates' credentials (spec.gates.alerts.secretName) and of the NodeConfigs requests write (spec.changes.config)")
 	fs.BoolVar(&o.EndOnUninstall, "end-requests-on-uninstall", o.EndOnUninstall, "when lull is being uninstalled (the Deployment lull-drainer marked lull.dev/uninstall or deleted, its namespace or the NodeMaintenance CRD deleted), end every request: undo lull's cordons, release the node leases, keep the labels (the install's manifests set it)")
 	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", o.UninstallTimeout, "how long, after a signal, ending the requests of an uninstall may take (less than the pod's terminationGracePeriodSeconds)")
 	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")

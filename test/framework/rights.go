@@ -95,7 +95,9 @@ var Rights = []Right{
 	{"lull-drainer", "update", "configmaps/lull-admission", "lull-system", false},
 	{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},
 	{"lull-drainer", "get", "secrets", "lull-system", false},
-	{"lull-drainer", "get", "nodeconfigs.lull.dev", "lull-configs", false},            // only lull-agent reads the files it writes
+	{"lull-drainer", "get", "nodeconfigs.lull.dev", "lull-configs", true},   // its UID and content hash, recorded when a request starts
+	{"lull-drainer", "list", "nodeconfigs.lull.dev", "lull-configs", false}, // only the one a request names
+	{"lull-drainer", "update", "nodeconfigs.lull.dev", "lull-configs", false},
 	{"lull-drainer", "create", "tokenreviews.authentication.k8s.io", "", true},        // its metrics endpoint authenticates callers
 	{"lull-drainer", "create", "subjectaccessreviews.authorization.k8s.io", "", true}, // and authorizes them
 	// lull-scheduler
