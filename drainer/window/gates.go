@@ -2,6 +2,7 @@ package window
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -103,8 +104,14 @@ func (r *Reconciler) askAlerts(ctx context.Context, mw *lullv1alpha1.Maintenance
 	firing, err := r.firing(ctx, g)
 	switch {
 	case err != nil:
+		// An answer that may lack alerts that fire (flagged partial, a
+		// server up too briefly to know them all) holds like no answer.
+		until := "lull can ask again"
+		if errors.Is(err, alerts.ErrIncomplete) {
+			until = "lull gets a complete answer"
+		}
 		cond.Reason = gate.ReasonAlertsUnknown
-		cond.Message = fmt.Sprintf("%s; the window's nodes do not start until lull can ask again", err)
+		cond.Message = fmt.Sprintf("%s; the window's nodes do not start until %s", err, until)
 		klog.FromContext(ctx).Info("Alerts gate could not ask its server", "url", g.URL, "err", err)
 	case len(firing) > 0:
 		cond.Reason, cond.Message = gate.ReasonAlertsFiring, alerts.Summary(firing, 5)+" ("+g.URL+")"
@@ -126,7 +133,7 @@ func (r *Reconciler) firing(ctx context.Context, g *lullv1alpha1.AlertsGate) ([]
 	if err != nil {
 		return nil, fmt.Errorf("the alerts gate's filter is invalid: %w", err)
 	}
-	c := &alerts.Client{URL: g.URL, API: alerts.API(g.API)}
+	c := &alerts.Client{URL: g.URL, API: alerts.API(g.API), Clock: r.Clock}
 	if g.SecretName != "" {
 		if err := r.credentials(ctx, g.SecretName, c); err != nil {
 			return nil, err

@@ -23,20 +23,34 @@ import (
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
-// fakePrometheus answers /api/v1/alerts with what the test sets.
+// fakePrometheus answers /api/v1/alerts with what the test sets, and what
+// the client asks first as a Prometheus up for long whose rules have been
+// evaluated since (or, warn set, flags its alerts answer as partial).
 type fakePrometheus struct {
 	mu     sync.Mutex
 	alerts string // the alerts array's JSON
+	warn   string // a warning in the alerts answer
 	auth   string // the last Authorization header
-	calls  int
+	calls  int    // of /api/v1/alerts
 }
 
 func (p *fakePrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.calls++
 	p.auth = r.Header.Get("Authorization")
-	fmt.Fprintf(w, `{"status":"success","data":{"alerts":%s}}`, p.alerts)
+	switch r.URL.Path {
+	case "/api/v1/status/runtimeinfo":
+		fmt.Fprint(w, `{"status":"success","data":{"startTime":"2026-11-01T00:00:00Z","lastConfigTime":"2026-11-01T00:00:00Z"}}`)
+	case "/api/v1/rules":
+		fmt.Fprint(w, `{"status":"success","data":{"groups":[{"name":"g","file":"r.yml","interval":30,"lastEvaluation":"2026-11-25T10:00:00Z","rules":[]}]}}`)
+	default:
+		p.calls++
+		warnings := ""
+		if p.warn != "" {
+			warnings = fmt.Sprintf(`,"warnings":[%q]`, p.warn)
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"alerts":%s}%s}`, p.alerts, warnings)
+	}
 }
 
 func (p *fakePrometheus) set(alerts string) {
@@ -94,23 +108,35 @@ func TestAlertsGateAsksEveryPeriod(t *testing.T) {
 	require.False(t, gate.Alerts(mw, now.Add(30*time.Second)).Hold)
 	require.True(t, gate.Alerts(mw, now.Add(30*time.Second+4*time.Minute)).Hold, "an answer three periods old holds")
 
-	srv.Close()
+	// An answer flagged partial is no answer: it holds.
+	prom.mu.Lock()
+	prom.warn = "partial response: ruler-1 unreachable"
+	prom.mu.Unlock()
 	r.gates(context.Background(), mw, nil, st, now.Add(60*time.Second))
+	require.Equal(t, 3, prom.calls)
+	require.Equal(t, metav1.ConditionFalse, quiet().Status, "a partial answer holds")
+	require.Equal(t, gate.ReasonAlertsUnknown, quiet().Reason)
+	require.Contains(t, quiet().Message, `the answer may be incomplete: the server warns "partial response: ruler-1 unreachable"; the window's nodes do not start until lull gets a complete answer`)
+	mw.Status = *st
+	require.True(t, gate.Alerts(mw, now.Add(60*time.Second)).Hold)
+
+	srv.Close()
+	r.gates(context.Background(), mw, nil, st, now.Add(90*time.Second))
 	require.Equal(t, metav1.ConditionFalse, quiet().Status, "an unreachable server holds")
 	require.Equal(t, gate.ReasonAlertsUnknown, quiet().Reason)
 	require.Contains(t, quiet().Message, "the window's nodes do not start until lull can ask again")
 
 	mw.Generation, mw.Spec.Gates.Alerts.SecretName = 2, "sa-token"
-	r.gates(context.Background(), mw, nil, st, now.Add(61*time.Second))
+	r.gates(context.Background(), mw, nil, st, now.Add(91*time.Second))
 	require.Equal(t, gate.ReasonAlertsUnknown, quiet().Reason, "a new spec is asked at once")
 	require.Contains(t, quiet().Message, "Secret lull-system/sa-token lacks the label lull.dev/alerts-credentials=true")
 
 	mw.Generation, mw.Spec.Gates.Alerts.SecretName = 3, "missing"
-	r.gates(context.Background(), mw, nil, st, now.Add(62*time.Second))
+	r.gates(context.Background(), mw, nil, st, now.Add(92*time.Second))
 	require.Contains(t, quiet().Message, "Secret lull-system/missing with the alerts gate's credentials does not exist")
 
 	mw.Generation, mw.Spec.Gates = 4, nil
-	require.Zero(t, r.gates(context.Background(), mw, nil, st, now.Add(63*time.Second)))
+	require.Zero(t, r.gates(context.Background(), mw, nil, st, now.Add(93*time.Second)))
 	require.Nil(t, quiet(), "a window without the gate has no condition")
 	require.Nil(t, st.Alerts)
 }

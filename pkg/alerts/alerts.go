@@ -7,7 +7,11 @@
 // match, alert names to ignore, and whether pending alerts count. A
 // Client asks one server and returns the alerts that count; any failure
 // to get a complete answer is an error, on which the caller fails closed
-// (holds the wave) rather than proceeding blind.
+// (holds the wave) rather than proceeding blind. An answer that may lack
+// alerts that fire is not complete (ErrIncomplete): one the server flags
+// as partial, a Prometheus whose rules have not been evaluated for long
+// enough since it started, an Alertmanager that Prometheus may not have
+// sent its alerts again since it started.
 package alerts
 
 import (
@@ -104,6 +108,33 @@ func (f Filter) counts(labels map[string]string) bool {
 	}
 	for _, m := range f.Matchers {
 		if !m.Matches(labels) {
+			return false
+		}
+	}
+	return true
+}
+
+// couldCount reports whether an alert of the alerting rule name, whose
+// rule sets labels, could count under f, whatever labels its series bring:
+// the rule's name is the alert's alertname, and a label the rule sets
+// replaces the series' (as Prometheus does), unless its value is a
+// template ({{ ... }}), which could expand to anything. A matcher on any
+// other label could match.
+func (f Filter) couldCount(name string, labels map[string]string) bool {
+	for _, re := range f.Ignore {
+		if re.MatchString(name) {
+			return false
+		}
+	}
+	for _, m := range f.Matchers {
+		value, known := labels[m.Name]
+		switch {
+		case m.Name == "alertname":
+			value, known = name, true
+		case known && strings.Contains(value, "{{"):
+			known = false
+		}
+		if known && !m.Matches(map[string]string{m.Name: value}) {
 			return false
 		}
 	}

@@ -239,7 +239,9 @@ type request struct {
 	BasicAuth                                     bool
 }
 
-// server answers every request with status and body, and records them.
+// server answers the alerts (/api/v1/alerts, /api/v2/alerts) with status
+// and body, and the questions asked before them as a server up for long
+// and evaluating its rules would (see settled); it records every request.
 func server(t *testing.T, status int, body string) (*httptest.Server, *[]request) {
 	t.Helper()
 	var seen []request
@@ -255,9 +257,29 @@ func handler(seen *[]request, status int, body string) http.HandlerFunc {
 			Authorization: r.Header.Get("Authorization"), Accept: r.Header.Get("Accept"),
 			User: user, Password: password, BasicAuth: ok})
 		w.Header().Set("Content-Type", "application/json")
+		if answer, ok := settled[r.URL.Path[strings.Index(r.URL.Path, "/api/")+1:]]; ok {
+			_, _ = w.Write([]byte(answer))
+			return
+		}
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(body))
 	}
+}
+
+// settled are the answers of a Prometheus and an Alertmanager that
+// started long ago, whose rules have been evaluated since, by path.
+var settled = map[string]string{
+	"api/v1/status/runtimeinfo": `{"status":"success","data":{"startTime":"2000-01-01T00:00:00.5Z","lastConfigTime":"2000-01-01T00:00:01Z"}}`,
+	"api/v1/rules": `{"status":"success","data":{"groups":[{"name":"g","file":"r.yml","interval":30,"lastEvaluation":"2026-11-25T09:59:50Z",` +
+		`"rules":[{"type":"alerting","name":"NodeDown","duration":300,"labels":{"severity":"critical"}}]}]}}`,
+	"api/v2/status": `{"uptime":"2000-01-01T00:00:00Z","config":{"original":""}}`,
+}
+
+// promRequests are the requests of one Prometheus Firing, in order.
+var promRequests = []request{
+	{Method: http.MethodGet, Path: "/api/v1/status/runtimeinfo", Accept: "application/json"},
+	{Method: http.MethodGet, Path: "/api/v1/rules", RawQuery: "exclude_alerts=true", Accept: "application/json"},
+	{Method: http.MethodGet, Path: "/api/v1/alerts", Accept: "application/json"},
 }
 
 func names(alerts []Alert) []string {
@@ -274,7 +296,7 @@ func TestPrometheus(t *testing.T) {
 
 	all, err := c.Firing(context.Background(), Filter{})
 	require.NoError(t, err)
-	require.Equal(t, []request{{Method: http.MethodGet, Path: "/api/v1/alerts", Accept: "application/json"}}, *seen)
+	require.Equal(t, promRequests, *seen)
 	// Sorted by name, then labels; pending alerts count.
 	require.Equal(t, []string{"DiskFilling/n1/pending", "NodeDown/n1/firing", "NodeDown/n2/firing", "Watchdog//firing"}, names(all))
 	require.Equal(t, Alert{
@@ -332,8 +354,9 @@ func TestAlertmanager(t *testing.T) {
 		*seen = nil
 		alerts, err := c.Firing(context.Background(), Filter{FiringOnly: firingOnly})
 		require.NoError(t, err)
-		require.Len(t, *seen, 1)
-		r := (*seen)[0]
+		require.Len(t, *seen, 2)
+		require.Equal(t, "/api/v2/status", (*seen)[0].Path, "asked first when it started")
+		r := (*seen)[1]
 		require.Equal(t, http.MethodGet, r.Method)
 		require.Equal(t, "/api/v2/alerts", r.Path)
 		require.Equal(t, "active=true&inhibited=false&silenced=false", r.RawQuery)
@@ -362,6 +385,7 @@ func TestPathPrefix(t *testing.T) {
 		{url: srv.URL + "/monitoring/prometheus//", path: "/monitoring/prometheus/api/v1/alerts"},
 		{url: srv.URL + "/alertmanager/", api: Alertmanager, path: "/alertmanager/api/v2/alerts"},
 	} {
+		prefix := strings.TrimSuffix(tc.path, "/api/v1/alerts")
 		*seen = nil
 		c := &Client{URL: tc.url, API: tc.api}
 		_, err := c.Firing(context.Background(), Filter{})
@@ -371,8 +395,16 @@ func TestPathPrefix(t *testing.T) {
 		} else {
 			require.NoError(t, err)
 		}
-		require.Len(t, *seen, 1)
-		require.Equal(t, tc.path, (*seen)[0].Path, tc.url)
+		if tc.api == Alertmanager {
+			require.Len(t, *seen, 2)
+			require.Equal(t, "/alertmanager/api/v2/status", (*seen)[0].Path)
+			require.Equal(t, tc.path, (*seen)[1].Path, tc.url)
+			continue
+		}
+		require.Len(t, *seen, 3)
+		require.Equal(t, prefix+"/api/v1/status/runtimeinfo", (*seen)[0].Path, tc.url)
+		require.Equal(t, prefix+"/api/v1/rules", (*seen)[1].Path, tc.url)
+		require.Equal(t, tc.path, (*seen)[2].Path, tc.url)
 	}
 }
 
@@ -387,14 +419,28 @@ func TestCredentials(t *testing.T) {
 	*seen = nil
 	_, err = (&Client{URL: srv.URL, BearerToken: "s3cr3t-token\n"}).Firing(ctx, Filter{})
 	require.NoError(t, err)
-	require.Equal(t, "Bearer s3cr3t-token", (*seen)[0].Authorization)
+	require.Len(t, *seen, 3)
+	for _, r := range *seen {
+		require.Equal(t, "Bearer s3cr3t-token", r.Authorization, r.Path)
+	}
 
 	*seen = nil
 	_, err = (&Client{URL: srv.URL, Username: "lull", Password: "pa:ss word"}).Firing(ctx, Filter{})
 	require.NoError(t, err)
-	require.True(t, (*seen)[0].BasicAuth)
-	require.Equal(t, "lull", (*seen)[0].User)
-	require.Equal(t, "pa:ss word", (*seen)[0].Password)
+	require.Len(t, *seen, 3)
+	for _, r := range *seen {
+		require.True(t, r.BasicAuth, r.Path)
+		require.Equal(t, "lull", r.User)
+		require.Equal(t, "pa:ss word", r.Password)
+	}
+
+	*seen = nil
+	_, err = (&Client{URL: srv.URL, API: Alertmanager, BearerToken: "am-token"}).Firing(ctx, Filter{})
+	require.ErrorContains(t, err, "not a JSON list of alerts", "the server answers Prometheus' JSON")
+	require.Len(t, *seen, 2)
+	for _, r := range *seen {
+		require.Equal(t, "Bearer am-token", r.Authorization, r.Path)
+	}
 
 	*seen = nil
 	_, err = (&Client{URL: srv.URL, BearerToken: "t0k3n", Username: "lull", Password: "pa55"}).Firing(ctx, Filter{})
@@ -463,17 +509,18 @@ func TestTLS(t *testing.T) {
 	alerts, err := (&Client{URL: srv.URL, CA: pemOf(srv), BearerToken: "tok"}).Firing(ctx, Filter{})
 	require.NoError(t, err)
 	require.Len(t, alerts, 4)
+	require.Len(t, seen, 3)
 	require.Equal(t, "Bearer tok", seen[0].Authorization)
 
 	// The system's roots do not trust the test server.
 	_, err = (&Client{URL: srv.URL}).Firing(ctx, Filter{})
-	require.ErrorContains(t, err, "asking Prometheus at "+srv.URL+"/api/v1/alerts which alerts fire: ")
+	require.ErrorContains(t, err, "asking Prometheus at "+srv.URL+"/api/v1/status/runtimeinfo when it started: ")
 	require.ErrorContains(t, err, "certificate")
 
 	// Only the CA given is trusted.
 	_, err = (&Client{URL: srv.URL, CA: otherCA}).Firing(ctx, Filter{})
 	require.ErrorContains(t, err, "certificate")
-	require.Len(t, seen, 1)
+	require.Len(t, seen, 3)
 
 	// A client built by NewHTTPClient.
 	hc, err := NewHTTPClient(pemOf(srv), time.Second)
@@ -511,7 +558,7 @@ func TestRedirectRefused(t *testing.T) {
 	} {
 		_, err := c.Firing(context.Background(), Filter{})
 		require.Error(t, err)
-		require.Contains(t, err.Error(), "asking Prometheus at "+redirect.URL+"/api/v1/alerts which alerts fire: ")
+		require.Contains(t, err.Error(), "asking Prometheus at "+redirect.URL+"/api/v1/status/runtimeinfo when it started: ")
 		require.Contains(t, err.Error(), "the server redirects to "+elsewhere.URL+"/api/v1/alerts, which is not followed")
 	}
 	require.Empty(t, *elsewhereSeen, "credentials are not sent elsewhere")
@@ -592,7 +639,7 @@ func TestConnectionRefused(t *testing.T) {
 	addr := closedAddr(t)
 	_, err := (&Client{URL: "http://" + addr}).Firing(context.Background(), Filter{})
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "asking Prometheus at http://"+addr+"/api/v1/alerts which alerts fire: ")
+	require.Contains(t, err.Error(), "asking Prometheus at http://"+addr+"/api/v1/status/runtimeinfo when it started: ")
 	require.Contains(t, err.Error(), "connection refused")
 }
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -51,6 +53,11 @@ type Client struct {
 	// CA is the PEM bundle that an https server's certificate must chain
 	// to, instead of the system's roots; empty: the system's roots.
 	CA []byte
+
+	// Clock says what time it is, to judge how long ago Alertmanager
+	// started; nil: the real clock. (Prometheus is judged by its own
+	// timestamps alone.)
+	Clock clock.PassiveClock
 }
 
 // NewHTTPClient returns an *http.Client whose requests time out after
@@ -87,9 +94,17 @@ func NewHTTPClient(ca []byte, timeout time.Duration) (*http.Client, error) {
 // labels. Any failure is an error that says which URL was asked and what
 // went wrong: the request cannot be sent or gets no answer, the answer's
 // status is not 2xx, Prometheus answers "status":"error", the answer is
-// not the JSON expected or is larger than 8 MiB. The caller should fail
-// closed on it. Errors quote at most 200 bytes of an answer, and never
-// the credentials.
+// not the JSON expected or is larger than 8 MiB. An answer that may lack
+// alerts that fire is an error too, wrapping ErrIncomplete: the server
+// flags it as partial, or has not been up long enough to know every alert
+// that fires. The caller should fail closed on any error. Errors quote at
+// most 200 bytes of an answer, and never the credentials.
+//
+// Prometheus is asked three questions, in this order: when it started
+// (/api/v1/status/runtimeinfo), how its rules are evaluated
+// (/api/v1/rules), and which alerts fire (/api/v1/alerts) — the last
+// answer is as recent as the evaluations the second showed. Alertmanager
+// is asked when it started (/api/v2/status), then which alerts fire.
 func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
@@ -98,20 +113,36 @@ func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
 	if err != nil {
 		return nil, err
 	}
-	u, err := c.endpoint(api)
+	base, err := c.base(api)
 	if err != nil {
 		return nil, err
 	}
-	where := fmt.Sprintf("asking %s at %s which alerts fire", api, u.Redacted())
-	req, err := c.newRequest(ctx, u, where)
-	if err != nil {
-		return nil, err
+	if c.HTTP == nil {
+		// One client for the questions below, its connections let go after.
+		hc, err := NewHTTPClient(c.CA, DefaultTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("asking %s at %s which alerts fire: %w", api, shown(base), err)
+		}
+		defer hc.CloseIdleConnections()
+		withHTTP := *c
+		withHTTP.HTTP = hc
+		c = &withHTTP
 	}
-	body, err := c.get(req, where)
+	if api == Alertmanager {
+		err = c.alertmanagerComplete(ctx, base)
+	} else {
+		err = c.prometheusComplete(ctx, base, f)
+	}
 	if err != nil {
 		return nil, err
 	}
 
+	u := alertsURL(api, base)
+	where := fmt.Sprintf("asking %s at %s which alerts fire", api, u.Redacted())
+	body, err := c.ask(ctx, u, where)
+	if err != nil {
+		return nil, err
+	}
 	var alerts []Alert
 	if api == Alertmanager {
 		alerts, err = c.alertmanager(body, f)
@@ -125,8 +156,18 @@ func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
 	return alerts, nil
 }
 
-// newRequest is the request for the alerts at u, with the client's
-// credentials; where says what is asked, for errors.
+// ask GETs u with the client's credentials and returns the answer's body;
+// where says what is asked, for errors.
+func (c *Client) ask(ctx context.Context, u *url.URL, where string) ([]byte, error) {
+	req, err := c.newRequest(ctx, u, where)
+	if err != nil {
+		return nil, err
+	}
+	return c.get(req, where)
+}
+
+// newRequest is the GET request for u, with the client's credentials;
+// where says what is asked, for errors.
 func (c *Client) newRequest(ctx context.Context, u *url.URL, where string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -194,8 +235,8 @@ func (c *Client) api() (API, error) {
 	}
 }
 
-// endpoint returns the URL to ask for api's alerts.
-func (c *Client) endpoint(api API) (*url.URL, error) {
+// base returns the server's base URL, checked.
+func (c *Client) base(api API) (*url.URL, error) {
 	if strings.TrimSpace(c.URL) == "" {
 		return nil, fmt.Errorf("no %s URL given: set one such as http://prometheus.monitoring:9090", api)
 	}
@@ -210,26 +251,70 @@ func (c *Client) endpoint(api API) (*url.URL, error) {
 	if base.Fragment != "" {
 		return nil, fmt.Errorf("%s URL %s has a fragment (#...): remove it", api, base.Redacted())
 	}
-	var u *url.URL
-	if api == Alertmanager {
-		u = base.JoinPath("api", "v2", "alerts")
-		q := u.Query()
-		q.Set("active", "true")
-		q.Set("silenced", "false")
-		q.Set("inhibited", "false")
-		u.RawQuery = q.Encode()
-	} else {
-		u = base.JoinPath("api", "v1", "alerts")
+	return base, nil
+}
+
+// alertsURL returns the URL to ask for api's alerts.
+func alertsURL(api API, base *url.URL) *url.URL {
+	if api == Prometheus {
+		return base.JoinPath("api", "v1", "alerts")
 	}
-	return u, nil
+	u := base.JoinPath("api", "v2", "alerts")
+	q := u.Query()
+	q.Set("active", "true")
+	q.Set("silenced", "false")
+	q.Set("inhibited", "false")
+	u.RawQuery = q.Encode()
+	return u
+}
+
+// promEnvelope is what every answer of Prometheus' API carries beside
+// its data.
+type promEnvelope struct {
+	Status    string `json:"status"`
+	ErrorType string `json:"errorType"`
+	Error     string `json:"error"`
+	// Warnings say what went wrong while answering: Thanos' partial
+	// responses (a store or ruler not answering), Prometheus' own.
+	Warnings []string `json:"warnings"`
+	// IsPartial is VictoriaMetrics' flag of a partial answer,
+	// PartialResponse the same flag in another spelling.
+	IsPartial       bool `json:"isPartial"`
+	PartialResponse bool `json:"partialResponse"`
+}
+
+// check returns the error an answer with this envelope is, nil when it
+// is a complete success; body is the whole answer, for errors.
+func (c *Client) check(e promEnvelope, body []byte) error {
+	switch {
+	case e.Status == "error":
+		msg := e.Error
+		if e.ErrorType != "" {
+			msg = e.ErrorType + ": " + msg
+		}
+		return fmt.Errorf("the server answered with an error: %s", c.quote([]byte(msg)))
+	case e.Status != "success":
+		return fmt.Errorf("the answer's status is %s, not \"success\": is this Prometheus? It begins %s", c.quote([]byte(e.Status)), c.quote(body))
+	case len(e.Warnings) > 0:
+		more := ""
+		if n := len(e.Warnings) - 1; n == 1 {
+			more = " (and 1 more warning)"
+		} else if n > 1 {
+			more = fmt.Sprintf(" (and %d more warnings)", n)
+		}
+		return fmt.Errorf("%w: the server warns %s%s", ErrIncomplete, c.quote([]byte(e.Warnings[0])), more)
+	case e.IsPartial:
+		return fmt.Errorf("%w: the server flags it as partial (isPartial)", ErrIncomplete)
+	case e.PartialResponse:
+		return fmt.Errorf("%w: the server flags it as partial (partialResponse)", ErrIncomplete)
+	}
+	return nil
 }
 
 // promAnswer is Prometheus' answer to GET /api/v1/alerts.
 type promAnswer struct {
-	Status    string `json:"status"`
-	ErrorType string `json:"errorType"`
-	Error     string `json:"error"`
-	Data      *struct {
+	promEnvelope
+	Data *struct {
 		Alerts []struct {
 			Labels   map[string]string `json:"labels"`
 			State    string            `json:"state"`
@@ -244,16 +329,10 @@ func (c *Client) prometheus(body []byte, f Filter) ([]Alert, error) {
 	if err := json.Unmarshal(body, &answer); err != nil {
 		return nil, fmt.Errorf("the answer is not Prometheus' JSON: %v; it begins %s", err, c.quote(body))
 	}
-	switch {
-	case answer.Status == "error":
-		msg := answer.Error
-		if answer.ErrorType != "" {
-			msg = answer.ErrorType + ": " + msg
-		}
-		return nil, fmt.Errorf("the server answered with an error: %s", c.quote([]byte(msg)))
-	case answer.Status != "success":
-		return nil, fmt.Errorf("the answer's status is %s, not \"success\": is this Prometheus? It begins %s", c.quote([]byte(answer.Status)), c.quote(body))
-	case answer.Data == nil || answer.Data.Alerts == nil:
+	if err := c.check(answer.promEnvelope, body); err != nil {
+		return nil, err
+	}
+	if answer.Data == nil || answer.Data.Alerts == nil {
 		return nil, fmt.Errorf("the answer has no list of alerts (data.alerts): is this Prometheus? It begins %s", c.quote(body))
 	}
 	var out []Alert

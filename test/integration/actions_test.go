@@ -22,8 +22,8 @@ import (
 
 	"lull.dev/lull/agent"
 	"lull.dev/lull/agent/agenttest"
-	"lull.dev/lull/drainer/maintenance"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/policy"
 )

@@ -27,7 +27,8 @@ import (
 )
 
 // alertServer is a Prometheus alerts API the test sets: the alerts gate
-// asks it from the drainer's window controller.
+// asks it from the drainer's window controller. It started long ago and
+// has evaluated its rules since, so that its alerts are complete.
 type alertServer struct {
 	*httptest.Server
 	mu     sync.Mutex
@@ -36,9 +37,17 @@ type alertServer struct {
 
 func newAlertServer(t *testing.T) *alertServer {
 	a := &alertServer{}
-	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
+		switch r.URL.Path {
+		case "/api/v1/status/runtimeinfo":
+			fmt.Fprint(w, `{"status":"success","data":{"startTime":"2026-11-01T00:00:00Z","lastConfigTime":"2026-11-01T00:00:00Z"}}`)
+			return
+		case "/api/v1/rules":
+			fmt.Fprint(w, `{"status":"success","data":{"groups":[]}}`)
+			return
+		}
 		alerts := "[]"
 		if a.firing {
 			alerts = `[{"labels":{"alertname":"ApiErrorBudgetBurn","severity":"page"},"state":"firing","activeAt":"2026-11-21T09:00:00Z"}]`
