@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os/exec"
-	"strconv"
+	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +32,17 @@ const (
 	ReasonSentinelCleared   = "RebootSentinelCleared"
 )
 
+// SentinelWrittenAnnotation on a request the sentinel filed records the
+// sentinel file's modification time then (RFC 3339, by the node's clock):
+// the file is written again when its time is another, a comparison of the
+// node's clock with itself.
+const SentinelWrittenAnnotation = "lull.dev/reboot-sentinel-written"
+
+// sentinelReadTimeout bounds a read of the sentinel's files: a read of a
+// regular file can still hang on a stuck file system, and must not stop
+// the sentinel. Real time: it bounds a system call, not a decision.
+const sentinelReadTimeout = 10 * time.Second
+
 // Sentinel files a request for a reboot of its node because the node says
 // so, as kured does: a file on the host (the package manager's
 // /var/run/reboot-required) or a command (exit 0: a reboot is needed),
@@ -39,7 +52,8 @@ const (
 //
 //   - sentinel present, no active request: it files one for its node with
 //     Class and the sentinel's details as the reason (the packages in
-//     <file>.pkgs where present). A finished record in the way is
+//     <file>.pkgs where present), recording the file's modification time
+//     (SentinelWrittenAnnotation). A finished record in the way is
 //     replaced, as a label replaces one;
 //   - sentinel gone before its request started: the request is withdrawn
 //     (deleted; nothing was done);
@@ -48,7 +62,16 @@ const (
 //     RebootSentinel True, reason StillPresent, and a Warning event) and
 //     never rebooted again in a loop: a new request is filed only once
 //     the sentinel has gone (condition False, Cleared) and come back, or,
-//     for a file, once it was written again after the request was made.
+//     for a file, once its modification time is not the one recorded on
+//     the request (the node's clock against itself, never against the API
+//     server's).
+//
+// The files are read as untrusted input (untrusted.go): resolved in the
+// host's root as a chroot would, never following their last component,
+// and only as regular files owned and written by root alone; the package
+// list is bounded and only package names reach the reason. A sentinel that
+// is anything else is an error (nothing filed, nothing withdrawn); a
+// package list that is, is left out and the reason says why.
 //
 // The state lives in the API server (the finished request and its
 // condition), so an agent restarted at any moment decides the same. The
@@ -73,6 +96,14 @@ type Sentinel struct {
 	Clock  clock.WithTicker
 	// Recorder reports on the requests.
 	Recorder events.EventRecorder
+
+	// readHost reads the sentinel file (tests replace it); readTimeout
+	// bounds it (sentinelReadTimeout if zero).
+	readHost    func() (reading, error)
+	readTimeout time.Duration
+	// busy: a read has not returned yet (one stuck read, not one more
+	// each period).
+	busy atomic.Bool
 }
 
 // Start checks the sentinel every Period until ctx ends.
@@ -158,7 +189,7 @@ func (s *Sentinel) afterRequest(ctx context.Context, nm *lullv1alpha1.NodeMainte
 	case cond != nil && cond.Status == metav1.ConditionFalse:
 		// Gone after this request, and back: a new need.
 		return s.replace(ctx, nm, r)
-	case !r.written.IsZero() && r.written.After(nm.CreationTimestamp.Time):
+	case writtenAgain(nm, r):
 		// Written again since the request was made: a new need.
 		return s.replace(ctx, nm, r)
 	case cond != nil && cond.Status == metav1.ConditionTrue:
@@ -168,11 +199,30 @@ func (s *Sentinel) afterRequest(ctx context.Context, nm *lullv1alpha1.NodeMainte
 	if !rebooted(nm) {
 		what = fmt.Sprintf("the request ended %s without a reboot", nm.Status.Phase)
 	}
+	again := "once it is gone, or written again,"
+	if _, ok := recordedWritten(nm); !ok || r.written.IsZero() {
+		again = "once it has gone and come back,"
+	}
 	msg := fmt.Sprintf("%s and the reboot sentinel (%s) is still there: not rebooting again by itself. "+
-		"Find out why it stays (%s); once it is gone, or written again, lull-agent requests a reboot again",
-		what, s.what(), strings.TrimSpace(r.details))
+		"Find out why it stays (%s); %s lull-agent requests a reboot again",
+		what, s.what(), strings.TrimSpace(r.details), again)
 	s.event(nm, corev1.EventTypeWarning, ReasonSentinelStays, msg)
 	return s.setCondition(ctx, nm, metav1.ConditionTrue, "StillPresent", msg)
+}
+
+// writtenAgain: the sentinel file's modification time is not the one
+// recorded when the request was filed. Both are the node's: a node clock
+// ahead of or behind the API server's changes nothing. A request without
+// a recorded time (another's record, or filed by an older agent) is
+// renewed only once the sentinel has gone and come back.
+func writtenAgain(nm *lullv1alpha1.NodeMaintenance, r reading) bool {
+	recorded, ok := recordedWritten(nm)
+	return ok && !r.written.IsZero() && !recorded.Equal(r.written)
+}
+
+func recordedWritten(nm *lullv1alpha1.NodeMaintenance) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, nm.Annotations[SentinelWrittenAnnotation])
+	return t, err == nil
 }
 
 func rebooted(nm *lullv1alpha1.NodeMaintenance) bool {
@@ -197,6 +247,9 @@ func (s *Sentinel) request(ctx context.Context, r reading) error {
 		ObjectMeta: metav1.ObjectMeta{Name: s.Node,
 			Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedBySentinel}},
 		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: s.Node, Classes: []string{s.Class}, Reason: reason},
+	}
+	if !r.written.IsZero() {
+		nm.Annotations[SentinelWrittenAnnotation] = r.written.UTC().Format(time.RFC3339Nano)
 	}
 	if err := s.Client.Create(ctx, nm); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -253,8 +306,8 @@ func (s *Sentinel) what() string {
 	return s.File
 }
 
-// read checks the sentinel, chrooted into the host's root (where a
-// /var/run that links to /run resolves as on the host).
+// read checks the sentinel: the command, chrooted into the host's root,
+// or the file.
 func (s *Sentinel) read(ctx context.Context) (reading, error) {
 	if s.Command != "" {
 		out, err := s.Commands.output(ctx, "", "", s.Command)
@@ -266,24 +319,82 @@ func (s *Sentinel) read(ctx context.Context) (reading, error) {
 		}
 		return reading{needed: true, details: lastLine(out)}, nil
 	}
-	f := shellQuote(s.File)
-	out, err := s.Commands.output(ctx, "", "",
-		"if [ -e "+f+" ]; then echo present; stat -c %Y "+f+"; cat "+shellQuote(s.File+".pkgs")+" 2>/dev/null | tr '\\n' ' '; echo; else echo absent; fi")
+	return s.readFile(ctx)
+}
+
+// readFile reads the sentinel file within a deadline. A read that does not
+// return (a file system that hangs) is left behind, and no other is
+// started until it has returned.
+func (s *Sentinel) readFile(ctx context.Context) (reading, error) {
+	if !s.busy.CompareAndSwap(false, true) {
+		return reading{}, fmt.Errorf("reading the reboot sentinel %s: the previous read has not returned yet", s.File)
+	}
+	read, timeout := s.readHost, s.readTimeout
+	if read == nil {
+		read = s.readHostFiles
+	}
+	if timeout <= 0 {
+		timeout = sentinelReadTimeout
+	}
+	type result struct {
+		r   reading
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := read()
+		s.busy.Store(false)
+		done <- result{r, err}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	select {
+	case res := <-done:
+		return res.r, res.err
+	case <-ctx.Done():
+		return reading{}, fmt.Errorf("reading the reboot sentinel %s: no answer within %s", s.File, timeout)
+	}
+}
+
+// readHostFiles reads the sentinel file and its package list in the host's
+// root, as untrusted input (untrusted.go).
+func (s *Sentinel) readHostFiles() (reading, error) {
+	hostRoot := "/"
+	if s.Commands != nil && s.Commands.HostRoot != "" {
+		hostRoot = s.Commands.HostRoot
+	}
+	dir, err := openHostDir(hostRoot, path.Dir(s.File))
+	if errors.Is(err, fs.ErrNotExist) {
+		return reading{}, nil
+	}
 	if err != nil {
 		return reading{}, fmt.Errorf("reading the reboot sentinel %s: %w", s.File, err)
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if lines[0] != "present" {
+	defer dir.Close()
+	name := path.Base(s.File)
+	f, err := readHostFile(dir, name, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return reading{}, nil
+	case untrustedWhy(err) != "":
+		return reading{}, fmt.Errorf("the reboot sentinel %s is not trusted: %s (it counts only as a regular file owned by root, "+
+			"writable by root alone, with one name): neither requesting nor withdrawing a reboot", s.File, untrustedWhy(err))
+	case err != nil:
+		return reading{}, fmt.Errorf("reading the reboot sentinel %s: %w", s.File, err)
 	}
-	r := reading{needed: true}
-	if len(lines) > 1 {
-		if sec, err := strconv.ParseInt(strings.TrimSpace(lines[1]), 10, 64); err == nil {
-			r.written = time.Unix(sec, 0)
-		}
-	}
-	if len(lines) > 2 && strings.TrimSpace(lines[2]) != "" {
-		r.details = "packages: " + strings.TrimSpace(lines[2])
+	r := reading{needed: true, written: f.written}
+	pkgs, err := readHostFile(dir, name+".pkgs", maxPackageList)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case untrustedWhy(err) != "":
+		r.details = "unreadable package list: " + untrustedWhy(err)
+	case errors.As(err, &pe):
+		r.details = "unreadable package list: " + pe.Err.Error()
+	case err != nil:
+		r.details = "unreadable package list: " + err.Error()
+	default:
+		r.details = packageList(pkgs.data, pkgs.more)
 	}
 	return r, nil
 }
@@ -293,9 +404,6 @@ func (s *Sentinel) event(nm *lullv1alpha1.NodeMaintenance, eventType, reason, ms
 		s.Recorder.Eventf(nm, nil, eventType, reason, "RebootSentinel", "%s", msg)
 	}
 }
-
-// shellQuote is s as one shell word.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // exitCode is the exit status of a command that ran and exited non-zero.
 func exitCode(err error) (int, bool) {

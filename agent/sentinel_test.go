@@ -109,12 +109,26 @@ func TestSentinelStillPresentAfterReboot(t *testing.T) {
 	require.Empty(t, nm.Status.Phase)
 }
 
-// A sentinel written again after the request was made is a new need.
+// A sentinel written again after the request was made (its modification
+// time is not the one recorded on the request) is a new need. A request
+// without a recorded time is renewed only once the sentinel has gone and
+// come back.
 func TestSentinelWrittenAgain(t *testing.T) {
-	s, c, file := sentinelCase(t, sentinelRequest(lullv1alpha1.PhaseCompleted, time.Now().Add(-time.Hour), true, true))
+	old := sentinelRequest(lullv1alpha1.PhaseCompleted, time.Now().Add(-time.Hour), true, true)
+	old.Annotations[SentinelWrittenAnnotation] = time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339Nano)
+	s, c, file := sentinelCase(t, old)
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	require.NoError(t, s.Check(t.Context()))
 	require.NotEqual(t, "old", string(getNM(t, c).UID))
+
+	s, c, file = sentinelCase(t, sentinelRequest(lullv1alpha1.PhaseCompleted, time.Now().Add(-time.Hour), true, true))
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	require.NoError(t, s.Check(t.Context()))
+	nm := getNM(t, c)
+	require.Equal(t, "old", string(nm.UID), "no time recorded: not taken for written again")
+	cond := meta.FindStatusCondition(nm.Status.Conditions, lullv1alpha1.ConditionRebootSentinel)
+	require.NotNil(t, cond)
+	require.Contains(t, cond.Message, "once it has gone and come back, lull-agent requests a reboot again")
 }
 
 // Another request's finished record makes way, unless it rebooted the

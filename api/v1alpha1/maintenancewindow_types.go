@@ -193,6 +193,13 @@ const (
 	DefaultAlertsPeriod    = 30 * time.Second
 	DefaultRecoverySettle  = 2 * time.Minute
 	AlertsCredentialsLabel = "lull.dev/alerts-credentials"
+	// AlertsCredentialsURLKey is the key of an alerts credentials
+	// Secret naming where its credentials may be sent: a server, or a
+	// path prefix of one (https://monitoring.example/prometheus).
+	AlertsCredentialsURLKey = "url"
+	// AlertsCredentialsInsecureKey set to "true" lets the credentials
+	// go over plain http to that server.
+	AlertsCredentialsInsecureKey = "insecure-http"
 )
 
 // AlertsPeriod is how often the alerts gate asks.

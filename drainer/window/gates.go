@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,10 +146,15 @@ func (r *Reconciler) firing(ctx context.Context, g *lullv1alpha1.AlertsGate) ([]
 	return c.Firing(ctx, f)
 }
 
-// credentials reads the alerts gate's Secret from lull-drainer's
-// namespace. Only a Secret labelled lull.dev/alerts-credentials=true is
-// used: a window's author must not be able to send any Secret of that
-// namespace (a service account token, say) to a URL of their choice.
+// credentials reads the alerts gate's Secret from lull's configuration
+// namespace and hands its credentials to c only where the Secret's owner
+// said they may go. Only a Secret labelled lull.dev/alerts-credentials=true
+// is used (the admin's consent), and only for a gate whose URL is under the
+// Secret's own url (same scheme, host and port; the Secret's path a prefix
+// of the gate's, by whole segments): a window's author chooses the gate's
+// URL, the Secret's owner where its token may be sent. Plain http needs
+// the Secret's explicit insecure-http: "true" too. Redirects are not
+// followed with credentials (pkg/alerts).
 func (r *Reconciler) credentials(ctx context.Context, name string, c *alerts.Client) error {
 	var s corev1.Secret
 	if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: r.SecretNamespace, Name: name}, &s); err != nil {
@@ -160,8 +167,40 @@ func (r *Reconciler) credentials(ctx context.Context, name string, c *alerts.Cli
 		return fmt.Errorf("Secret %s/%s lacks the label %s=true that lets lull send its credentials to an alerts server", //nolint:staticcheck // ST1005: the kind's name, as kubectl says it
 			r.SecretNamespace, name, lullv1alpha1.AlertsCredentialsLabel)
 	}
+	if err := credentialsMayGo(string(s.Data[lullv1alpha1.AlertsCredentialsURLKey]), s.Data[lullv1alpha1.AlertsCredentialsInsecureKey], c.URL); err != nil {
+		return fmt.Errorf("Secret %s/%s: %w", r.SecretNamespace, name, err) //nolint:staticcheck // ST1005: the kind's name, as kubectl says it
+	}
 	c.BearerToken, c.Username, c.Password = string(s.Data["token"]), string(s.Data["username"]), string(s.Data["password"])
 	c.CA = s.Data["ca.crt"]
+	return nil
+}
+
+// credentialsMayGo says why credentials whose Secret names allowed (its
+// url: a server or a path prefix) and insecure (its insecure-http) must
+// not be sent to target, the gate's URL; nil when they may.
+func credentialsMayGo(allowed string, insecure []byte, target string) error {
+	if strings.TrimSpace(allowed) == "" {
+		return fmt.Errorf("it names no %s: lull sends credentials only to the server the Secret's owner names there (e.g. https://prometheus.monitoring:9090)",
+			lullv1alpha1.AlertsCredentialsURLKey)
+	}
+	a, err := url.Parse(strings.TrimSpace(allowed))
+	if err != nil || (a.Scheme != "http" && a.Scheme != "https") || a.Host == "" || a.User != nil || a.RawQuery != "" || a.Fragment != "" {
+		return fmt.Errorf("its %s %q is not an http(s) URL without credentials, query or fragment", lullv1alpha1.AlertsCredentialsURLKey, allowed)
+	}
+	t, err := url.Parse(target)
+	if err != nil {
+		return fmt.Errorf("the gate's url %q: %w", target, err)
+	}
+	prefix := strings.TrimSuffix(a.EscapedPath(), "/")
+	path := t.EscapedPath()
+	under := path == prefix || strings.HasPrefix(path, prefix+"/") || (prefix == "" && (path == "" || strings.HasPrefix(path, "/")))
+	if !strings.EqualFold(t.Scheme, a.Scheme) || !strings.EqualFold(t.Host, a.Host) || !under {
+		return fmt.Errorf("its credentials may be sent only to %s (its %s), not to the gate's url %s", a.String(), lullv1alpha1.AlertsCredentialsURLKey, target)
+	}
+	if t.Scheme == "http" && strings.TrimSpace(string(insecure)) != "true" {
+		return fmt.Errorf("its credentials would go over plain http to %s: set %s: \"true\" in the Secret to allow it, or use https",
+			target, lullv1alpha1.AlertsCredentialsInsecureKey)
+	}
 	return nil
 }
 

@@ -70,7 +70,8 @@ func TestAlertsGateAsksEveryPeriod(t *testing.T) {
 	srv := httptest.NewServer(prom)
 	defer srv.Close()
 	secret := func(name string, labelled bool) *corev1.Secret {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "lull-system", Name: name}, Data: map[string][]byte{"token": []byte("s3cret\n")}}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "lull-system", Name: name}, Data: map[string][]byte{"token": []byte("s3cret\n"),
+			"url": []byte(srv.URL), "insecure-http": []byte("true")}}
 		if labelled {
 			s.Labels = map[string]string{lullv1alpha1.AlertsCredentialsLabel: "true"}
 		}
@@ -195,4 +196,63 @@ lull_window_max_unavailable{window="weekend"} 2
 lull_window_nodes_disrupting{window="weekend"} 1
 `
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "lull_window_nodes_disrupting", "lull_window_max_unavailable"))
+}
+
+// A credential goes only where its owner said (issue 43, finding 3): the
+// Secret names the server (or a path prefix) its credentials may be sent
+// to, and plain http needs its explicit consent. A window's author who
+// names a labelled Secret and a listener of their own gets nothing.
+func TestCredentialsMayGo(t *testing.T) {
+	yes := []byte("true")
+	for name, tc := range map[string]struct {
+		allowed  string
+		insecure []byte
+		target   string
+		want     string
+	}{
+		"the named server":                   {"https://prom.monitoring:9090", nil, "https://prom.monitoring:9090", ""},
+		"under its prefix":                   {"https://mon.example/prometheus", nil, "https://mon.example/prometheus/", ""},
+		"a prefix with a trailing slash":     {"https://mon.example/prometheus/", nil, "https://mon.example/prometheus/x", ""},
+		"plain http, allowed":                {"http://127.0.0.1:9090", yes, "http://127.0.0.1:9090", ""},
+		"no url":                             {"", nil, "https://prom.monitoring:9090", "it names no url"},
+		"another host":                       {"https://prom.monitoring:9090", nil, "https://evil.example:9090", "may be sent only to https://prom.monitoring:9090"},
+		"another port":                       {"https://prom.monitoring:9090", nil, "https://prom.monitoring:9999", "may be sent only to"},
+		"a sibling path":                     {"https://mon.example/prometheus", nil, "https://mon.example/prometheus-evil", "may be sent only to"},
+		"https named, http asked":            {"https://prom.monitoring:9090", nil, "http://prom.monitoring:9090", "may be sent only to"},
+		"plain http without consent":         {"http://prom.monitoring:9090", nil, "http://prom.monitoring:9090", "over plain http"},
+		"a url with credentials in it":       {"https://u:p@prom.monitoring", nil, "https://prom.monitoring", "is not an http(s) URL without credentials"},
+		"not a URL":                          {"prom.monitoring:9090", nil, "https://prom.monitoring:9090", "is not an http(s) URL"},
+		"a host that only starts like it":    {"https://prom.monitoring", nil, "https://prom.monitoring.evil.example", "may be sent only to"},
+		"user info smuggled into the target": {"https://prom.monitoring", nil, "https://prom.monitoring@evil.example", "may be sent only to"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := credentialsMayGo(tc.allowed, tc.insecure, tc.target)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// A gate whose URL its Secret does not name holds, and the Secret's token
+// never reaches the server.
+func TestAlertsGateKeepsTheTokenWhereItsOwnerSaid(t *testing.T) {
+	prom := &fakePrometheus{alerts: nodeDown}
+	srv := httptest.NewServer(prom)
+	defer srv.Close()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "lull-configs", Name: "prom", Labels: map[string]string{lullv1alpha1.AlertsCredentialsLabel: "true"}},
+		Data: map[string][]byte{"token": []byte("s3cret"), "url": []byte("https://prometheus.monitoring:9090")}}
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(s).Build()
+	r := &Reconciler{Client: c, Secrets: c, SecretNamespace: "lull-configs"}
+	mw := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "wave", Generation: 1}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Gates: &lullv1alpha1.Gates{Alerts: &lullv1alpha1.AlertsGate{URL: srv.URL, SecretName: "prom"}}}}
+	st := &lullv1alpha1.MaintenanceWindowStatus{}
+	r.gates(context.Background(), mw, nil, st, time.Date(2026, 11, 25, 10, 5, 0, 0, time.UTC))
+	cond := meta.FindStatusCondition(st.Conditions, lullv1alpha1.WindowConditionAlertsQuiet)
+	require.Equal(t, gate.ReasonAlertsUnknown, cond.Reason, "holds")
+	require.Contains(t, cond.Message, "may be sent only to https://prometheus.monitoring:9090")
+	require.Zero(t, prom.calls, "the server was never asked")
+	require.Empty(t, prom.auth, "the token went nowhere")
 }

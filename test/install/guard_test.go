@@ -128,6 +128,9 @@ func installGuarded(t *testing.T) *guarded {
 	g.must("apply", "--server-side", "-k", filepath.Join(framework.RepoRoot(), "manifests", "install"))
 	g.must("create", "-f", g.file("nodes.yaml", guardNodes("n1", "n2", "n3", "n4")))
 	g.operators(append(append([]string{}, alice...), "label", "node", "n1", "lull.dev/maintenance=x", "--dry-run=server"), "lull-maintenance-label")
+	// A maintainer's label change needs the stamp of a mutating policy,
+	// which becomes active on its own, moments apart from the others.
+	g.eventuallyAllowed(append(append([]string{}, mo...), "label", "node", "n1", "lull.dev/maintenance=x", "--dry-run=server"))
 	return g
 }
 
@@ -243,6 +246,34 @@ func TestGuard(t *testing.T) {
 		if got := g.jsonpath(t, `{.metadata.labels.lull\.dev/maintenance}`, "get", "node", "n1"); got != "" {
 			t.Errorf("node n1 carries lull.dev/maintenance=%s at the end, want none", got)
 		}
+	})
+
+	// Issue 43, finding 3: whoever labels a Secret as an alerts gate's
+	// credentials, or changes where a labelled one may go, decides where a
+	// credential is sent: the admin group (or cluster-admin) only. Its
+	// token may change, and the label go, with RBAC alone.
+	t.Run("issue 43: alerts credentials are bound by an admin", func(t *testing.T) {
+		admin := guardAs("e2e-admin", "lull:admins")
+		only := refusedBy("lull-alerts-credentials", `only members of group "lull:admins" (or cluster admins) may label a Secret lull.dev/alerts-credentials=true`)
+		labelled := g.file("cred.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: prom, namespace: lull-configs, labels: {lull.dev/alerts-credentials: 'true'}}\n"+
+			"stringData: {token: t0, url: 'https://prometheus.monitoring:9090'}\n")
+		plain := g.file("cred-plain.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: prom2, namespace: lull-configs}\nstringData: {token: t0, url: 'https://evil.example'}\n")
+		// Operators who may write Secrets in lull-configs (the probe's
+		// "patch but not get", and more): RBAC lets them; the guard decides.
+		g.must("-n", "lull-configs", "create", "role", "e2e-secrets", "--verb=get,create,update,patch", "--resource=secrets")
+		g.must("-n", "lull-configs", "create", "rolebinding", "e2e-secrets", "--role=e2e-secrets", "--group="+framework.GuardOperators)
+		g.steps(t, []guardStep{
+			{name: "the credentials guard is active (a dry run)", as: mo, args: []string{"create", "--dry-run=server", "-f", labelled}, refused: only, eventually: true},
+			{name: "a maintainer cannot create a labelled Secret", as: mo, args: []string{"create", "-f", labelled}, refused: only},
+			{name: "an admin creates it", as: admin, args: []string{"create", "-f", labelled}},
+			{name: "a maintainer rotates its token", as: mo, args: mergePatch("secret", "prom", `{"stringData":{"token":"t1"}}`, "-n", "lull-configs")},
+			{name: "a maintainer cannot send it elsewhere", as: mo, args: mergePatch("secret", "prom", `{"stringData":{"url":"https://evil.example"}}`, "-n", "lull-configs"), refused: only},
+			{name: "nor over plain http", as: mo, args: mergePatch("secret", "prom", `{"stringData":{"insecure-http":"true"}}`, "-n", "lull-configs"), refused: only},
+			{name: "a maintainer creates an unlabelled Secret", as: mo, args: []string{"create", "-f", plain}},
+			{name: "a maintainer cannot label it", as: mo, args: []string{"label", "-n", "lull-configs", "secret", "prom2", "lull.dev/alerts-credentials=true"}, refused: only},
+			{name: "a cluster admin moves the labelled one", args: mergePatch("secret", "prom", `{"stringData":{"url":"https://prometheus.monitoring:9091"}}`, "-n", "lull-configs")},
+			{name: "a maintainer removes the label", as: mo, args: []string{"label", "-n", "lull-configs", "secret", "prom", "lull.dev/alerts-credentials-"}},
+		})
 	})
 
 	// Issue 30: a NodeConfig is what lull-agent writes to a node as root.
