@@ -31,7 +31,7 @@ func TestGuardWithoutParameters(t *testing.T) {
 	// nodes/status before it patches it, which the controller need not.
 	nodeController := append(serviceAccount("kube-system", "node-controller", ""), "--as-group="+framework.GuardOperators)
 	admin := []string(nil)
-	noParams := refusedBy("lull-maintenance-label", "parameters", "lull-admission", "are missing", "kubectl apply")
+	noParams := refusedBy("lull-maintenance-label-params-missing", "parameters", "lull-admission", "are missing", "kubectl apply")
 	label := func(node, value string, extra ...string) []string {
 		return append([]string{"label", "node", node, "lull.dev/maintenance=" + value, "--overwrite"}, extra...)
 	}
