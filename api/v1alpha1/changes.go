@@ -20,13 +20,15 @@ const (
 // Changes are what a request changes on its node. Each entry is one
 // change, decided by the first DisruptionPolicy rule that matches it.
 type Changes struct {
-	// Files changed, added or removed, by absolute path (unit files and
-	// drop-ins are units).
+	// Files changed, added or removed, by absolute, clean path (unit
+	// files and drop-ins are units): no empty, "." or ".." segment, no
+	// trailing slash, so that a rule matching /etc/containerd/certs.d/**
+	// cannot be made to decide /etc/containerd/certs.d/../../systemd/x.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=1024
 	// +kubebuilder:validation:items:MaxLength=1024
-	// +kubebuilder:validation:items:Pattern=`^/`
+	// +kubebuilder:validation:items:Pattern=`^(/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))+$`
 	Files []string `json:"files,omitempty"`
 	// Units whose unit file or a drop-in changed ("chronyd.service").
 	// +optional

@@ -169,3 +169,20 @@ func TestEffectiveChangeRules(t *testing.T) {
 		"c@chrony": "", "(default)@*": "", "(default)@" + AnyChange: "",
 	}, shadow)
 }
+
+// A declared path that is not clean is decided by no rule (issue 43,
+// finding 7): /etc/containerd/certs.d/../../systemd/system/x.service
+// matches registry-hosts' /etc/containerd/certs.d/** by name but is a
+// unit file on disk; the default decides it (drain and reboot).
+func TestUncleanPathsMatchNoRule(t *testing.T) {
+	s := Merge([]lullv1alpha1.DisruptionPolicy{pol("p", 0,
+		lullv1alpha1.DisruptionRule{Name: "registry-hosts", Files: []string{"/etc/containerd/certs.d/**"}, Action: lullv1alpha1.ActionNone},
+	)})
+	for _, f := range []string{"/etc/containerd/certs.d/../../systemd/system/x.service", "/etc/containerd/certs.d/./r/hosts.toml", "/etc/containerd/certs.d//r/hosts.toml"} {
+		d := s.Decide(nil, &lullv1alpha1.Changes{Files: []string{f}})
+		require.Equal(t, "Cordon, Drain, Reboot", StepsLine(d.Steps), f)
+		require.Equal(t, lullv1alpha1.DefaultRuleName, d.Changes[0].Rule, f)
+	}
+	d := s.Decide(nil, &lullv1alpha1.Changes{Files: []string{"/etc/containerd/certs.d/r/hosts.toml"}})
+	require.Equal(t, "nothing", StepsLine(d.Steps), "a clean path is the rule's")
+}

@@ -70,6 +70,12 @@ func (r *Rule) MatchesChange(c lullv1alpha1.Change) bool {
 	if k == lullv1alpha1.ChangeOSImage {
 		return true
 	}
+	if k == lullv1alpha1.ChangeFile && path.Clean(c.Name) != c.Name {
+		// Admission refuses such a path; should one get through, no
+		// rule decides it (the default does: drain and reboot), since
+		// /etc/a/../b matches /etc/a/** by name and is /etc/b on disk.
+		return false
+	}
 	for _, p := range patterns {
 		if Glob(p, c.Name, k == lullv1alpha1.ChangeFile) {
 			return true

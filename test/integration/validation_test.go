@@ -350,9 +350,15 @@ func TestStepsAdmission(t *testing.T) {
 		"changes only":      {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/chrony.conf"}, Units: []string{"chronyd.service"}, Config: "chrony-v2"}}, ""},
 		"class and changes": {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"kernel-update"}, Changes: &lullv1alpha1.Changes{KernelArguments: []string{"quiet"}}}, ""},
 		"relative path":     {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"etc/x"}}}, "spec.changes.files[0]"},
-		"bad config name":   {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/x"}, Config: "Not_A_Name"}}, "spec.changes.config"},
-		"repeated":          {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"a", "a"}}, "classes must not repeat a class"},
-		"bad class":         {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"Kernel"}}, "spec.classes[0]"},
+		// Issue 43, finding 7: a path a rule would match by name but that
+		// is another file on disk.
+		"dot-dot path":    {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/containerd/certs.d/../../systemd/system/x.service"}}}, "spec.changes.files[0]"},
+		"dot path":        {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/./x"}}}, "spec.changes.files[0]"},
+		"double slash":    {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc//x"}}}, "spec.changes.files[0]"},
+		"dot file":        {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/.x", "/etc/..x/y"}}}, ""},
+		"bad config name": {lullv1alpha1.NodeMaintenanceSpec{Changes: &lullv1alpha1.Changes{Files: []string{"/etc/x"}, Config: "Not_A_Name"}}, "spec.changes.config"},
+		"repeated":        {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"a", "a"}}, "classes must not repeat a class"},
+		"bad class":       {lullv1alpha1.NodeMaintenanceSpec{Classes: []string{"Kernel"}}, "spec.classes[0]"},
 	}
 	for name, tc := range requests {
 		t.Run("NodeMaintenance/"+name, func(t *testing.T) {
