@@ -276,6 +276,37 @@ func TestGuard(t *testing.T) {
 		})
 	})
 
+	// Issue 43, finding 2: writing what runs code as root (a unit file, a
+	// cron job, a PAM module's config, an executable) is root on every
+	// node: it needs the host-code group, not only the maintainers group.
+	t.Run("issue 43: writing what executes is its own power", func(t *testing.T) {
+		hc := guardAs("e2e-hc", framework.GuardMaintainers, "lull:host-code")
+		nc := func(name, path, mode string) string {
+			m := ""
+			if mode != "" {
+				m = ", mode: " + mode
+			}
+			return g.file("nc-"+name+".yaml", "apiVersion: lull.dev/v1alpha1\nkind: NodeConfig\nmetadata: {name: "+name+", namespace: lull-configs}\nspec:\n  files:\n"+
+				"  - {path: "+path+", contents: cG9vbCB4Cg=="+m+"}\n")
+		}
+		code := func(path string) []string {
+			return refusedBy("lull-nodeconfigs", `only members of group "lull:host-code" may have lull-agent write `+path)
+		}
+		var steps []guardStep
+		for i, p := range []string{"/etc/systemd/system/x.service", "/etc/systemd/system/chronyd.service.d/10-x.conf", "/etc/cron.d/x",
+			"/etc/ld.so.preload", "/etc/pam.d/sshd", "/etc/sudo.conf", "/etc/ssh/sshd_config.d/x.conf", "/etc/udev/rules.d/99-x.rules",
+			"/etc/modprobe.d/x.conf", "/etc/profile.d/x.sh", "/etc/default/kubelet", "/etc/containerd/certs.d/r/hosts.toml"} {
+			steps = append(steps, guardStep{name: "a maintainer cannot write " + p, as: mo, args: []string{"create", "--dry-run=server", "-f", nc(fmt.Sprintf("c%d", i), p, "")}, refused: code(p)})
+		}
+		steps = append(steps,
+			guardStep{name: "nor an executable file", as: mo, args: []string{"create", "--dry-run=server", "-f", nc("x1", "/etc/lull-tour/run", "493")}, refused: code("/etc/lull-tour/run")},
+			guardStep{name: "nor a set-user-ID one", as: mo, args: []string{"create", "--dry-run=server", "-f", nc("x2", "/etc/lull-tour/s", "2048")}, refused: code("/etc/lull-tour/s")},
+			guardStep{name: "a maintainer writes configuration data", as: mo, args: []string{"create", "--dry-run=server", "-f", nc("d1", "/etc/chrony/chrony.conf", "420")}},
+			guardStep{name: "the host-code group writes a unit", as: hc, args: []string{"create", "--dry-run=server", "-f", nc("h1", "/etc/systemd/system/x.service", "")}},
+		)
+		g.steps(t, steps)
+	})
+
 	// Issue 30: a NodeConfig is what lull-agent writes to a node as root.
 	// Only maintainers make or delete one, nobody changes one, and its
 	// paths are on the admin's allowlist and off the protected list.
