@@ -40,6 +40,11 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (st
 	if err := guardUnit(a, before); err != nil {
 		return "", err
 	}
+	if gone(before) {
+		// A unit whose file was removed (and systemd reloaded) that no
+		// longer runs: what a restart would apply (its removal) is done.
+		return fmt.Sprintf("unit %s is gone (LoadState=%s) and not running: nothing to restart", a.Unit, before[propLoadState]), nil
+	}
 	out, err := c.run(ctx, a, c.Restart)
 	if err != nil {
 		return out, err
@@ -57,6 +62,10 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (st
 		switch {
 		case restarted && active == "active":
 			return fmt.Sprintf("unit %s restarted (InvocationID %s, was %s) and active", a.Unit, id, orNone(was)), nil
+		case restarted && ranOnce(after):
+			// A oneshot service without RemainAfterExit is inactive once
+			// it has run: it ran again, and succeeded.
+			return fmt.Sprintf("oneshot unit %s ran again (InvocationID %s, was %s) and succeeded", a.Unit, id, orNone(was)), nil
 		case restarted && active == "failed":
 			return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but failed", a.Unit, id)
 		case !final:

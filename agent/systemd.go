@@ -21,7 +21,24 @@ const (
 	propReloadResult     = "ReloadResult"
 	propStateChange      = "StateChangeTimestampMonotonic"
 	propUnitsLoad        = "UnitsLoadTimestampMonotonic"
+	propType             = "Type"
+	propResult           = "Result"
+	propLoadState        = "LoadState"
 )
+
+// ranOnce reports whether a unit's state (after a restart) is a oneshot
+// service that ran to its end successfully: Type=oneshot, inactive (no
+// RemainAfterExit), Result=success. Such a unit is restarted when it ran
+// again, not when it is active.
+func ranOnce(p props) bool {
+	return p[propType] == "oneshot" && p[propActiveState] == "inactive" && p[propResult] == "success"
+}
+
+// gone reports whether the unit no longer exists (its file removed and
+// systemd reloaded: LoadState not-found) and does not run.
+func gone(p props) bool {
+	return p[propLoadState] == "not-found" && p[propActiveState] == "inactive"
+}
 
 // props is what a state command printed: `systemctl show`'s KEY=value
 // lines, by key.

@@ -68,3 +68,33 @@ func TestUnitStateCommandPrintsTheGuardsProperties(t *testing.T) {
 		require.Contains(t, strings.Split(props, ","), p, "the default unit-state command prints %s", p)
 	}
 }
+
+// What "restarted" means by the kind of unit (issue 44, finding 6): a
+// oneshot service without RemainAfterExit is inactive once it ran, so
+// running again with success is its restart; a unit whose file was
+// removed, and that no longer runs, has nothing to restart. Neither falls
+// back to a reboot.
+func TestRestartOneshotAndRemovedUnits(t *testing.T) {
+	dir := t.TempDir()
+	n := filepath.Join(dir, "n")
+	require.NoError(t, os.WriteFile(n, []byte("1"), 0o644))
+	oneshot := Commands{HostRoot: "/", Restart: "echo 2 > " + n,
+		UnitState: `echo "Id=$LULL_UNIT"; echo Type=oneshot; echo "InvocationID=$(cat ` + n + `)"; echo ActiveState=inactive; echo Result=success; echo LoadState=loaded`}
+	msg, err := oneshot.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-once.service"}})
+	require.NoError(t, err)
+	require.Contains(t, msg, "oneshot unit lull-once.service ran again (InvocationID 2, was 1) and succeeded")
+
+	failed := oneshot
+	failed.Restart = "echo 3 > " + n
+	failed.UnitState = `echo "Id=$LULL_UNIT"; echo Type=oneshot; echo "InvocationID=$(cat ` + n + `)"; echo ActiveState=failed; echo Result=exit-code; echo LoadState=loaded`
+	_, err = failed.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-once.service"}})
+	require.ErrorContains(t, err, "but failed", "a oneshot that failed is a failed restart")
+
+	ran := filepath.Join(dir, "ran")
+	removed := Commands{HostRoot: "/", Restart: "touch " + ran,
+		UnitState: `echo "Id=$LULL_UNIT"; echo InvocationID=; echo ActiveState=inactive; echo LoadState=not-found`}
+	msg, err = removed.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-gone.service"}})
+	require.NoError(t, err)
+	require.Contains(t, msg, "unit lull-gone.service is gone (LoadState=not-found) and not running: nothing to restart")
+	require.NoFileExists(t, ran, "nothing restarted")
+}
