@@ -64,7 +64,7 @@ func NewOptions() *Options {
 			DaemonReload: "systemctl daemon-reload",
 			Reload:       `systemctl reload "$LULL_UNIT"`,
 			Restart:      `systemctl restart "$LULL_UNIT"`,
-			UnitState:    `systemctl show --property=InvocationID,ActiveState,NeedDaemonReload,ReloadResult,StateChangeTimestampMonotonic,Type,Result,LoadState,Id,Names,SuccessAction,FailureAction,JobTimeoutAction,StartLimitAction,Requires,Requisite,Wants,BindsTo,OnSuccess,OnFailure "$LULL_UNIT"`,
+			UnitState:    `systemctl show --property=InvocationID,ActiveState,NeedDaemonReload,ReloadResult,StateChangeTimestampMonotonic,Type,Result,LoadState,Id,Names,SuccessAction,FailureAction,JobTimeoutAction,StartLimitAction,Requires,Requisite,Wants,BindsTo,Upholds,OnSuccess,OnFailure,Triggers,ConsistsOf,RequiredBy,BoundBy,PropagatesStopTo,PropagatesReloadTo,Conflicts,ExecCondition,ExecStartPre,ExecStart,ExecStartPost,ExecReload,ExecStop,ExecStopPost "$LULL_UNIT"`,
 			ManagerState: "systemctl show --property=UnitsLoadTimestampMonotonic",
 			Reboot:       "systemctl reboot",
 			PowerOff:     "systemctl poweroff",

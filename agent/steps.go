@@ -40,6 +40,9 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (st
 	if err := guardUnit(a, before); err != nil {
 		return "", err
 	}
+	if err := c.guardDeps(ctx, a, before); err != nil {
+		return "", err
+	}
 	if gone(before) {
 		// A unit whose file was removed (and systemd reloaded) that no
 		// longer runs: what a restart would apply (its removal) is done.
@@ -96,6 +99,9 @@ func (c *Commands) reload(ctx context.Context, a lullv1alpha1.ActionStatus) (str
 		return "", fmt.Errorf("reading the state of unit %s before reloading it: %w", a.Unit, err)
 	}
 	if err := guardUnit(a, before); err != nil {
+		return "", err
+	}
+	if err := c.guardDeps(ctx, a, before); err != nil {
 		return "", err
 	}
 	since, err := before.timestamp(c.UnitState, propStateChange)

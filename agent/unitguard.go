@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -31,11 +33,28 @@ const (
 var unitActions = []string{"SuccessAction", "FailureAction", "JobTimeoutAction", "StartLimitAction"}
 
 // unitDeps are the properties naming units a start of the unit starts too.
-var unitDeps = []string{"Requires", "Requisite", "Wants", "BindsTo", "OnSuccess", "OnFailure"}
+var unitDeps = []string{"Requires", "Requisite", "Wants", "BindsTo", "Upholds", "OnSuccess", "OnFailure", "Triggers"}
+
+// unitReach are the properties naming units a restart or start of the
+// unit restarts or stops with it: those part of it or bound to it, and
+// those it conflicts with. A node-critical unit among them (the kubelet,
+// a runtime) is restarted or stopped without a drain.
+var unitReach = []string{"ConsistsOf", "RequiredBy", "BoundBy", "PropagatesStopTo", "PropagatesReloadTo", "Conflicts"}
+
+// unitCommands are the properties holding the commands a restart or
+// reload runs. A command that reboots, powers off, halts, kexecs or
+// isolates the machine (a heuristic on its words: a unit runs anything,
+// and only what a unit file says, not what its programs do, is known
+// here) is refused.
+var unitCommands = []string{"ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecStop", "ExecStopPost"}
 
 // UnitGuardProperties are the properties the guard reads, for the
 // unit-state command (options.go prints them with the rest).
-var UnitGuardProperties = append(append([]string{propID, propNames}, unitActions...), unitDeps...)
+var UnitGuardProperties = slices.Concat([]string{propID, propNames}, unitActions, unitDeps, unitReach, unitCommands)
+
+// downWords are the words of a command line that take the machine down.
+var downWords = []string{"reboot", "poweroff", "halt", "kexec", "shutdown", "suspend", "hibernate", "hybrid-sleep",
+	"suspend-then-hibernate", "isolate", "soft-reboot", "telinit"}
 
 // guardUnit returns why the step must not act on its unit, as systemd
 // described it (p, the unit-state command's output before the step);
@@ -56,15 +75,96 @@ func guardUnit(a lullv1alpha1.ActionStatus, p props) error {
 			return refuse(fmt.Sprintf("it is %s (a target, a slice, or a unit that reboots, powers off, exits or sleeps)", policy.UnitName(name)))
 		}
 	}
-	for _, k := range unitActions {
-		if v := p[k]; v != "" && v != "none" {
-			return refuse(fmt.Sprintf("its %s is %s", k, v))
-		}
+	if err := guardOwn(a, p); err != nil {
+		return err
 	}
 	for _, k := range unitDeps {
 		for _, dep := range strings.Fields(p[k]) {
 			if policy.PullsNodeDown(dep) {
 				return refuse(fmt.Sprintf("its %s names %s", k, dep))
+			}
+		}
+	}
+	for _, k := range unitReach {
+		for _, u := range strings.Fields(p[k]) {
+			if k != "Conflicts" && policy.PullsNodeDown(u) {
+				continue // what a unit is part of going down is not a start of it
+			}
+			if policy.NodeCritical(u) && !(k == "Conflicts" && policy.PullsNodeDown(u)) {
+				return refuse(fmt.Sprintf("its %s names %s, which a %s of it restarts or stops with it", k, u, strings.ToLower(string(a.Type))))
+			}
+		}
+	}
+	return nil
+}
+
+// guardOwn is the part of guardUnit that reads only what the unit is,
+// does on success, failure or timeout, and runs.
+func guardOwn(a lullv1alpha1.ActionStatus, p props) error {
+	refuse := func(why string) error {
+		return fmt.Errorf("refusing to %s unit %s: %s, which takes the node down without a drain; the drainer falls back to a drained reboot",
+			strings.ToLower(strings.TrimSuffix(string(a.Type), "Service")), a.Unit, why)
+	}
+	name := p[propID]
+	for _, n := range append([]string{name}, strings.Fields(p[propNames])...) {
+		if n != "" && policy.HostActionUnit(n) && !strings.HasSuffix(policy.UnitName(n), ".target") && !strings.HasSuffix(policy.UnitName(n), ".slice") {
+			return refuse(fmt.Sprintf("%s is %s", orNone(name), policy.UnitName(n)))
+		}
+	}
+	for _, k := range unitActions {
+		if v := p[k]; v != "" && v != "none" {
+			return refuse(fmt.Sprintf("%s's %s is %s", orNone(name), k, v))
+		}
+	}
+	for _, k := range unitCommands {
+		if w := downWord(p[k]); w != "" {
+			return refuse(fmt.Sprintf("%s's %s runs %q", orNone(name), k, w))
+		}
+	}
+	return nil
+}
+
+// downWord returns the first word of the command lines in v (systemctl
+// show's "{ path=… ; argv[]=… ; … }" form, or plain) that takes the
+// machine down; "" if none.
+func downWord(v string) string {
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ';' || r == '{' || r == '}' || r == '\t' }) {
+		f = strings.TrimPrefix(strings.TrimPrefix(f, "argv[]="), "path=")
+		base := f[strings.LastIndexByte(f, '/')+1:]
+		if slices.Contains(downWords, base) {
+			return f
+		}
+	}
+	return ""
+}
+
+// maxGuardedDeps bounds the dependencies read one level down.
+const maxGuardedDeps = 32
+
+// guardDeps reads, one level down, each unit a start of the step's unit
+// starts too (unitDeps, but targets and slices, which run nothing
+// themselves) and refuses when one of them would take the node down by
+// what it is, does or runs: an ordinary-looking helper whose own
+// SuccessAction reboots is pulled in by the restart. Deeper levels are
+// not read (docs/agent.md).
+func (c *Commands) guardDeps(ctx context.Context, a lullv1alpha1.ActionStatus, p props) error {
+	seen := map[string]bool{}
+	for _, k := range unitDeps {
+		for _, dep := range strings.Fields(p[k]) {
+			name := policy.UnitName(dep)
+			if seen[name] || strings.HasSuffix(name, ".target") || strings.HasSuffix(name, ".slice") {
+				continue
+			}
+			seen[name] = true
+			if len(seen) > maxGuardedDeps {
+				return nil
+			}
+			dp, err := c.unitState(ctx, a, dep)
+			if err != nil {
+				return fmt.Errorf("reading unit %s, which %s of %s pulls in: %w", dep, strings.ToLower(string(a.Type)), a.Unit, err)
+			}
+			if err := guardOwn(a, dp); err != nil {
+				return fmt.Errorf("%w (it is %s's %s)", err, a.Unit, k)
 			}
 		}
 	}

@@ -28,9 +28,9 @@ func TestGuardUnit(t *testing.T) {
 		"the reboot service by alias": {"Id=systemd-reboot.service\nNames=systemd-reboot.service\n", "it is systemd-reboot.service"},
 		"an alias of a target":        {"Id=lull-x.service\nNames=lull-x.service ctrl-alt-del.target\n", "it is ctrl-alt-del.target"},
 		"exit":                        {"Id=systemd-exit.service\n", "it is systemd-exit.service"},
-		"reboot on success":           {"Id=x.service\nSuccessAction=reboot-force\n", "its SuccessAction is reboot-force"},
-		"power off on failure":        {"Id=x.service\nFailureAction=poweroff\n", "its FailureAction is poweroff"},
-		"reboot on a timeout":         {"Id=x.service\nJobTimeoutAction=reboot\n", "its JobTimeoutAction is reboot"},
+		"reboot on success":           {"Id=x.service\nSuccessAction=reboot-force\n", "SuccessAction is reboot-force"},
+		"power off on failure":        {"Id=x.service\nFailureAction=poweroff\n", "FailureAction is poweroff"},
+		"reboot on a timeout":         {"Id=x.service\nJobTimeoutAction=reboot\n", "JobTimeoutAction is reboot"},
 		"requires shutdown":           {"Id=x.service\nRequires=shutdown.target umount.target\n", "its Requires names shutdown.target"},
 		"wants a suspend":             {"Id=x.service\nWants=systemd-suspend.service\n", "its Wants names systemd-suspend.service"},
 		"on failure, power off":       {"Id=x.service\nOnFailure=poweroff.target\n", "its OnFailure names poweroff.target"},
@@ -49,7 +49,7 @@ func TestRestartRefusedBeforeTheCommand(t *testing.T) {
 	c := Commands{HostRoot: "/", Restart: "touch " + ran,
 		UnitState: `echo "Id=$LULL_UNIT"; echo InvocationID=1; echo ActiveState=active; echo SuccessAction=reboot-force`}
 	_, err := c.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-sneaky.service"}})
-	require.ErrorContains(t, err, "its SuccessAction is reboot-force")
+	require.ErrorContains(t, err, "SuccessAction is reboot-force")
 	require.NoFileExists(t, ran, "restarted anyway")
 }
 

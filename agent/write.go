@@ -123,8 +123,11 @@ func notPlanned(d *lullv1alpha1.Decision, files []lullv1alpha1.ConfigFile) []str
 	}
 	var out []string
 	for _, f := range files {
+		// A unit's file or drop-in is planned only as a change of its
+		// unit: declared as a plain file it would be written without the
+		// drain a unit write needs (pkg/policy).
 		unit, isUnit := lullv1alpha1.UnitOfFile(f.Path)
-		if planned[lullv1alpha1.Change{Kind: lullv1alpha1.ChangeFile, Name: f.Path}] ||
+		if !isUnit && planned[lullv1alpha1.Change{Kind: lullv1alpha1.ChangeFile, Name: f.Path}] ||
 			isUnit && planned[lullv1alpha1.Change{Kind: lullv1alpha1.ChangeUnit, Name: unit}] {
 			continue
 		}

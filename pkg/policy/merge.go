@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -151,7 +152,7 @@ func (p *planner) writeFiles(ds []decider) {
 	ws := &lullv1alpha1.PlannedStep{Type: lullv1alpha1.StepWriteFiles, Unit: ""}
 	p.steps[string(lullv1alpha1.StepWriteFiles)] = ws
 	for _, dc := range ds {
-		unit := dc.change && strings.HasPrefix(dc.who, string(lullv1alpha1.ChangeUnit)+" ")
+		unit := dc.change && (strings.HasPrefix(dc.who, string(lullv1alpha1.ChangeUnit)+" ") || systemdFile(dc.who))
 		if unit {
 			p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, true)
 			p.need(lullv1alpha1.ActionDrain, "", nil, dc.who, true)
@@ -263,4 +264,16 @@ func covered(ps *lullv1alpha1.PlannedStep) string {
 		s += " (" + strings.Join(ps.Changes, ", ") + ")"
 	}
 	return s
+}
+
+// systemdDirs are where systemd reads units, drop-ins, generators and its
+// own configuration: a file written there runs as root like a unit.
+var systemdDirs = []string{"/etc/systemd/", "/run/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/usr/local/lib/systemd/"}
+
+// systemdFile reports whether who is a change of a file under
+// systemdDirs (a unit's file declared as a file, system.conf, a
+// generator): it is drained for as a unit is.
+func systemdFile(who string) bool {
+	name, ok := strings.CutPrefix(who, string(lullv1alpha1.ChangeFile)+" ")
+	return ok && slices.ContainsFunc(systemdDirs, func(d string) bool { return strings.HasPrefix(name, d) })
 }

@@ -181,3 +181,15 @@ func TestUnitWriteDrainsFirst(t *testing.T) {
 	d = s.Decide(nil, &lullv1alpha1.Changes{Files: []string{"/etc/chrony/chrony.conf"}, Config: "cfg"})
 	require.Equal(t, "WriteFiles, RestartService chrony", StepsLine(d.Steps), "a data file written: the rule decides")
 }
+
+// A file written under systemd's directories is drained for as a unit is,
+// whatever it is declared as (a unit's file as a file, system.conf).
+func TestSystemdFileWriteDrainsFirst(t *testing.T) {
+	s := Merge([]lullv1alpha1.DisruptionPolicy{pol("p", 0,
+		lullv1alpha1.DisruptionRule{Name: "etc", Files: []string{"/etc/**"}, Action: lullv1alpha1.ActionNone},
+	)})
+	for _, f := range []string{"/etc/systemd/system/evil.service", "/etc/systemd/system.conf", "/etc/systemd/system/x.service.d/a.conf"} {
+		d := s.Decide(nil, &lullv1alpha1.Changes{Files: []string{f}, Config: "c"})
+		require.Equal(t, "Cordon, Drain, WriteFiles", StepsLine(d.Steps), f)
+	}
+}

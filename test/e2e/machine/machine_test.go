@@ -248,7 +248,7 @@ func TestHostStepsOnSystemd(t *testing.T) {
 		summary["a rebooting unit refused, drained reboot"] = took
 		require.Len(t, nm.Status.Actions, 2, "%+v", nm.Status.Actions)
 		require.Equal(t, lullv1alpha1.ActionFailed, nm.Status.Actions[0].State)
-		require.Contains(t, nm.Status.Actions[0].Message, "its SuccessAction is reboot-force")
+		require.Contains(t, nm.Status.Actions[0].Message, "SuccessAction is reboot-force")
 		require.True(t, nm.Status.Actions[1].Fallback)
 		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[1].State, nm.Status.Actions[1].Message)
 		require.True(t, nm.Status.CordonedByLull, "drained before the reboot")
