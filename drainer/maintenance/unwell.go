@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/agentlease"
 )
 
 // A node lull took down and has not seen back: a Reboot or PowerOff that
@@ -32,17 +34,25 @@ func takesDown(a *lullv1alpha1.ActionStatus) bool {
 
 // takenDown reports whether a's failure leaves a node that may be down: a
 // Reboot or PowerOff that timed out, or that failed while the node is not
-// seen up and unchanged (Ready, the boot ID it had when the step started,
-// its lull-agent's heartbeat fresh).
+// seen up and unchanged since the failure: Ready, the boot ID it had when
+// the step started, and its lull-agent's heartbeat renewed after the
+// failure was recorded. (Ready and the boot ID lag a shutdown by design —
+// the node stays Ready for the node-monitor grace period — and a
+// heartbeat renewed before the failure says nothing of after it: a reboot
+// command killed by the shutdown it started reports a failure while the
+// machine goes down.)
 func (s *step) takenDown(ctx context.Context, a *lullv1alpha1.ActionStatus) bool {
 	if !takesDown(a) {
 		return false
 	}
-	if a.State == lullv1alpha1.ActionTimedOut {
+	if a.State == lullv1alpha1.ActionTimedOut || a.FinishedAt == nil {
 		return true
 	}
-	up := nodeReady(s.node) && (a.BootID == "" || s.node.Status.NodeInfo.BootID == a.BootID) && s.agentRuns(ctx)
-	return !up
+	if !nodeReady(s.node) || (a.BootID != "" && s.node.Status.NodeInfo.BootID != a.BootID) {
+		return true
+	}
+	after, err := agentlease.RenewedSince(ctx, s.r.Client, s.r.Options.AgentNamespace, s.node.Name, a.FinishedAt.Time)
+	return err != nil || !after
 }
 
 // seenBack marks a Reboot or PowerOff that failed or timed out Succeeded
@@ -80,7 +90,9 @@ func (s *step) unwell(ctx context.Context, a *lullv1alpha1.ActionStatus) (reconc
 	}
 	s.cond(ConditionNodeUnwell, true, string(a.State), msg)
 	s.status.WaitingFor = msg
-	return s.save(ctx, lullv1alpha1.PhaseActing, reconcile.Result{RequeueAfter: s.r.Options.LeaseDuration / 3})
+	// Look again soon: the evidence that the node is up (a heartbeat
+	// after the failure) wakes nothing (agent renewals are filtered).
+	return s.save(ctx, lullv1alpha1.PhaseActing, reconcile.Result{RequeueAfter: min(s.r.Options.LeaseDuration/3, 5*time.Second)})
 }
 
 // ended says how a step that did not succeed ended.
@@ -103,6 +115,11 @@ func (s *step) missing(ctx context.Context, a *lullv1alpha1.ActionStatus) string
 			out = append(out, "its lull-agent's heartbeat goes on")
 		}
 		return strings.Join(out, ", ")
+	}
+	if a.State == lullv1alpha1.ActionFailed && a.FinishedAt != nil && nodeReady(s.node) && s.node.Status.NodeInfo.BootID == a.BootID {
+		// It may be up: what would say so is the agent running after the
+		// failure.
+		return "no lull-agent heartbeat since the failure at " + a.FinishedAt.UTC().Format(time.RFC3339)
 	}
 	if a.BootID == "" || s.node.Status.NodeInfo.BootID == a.BootID {
 		out = append(out, "boot ID unchanged ("+s.node.Status.NodeInfo.BootID+")")

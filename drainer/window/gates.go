@@ -191,6 +191,14 @@ func credentialsMayGo(allowed string, insecure []byte, target string) error {
 	if err != nil {
 		return fmt.Errorf("the gate's url %q: %w", target, err)
 	}
+	// The request is built with url.JoinPath, which cleans dot segments
+	// (%2e%2e too, once unescaped): /prometheus/../grafana would pass a
+	// prefix check by name and go elsewhere.
+	for _, seg := range strings.Split(t.Path, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("the gate's url %s has a %q path segment: credentials go only to a clean path under the Secret's %s", target, seg, lullv1alpha1.AlertsCredentialsURLKey)
+		}
+	}
 	prefix := strings.TrimSuffix(a.EscapedPath(), "/")
 	path := t.EscapedPath()
 	under := path == prefix || strings.HasPrefix(path, prefix+"/") || (prefix == "" && (path == "" || strings.HasPrefix(path, "/")))

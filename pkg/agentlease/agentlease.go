@@ -106,3 +106,18 @@ func Lookup(ctx context.Context, c client.Reader, namespace, node string, now ti
 	ok, why := Check(namespace, node, &l, now)
 	return ok, why, nil
 }
+
+// RenewedSince reports whether node's agent lease in namespace was renewed
+// after t (both written by lull-agent, on the node's clock): the agent ran
+// after something it recorded at t. A lease not found was not.
+func RenewedSince(ctx context.Context, c client.Reader, namespace, node string, t time.Time) (bool, error) {
+	var l coordinationv1.Lease
+	key := types.NamespacedName{Namespace: namespace, Name: Name(node)}
+	if err := c.Get(ctx, key, &l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading lull-agent's lease %s: %w", key, err)
+	}
+	return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(t), nil
+}

@@ -208,11 +208,11 @@ func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
 		r.Gone++
 		return nil
 	}
-	exhausted, err := r.pdbs.exhausted(p)
+	exhausted, covering, err := r.pdbs.exhausted(p)
 	if err != nil {
 		return err
 	}
-	if len(exhausted) > 0 && !r.askFor(exhausted) {
+	if len(exhausted) > 0 && !r.askFor(exhausted, covering == 1) {
 		r.Blocked[p.Namespace+"/"+p.Name] = p
 		return nil
 	}
@@ -236,8 +236,11 @@ func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
 
 // askFor reports whether a pod whose budgets the cache shows exhausted is
 // asked for anyway: AskBudgets is set and one of those budgets has not
-// been asked this round. The budgets count as asked from then on.
-func (r *Round) askFor(exhausted []string) bool {
+// been asked this round. The budget counts as asked from then on only
+// when the pod has no other budget (alone): a refusal of a pod two
+// budgets cover says nothing of either (the eviction API refuses such a
+// pod outright), so the budget's other pods are still asked.
+func (r *Round) askFor(exhausted []string, alone bool) bool {
 	if !r.ask {
 		return false
 	}
@@ -249,6 +252,9 @@ func (r *Round) askFor(exhausted []string) bool {
 	}
 	if !fresh {
 		return false
+	}
+	if !alone {
+		return true
 	}
 	if r.asked == nil {
 		r.asked = map[string]bool{}
@@ -395,11 +401,11 @@ func (x *pdbIndex) matching(p *corev1.Pod) ([]*policyv1.PodDisruptionBudget, err
 }
 
 // exhausted names the pod's budgets (namespace/name) that allow no
-// disruption now, as the index read them.
-func (x *pdbIndex) exhausted(p *corev1.Pod) ([]string, error) {
+// disruption now, as the index read them, and how many budgets cover it.
+func (x *pdbIndex) exhausted(p *corev1.Pod) ([]string, int, error) {
 	matching, err := x.matching(p)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []string
 	for _, pdb := range matching {
@@ -407,5 +413,5 @@ func (x *pdbIndex) exhausted(p *corev1.Pod) ([]string, error) {
 			out = append(out, pdb.Namespace+"/"+pdb.Name)
 		}
 	}
-	return out, nil
+	return out, len(matching), nil
 }

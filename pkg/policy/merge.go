@@ -132,7 +132,7 @@ func (p *planner) needFirst(st lullv1alpha1.Step, dc decider) {
 		p.need(lullv1alpha1.ActionDrain, "", nil, dc.who, dc.change)
 	case lullv1alpha1.ActionDrain:
 		p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, dc.change)
-	case lullv1alpha1.StepRestartService:
+	case lullv1alpha1.StepRestartService, lullv1alpha1.StepReloadService:
 		if CriticalIn(p.critical, st.Unit) {
 			// Restarting what runs the node's pods (or a target,
 			// such as reboot.target) disrupts every pod on it:

@@ -38,7 +38,10 @@ var NodeCriticalUnits = []string{
 	"kubelet.service", "containerd.service", "crio.service", "docker.service", "cri-docker.service",
 	"*.mount", "*.automount", "*.swap",
 	"NetworkManager.service", "systemd-networkd.service", "networking.service", "network.service", "wicked.service",
+	"nftables.service", "firewalld.service", "iptables.service", "ip6tables.service",
 	"dbus.service", "dbus-broker.service",
+	// a socket's restart stops the service bound to it
+	"docker.socket", "containerd.socket", "dbus.socket",
 }
 
 // HostActionUnits are the services that take the node down when started:

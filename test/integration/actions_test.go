@@ -25,6 +25,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/policy"
 )
 
@@ -282,7 +283,16 @@ func TestActionsFailedRebootEndsTheRequest(t *testing.T) {
 	e.start(nil)
 	e.startAgent(e.newAgent("n1", &agent.Commands{HostRoot: "/", Reboot: `echo "no reboot on this machine"; exit 1`}))
 	e.label("n1", ptr.To("kernel-update"))
-	nm := e.waitNM("n1", "Failed", phaseIs(lullv1alpha1.PhaseFailed))
+	// A failed reboot is believed only once the agent is seen running
+	// after it (a reboot command killed by the shutdown it started fails
+	// too): until its next heartbeat the node is held.
+	nm := e.waitNM("n1", "held until the agent is seen after the failure", func(nm *lullv1alpha1.NodeMaintenance) bool {
+		return nmCond(nm, maintenance.ConditionNodeUnwell) == metav1.ConditionTrue
+	})
+	require.Contains(t, nm.Status.WaitingFor, "no lull-agent heartbeat since the failure")
+	e.clock.Step(agentlease.RenewEvery) // the agent's next heartbeat
+	require.NoError(t, (&agent.Heartbeat{Kube: e.cs, Namespace: "lull-system", Node: "n1", Identity: "agent-n1", Clock: e.clock}).Renew(e.ctx))
+	nm = e.waitNM("n1", "Failed", phaseIs(lullv1alpha1.PhaseFailed))
 	require.Len(t, nm.Status.Actions, 1)
 	require.Equal(t, lullv1alpha1.ActionFailed, nm.Status.Actions[0].State)
 	require.Contains(t, nm.Status.Actions[0].Message, "no reboot on this machine")
