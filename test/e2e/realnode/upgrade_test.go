@@ -120,7 +120,12 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	}
 	t.Run("kustomize", func(t *testing.T) {
 		rendered := installOverlay(t, src, prev)
-		upgradeWithWorkInFlight(t, prev, "kustomize", func() { installOverlay(t, framework.RepoRoot(), version) })
+		upgraded := ""
+		upgradeWithWorkInFlight(t, prev, "kustomize", func() { upgraded = installOverlay(t, framework.RepoRoot(), version) })
+		// Uninstall what is installed (this commit's objects, some of
+		// which the previous release did not have), then what only the
+		// previous release had.
+		kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-f", upgraded)
 		kubectl(t, "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-f", rendered)
 	})
 	t.Run("helm", func(t *testing.T) {
