@@ -85,6 +85,9 @@ type Agent struct {
 	// step for (fencing): the Fenced event is raised when it changes, not
 	// on every look.
 	refusals map[types.UID]string
+	// filesRecovered: this process finished what an earlier one left of
+	// a WriteFiles (recoverFiles), or found nothing to finish.
+	filesRecovered bool
 }
 
 func issueKey(nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.ActionStatus) string {
@@ -113,6 +116,9 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		return reconcile.Result{}, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("node", a.Node)
+	if err := a.recoverFiles(logger); err != nil {
+		return reconcile.Result{}, err
+	}
 	nm := &lullv1alpha1.NodeMaintenance{}
 	if err := a.Client.Get(ctx, req.NamespacedName, nm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -32,8 +33,11 @@ import (
 //     protectedPaths in the admission guard's ConfigMap, read now; a
 //     ConfigMap that cannot be read refuses everything) and off
 //     hostfiles.DefaultProtected;
-//   - pkg/hostfiles then checks drift before writing anything, writes each
-//     file atomically, reads it back, and restores every file on failure.
+//   - pkg/hostfiles then checks drift before writing anything, journals
+//     the set on the host, writes each file atomically, reads it back,
+//     and restores every file on failure; should the agent die midway,
+//     the next one rolls the set back (or forward, had it been verified)
+//     when it starts (Agent.recoverFiles).
 type Files struct {
 	// Live reads the API server.
 	Live client.Reader
@@ -43,6 +47,24 @@ type Files struct {
 	ConfigNamespace string
 	// Admission is the guard's ConfigMap (writablePaths, protectedPaths).
 	Admission types.NamespacedName
+	// Journal is where on the host a set is journaled while it is
+	// written; "": hostfiles.DefaultJournal.
+	Journal string
+}
+
+func (f *Files) journal() string {
+	if f.Journal == "" {
+		return hostfiles.DefaultJournal
+	}
+	return f.Journal
+}
+
+// Recover finishes a set of files an earlier agent died in the middle of
+// writing: rolled back, or forward if it was written and verified
+// (hostfiles.Writer.Recover). It returns nil, nil when there was none.
+func (f *Files) Recover() (*hostfiles.Recovery, error) {
+	w := &hostfiles.Writer{Root: f.HostRoot, Journal: f.journal()}
+	return w.Recover()
 }
 
 // Write writes the request's NodeConfig and returns what was written.
@@ -73,7 +95,8 @@ func (f *Files) Write(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (st
 	if err != nil {
 		return "", err
 	}
-	w := &hostfiles.Writer{Root: f.HostRoot, Writable: writable, Protected: append(append([]string{}, hostfiles.DefaultProtected...), protected...)}
+	w := &hostfiles.Writer{Root: f.HostRoot, Writable: writable, Protected: append(append([]string{}, hostfiles.DefaultProtected...), protected...),
+		Journal: f.journal()}
 	res, err := w.Apply(nc.Spec.Files)
 	if err != nil {
 		var drift *hostfiles.DriftError
@@ -83,6 +106,32 @@ func (f *Files) Write(ctx context.Context, nm *lullv1alpha1.NodeMaintenance) (st
 		return res.Summary(), err
 	}
 	return res.Summary(), nil
+}
+
+// recoverFiles finishes, once per process and before any step, a set of
+// files an earlier agent died in the middle of writing. Until it succeeds
+// no step runs: a reboot or a restart must not act on half a set.
+func (a *Agent) recoverFiles(logger klog.Logger) error {
+	if a.Files == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.filesRecovered {
+		return nil
+	}
+	rec, err := a.Files.Recover()
+	if err != nil {
+		return fmt.Errorf("finishing the WriteFiles an earlier lull-agent left unfinished: %w; no step runs until it is", err)
+	}
+	if rec != nil {
+		logger.Info("Finished the WriteFiles an earlier lull-agent left unfinished", "outcome", rec.State, "files", rec.Files, "set", rec.ID)
+		for _, w := range rec.Warnings {
+			logger.Info("Warning: left behind by the unfinished WriteFiles", "warning", w)
+		}
+	}
+	a.filesRecovered = true
+	return nil
 }
 
 // writeFiles runs a WriteFiles step with the agent's Files.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/hostfiles"
@@ -198,4 +200,47 @@ func TestWriteFilesWithoutRecordedIdentity(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(root, "etc/chrony.conf"))
 	require.NoError(t, err)
 	require.Equal(t, "pool b\n", string(b))
+}
+
+// Issue 41, finding 2: an agent died between two renames of a WriteFiles
+// (its journal says "writing", chrony.conf already new, the drop-in
+// written). The next agent puts both back before it does anything else,
+// and the journal says so.
+func TestRecoverUnfinishedWriteFilesAtStart(t *testing.T) {
+	f, _, root := writeCase(t, nil)
+	journal := filepath.Join(root, hostfiles.DefaultJournal)
+	require.NoError(t, os.MkdirAll(journal, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/chrony.conf"), []byte("pool b\n"), 0o644))
+	dropin := filepath.Join(root, "etc/systemd/system/tour.service.d/10-lull.conf")
+	require.NoError(t, os.MkdirAll(filepath.Dir(dropin), 0o755))
+	require.NoError(t, os.WriteFile(dropin, []byte("[Service]\nEnvironment=X=1\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(journal, "old-0"), []byte("pool a\n"), 0o600))
+	rec := hostfiles.JournalRecord{ID: "died", State: hostfiles.JournalWriting,
+		Dirs: []string{"etc/systemd", "etc/systemd/system", "etc/systemd/system/tour.service.d"},
+		Files: []hostfiles.JournalFile{
+			{Path: "/etc/chrony.conf", Old: "old-0", OldSHA256: hostfiles.SHA256([]byte("pool a\n")), OldMode: 0o644,
+				OldUID: os.Getuid(), OldGID: os.Getgid(), SHA256: hostfiles.SHA256([]byte("pool b\n")),
+				Tmp: ".chrony.conf.lull-tmp-1", RestoreTmp: ".chrony.conf.lull-tmp-2"},
+			{Path: "/etc/systemd/system/tour.service.d/10-lull.conf", New: true, SHA256: hostfiles.SHA256([]byte("[Service]\nEnvironment=X=1\n")),
+				Tmp: ".10-lull.conf.lull-tmp-3"},
+		}}
+	b, err := json.Marshal(rec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(journal, "set.json"), b, 0o600))
+
+	c := crfake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	a := &Agent{Client: c, Live: c, Node: "n1", Files: f}
+	_, err = a.Reconcile(t.Context(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
+	require.NoError(t, err)
+
+	content, err := os.ReadFile(filepath.Join(root, "etc/chrony.conf"))
+	require.NoError(t, err)
+	require.Equal(t, "pool a\n", string(content))
+	_, err = os.Stat(filepath.Join(root, "etc/systemd"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the drop-in and the directories made for it are gone")
+	last, err := (&hostfiles.Writer{Root: root, Journal: hostfiles.DefaultJournal}).LastJournal()
+	require.NoError(t, err)
+	require.Equal(t, "died", last.ID)
+	require.Equal(t, hostfiles.JournalRolledBack, last.State)
+	require.True(t, a.filesRecovered)
 }

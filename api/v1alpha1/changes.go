@@ -271,6 +271,7 @@ type NodeConfigSpec struct {
 
 // ConfigFile is one file's new state and the state it must have before.
 // +kubebuilder:validation:XValidation:rule="!(has(self.absent) && self.absent) || !has(self.contents)",message="a file to remove (absent: true) has no contents"
+// +kubebuilder:validation:XValidation:rule="!has(self.previousMode) && !has(self.previousUser) && !has(self.previousGroup) || has(self.previous) && !(has(self.absent) && self.absent)",message="previousMode, previousUser and previousGroup are for a file that exists before (previous) and stays (not absent)"
 type ConfigFile struct {
 	// Path is absolute and clean: no "." or ".." segments, no "//", no
 	// trailing "/".
@@ -305,6 +306,24 @@ type ConfigFile struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Group string `json:"group,omitempty"`
+	// PreviousMode, PreviousUser and PreviousGroup are the mode and owner
+	// the file has before the change, where the change gives it another
+	// one (kubectl lull request --write records them from the old
+	// configuration). Unset, the file must already have the new Mode,
+	// User and Group, as with a NodeConfig made before these fields: a
+	// file with neither its previous nor its new mode or owner has
+	// drifted, and nothing is written. Only for a file that exists before
+	// (Previous set) and stays (not Absent).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4095
+	PreviousMode *int32 `json:"previousMode,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PreviousUser string `json:"previousUser,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PreviousGroup string `json:"previousGroup,omitempty"`
 }
 
 // NodeConfigList is a list of NodeConfig.

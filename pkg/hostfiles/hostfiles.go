@@ -1,3 +1,5 @@
+//go:build linux
+
 package hostfiles
 
 import (
@@ -9,7 +11,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
@@ -24,6 +27,8 @@ var DefaultProtected = []string{
 	"/var/lib/kubelet/kubeconfig",
 	"/var/lib/kubelet/pki/**",
 	"/var/lib/kubelet/pods/**",
+	// lull-agent's journal (DefaultJournal).
+	"/etc/lull/agent/**",
 }
 
 // maxFileSize bounds a file already on disk that a set replaces or
@@ -36,7 +41,10 @@ const maxFileSize = 16 << 20
 // that does).
 type Writer struct {
 	// Root is where the host's root file system is mounted ("/host");
-	// every path is taken relative to it and never leaves it.
+	// every path is taken relative to it and never leaves it: each
+	// directory on it is opened by descriptor without following a
+	// symbolic link, and the file is written, renamed and read back
+	// relative to its directory's descriptor.
 	Root string
 	// Writable are the globs (Match) a path must match to be written; none
 	// refuses every path.
@@ -44,11 +52,20 @@ type Writer struct {
 	// Protected are globs never written even when Writable matches
 	// (DefaultProtected, lull's own files).
 	Protected []string
+	// Journal is the directory (an absolute path on the host, such as
+	// DefaultJournal) where Apply records each set before changing
+	// anything, so that Recover can finish a set the agent died in the
+	// middle of; empty: no journal, and a set interrupted by a crash is
+	// left half-written until it is applied again.
+	Journal string
 
 	// Test hooks, given the file's path (ConfigFile.Path) just before its
-	// rename into place (or aside, for a removal) and just after it; an
-	// error fails the set there.
+	// rename into place (or aside, for a removal: before the directory is
+	// checked again) and just after it; an error fails the set there.
 	beforeRename, afterRename func(path string) error
+	// afterCheck runs once the checks passed, before anything is written;
+	// afterVerify once every file was read back and the journal says so.
+	afterCheck, afterVerify func() error
 }
 
 // op is one file of a set: what it should be, what it was, and what has
@@ -56,20 +73,33 @@ type Writer struct {
 type op struct {
 	path     string // absolute, as given
 	rel      string // relative to the root
+	name     string // the last element of rel
 	absent   bool
 	contents []byte
 	sha      string
 	mode     fs.FileMode
 	uid, gid int
+	// The mode and owner the file has before (ConfigFile.PreviousMode,
+	// PreviousUser, PreviousGroup); nil: the new ones.
+	prevMode         *fs.FileMode
+	prevUID, prevGID *int
 
-	found   fs.FileInfo // Lstat of the file; nil when it does not exist
-	missing []string    // parent directories to create (relative), outermost first
-	old     *fileState  // the file before; nil when it did not exist
-	done    bool        // already in place: nothing to do
+	// dir is the file's directory, held since the check; while missing
+	// directories are still to be created, the deepest that exists.
+	dir     *dir
+	found   *unix.Stat_t // the file, not followed; nil when it does not exist
+	missing []string     // parent directories to create (relative), outermost first
+	old     *fileState   // the file before; nil when it did not exist
+	done    bool         // already in place: nothing to do
 
 	// While writing.
 	written *os.File // the new file, kept open for the read-back
-	aside   string   // where a removed file was renamed to (relative)
+	aside   string   // the name a removed file was renamed to, in dir, once it was
+
+	// Names next to the file, chosen before the journal records them: the
+	// temporary file, where a removed file is set aside, the temporary
+	// file of a rollback.
+	tmp, asideName, restoreTmp string
 }
 
 // fileState is a file's content and attributes.
@@ -90,53 +120,123 @@ var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // *DriftError listing every file that drifted. Files already in place
 // pass.
 func (w *Writer) Check(files []lullv1alpha1.ConfigFile) error {
-	root, err := os.OpenRoot(w.Root)
+	s, err := w.open()
 	if err != nil {
-		return fmt.Errorf("opening host root: %w", err)
+		return err
 	}
-	defer root.Close()
-	_, err = w.plan(root, files)
+	defer s.close()
+	_, err = w.plan(s, files)
 	return err
+}
+
+// session is the host root as one Check or Apply sees it: held by
+// descriptor for writing, and as an os.Root for reading the user and
+// group databases; and the directories opened beneath it.
+type session struct {
+	root   *dir
+	ids    *os.Root
+	opened dirs
+}
+
+func (w *Writer) open() (*session, error) {
+	root, err := openRoot(w.Root)
+	if err != nil {
+		return nil, fmt.Errorf("opening host root: %w", err)
+	}
+	ids, err := os.OpenRoot(w.Root)
+	if err != nil {
+		root.f.Close()
+		return nil, fmt.Errorf("opening host root: %w", err)
+	}
+	s := &session{root: root, ids: ids}
+	s.opened.add(root)
+	return s, nil
+}
+
+func (s *session) close() {
+	s.opened.close()
+	s.ids.Close()
 }
 
 // Apply writes the set, all or nothing. It runs Check's checks first and
 // writes nothing when they fail. Then it writes each file atomically,
 // reads every file back, and on any failure puts back every file it
 // changed and returns a *WriteError. The Result lists every file, written
-// or already in place. A non-nil error with a non-empty Result means the
-// set is written and verified but a removed file's set-aside copy could
-// not be deleted.
+// or already in place, and warnings: what could not be cleaned up once
+// the set was written and verified (a removed file's set-aside copy, the
+// journal), which does not fail the set.
 func (w *Writer) Apply(files []lullv1alpha1.ConfigFile) (Result, error) {
-	root, err := os.OpenRoot(w.Root)
-	if err != nil {
-		return Result{}, fmt.Errorf("opening host root: %w", err)
-	}
-	defer root.Close()
-	ops, err := w.plan(root, files)
+	s, err := w.open()
 	if err != nil {
 		return Result{}, err
 	}
-	t := &txn{w: w, root: root, ops: ops, made: map[string]bool{}}
+	defer s.close()
+	var recovered *Recovery
+	if w.Journal != "" {
+		// A set an agent died in the middle of is finished first.
+		if recovered, err = s.recover(w.Journal); err != nil {
+			return Result{}, fmt.Errorf("%w; nothing written", err)
+		}
+	}
+	ops, err := w.plan(s, files)
+	if err != nil {
+		return Result{}, err
+	}
+	if w.afterCheck != nil {
+		if err := w.afterCheck(); err != nil {
+			return Result{}, err
+		}
+	}
+	t := &txn{w: w, s: s, ops: ops, made: map[string]*dir{}}
 	defer t.close()
-	p, err := t.apply()
+	var p string
+	if w.Journal != "" {
+		err = t.begin()
+	}
+	if err == nil {
+		p, err = t.apply()
+	}
 	if err == nil {
 		p, err = t.verify()
 	}
+	if err == nil && t.j != nil {
+		t.j.rec.State = JournalVerified
+		if err = t.j.save(journalRecord); err == nil && w.afterVerify != nil {
+			err = w.afterVerify()
+		}
+	}
 	if err != nil {
-		return Result{}, &WriteError{Path: p, Err: err, Rollback: t.rollback()}
+		werr := &WriteError{Path: p, Err: err, Rollback: t.rollback()}
+		if werr.Rollback == nil && t.j != nil {
+			// Put back: the journal is done with. Should this fail, the
+			// next Recover finds every file as it was.
+			_ = t.j.finish(JournalRolledBack)
+		}
+		return Result{}, werr
 	}
 	res := Result{Files: make([]FileResult, len(ops))}
 	for i, o := range ops {
 		res.Files[i] = FileResult{Path: o.path, SHA256: o.sha, Removed: o.absent, Written: !o.done}
 	}
+	if recovered != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("an earlier set the agent left unfinished (%s) was %s first", strings.Join(recovered.Files, ", "), recovered.State))
+		res.Warnings = append(res.Warnings, recovered.Warnings...)
+	}
+	// The set is written and verified: what is left is cleaning up, and
+	// a failure there is a warning, not a failed set.
 	if err := t.finish(); err != nil {
-		return res, fmt.Errorf("files written and verified, but %w", err)
+		res.Warnings = append(res.Warnings, err.Error())
+	}
+	if t.j != nil {
+		if err := t.j.finish(JournalWritten); err != nil {
+			res.Warnings = append(res.Warnings, err.Error())
+		}
 	}
 	return res, nil
 }
 
 // plan validates the set and reads what is on disk; it writes nothing.
-func (w *Writer) plan(root *os.Root, files []lullv1alpha1.ConfigFile) ([]*op, error) {
+func (w *Writer) plan(s *session, files []lullv1alpha1.ConfigFile) ([]*op, error) {
 	ops := make([]*op, 0, len(files))
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
@@ -154,11 +254,11 @@ func (w *Writer) plan(root *os.Root, files []lullv1alpha1.ConfigFile) ([]*op, er
 		ops = append(ops, o)
 	}
 	for _, o := range ops {
-		if err := inspect(root, o); err != nil {
+		if err := s.inspect(o); err != nil {
 			return nil, err
 		}
 	}
-	ids := &owners{root: root}
+	ids := &owners{root: s.ids}
 	for i, o := range ops {
 		if o.absent {
 			continue
@@ -170,10 +270,24 @@ func (w *Writer) plan(root *os.Root, files []lullv1alpha1.ConfigFile) ([]*op, er
 		if o.gid, err = ids.gid(files[i].Group); err != nil {
 			return nil, fmt.Errorf("%s: %w; nothing written", o.path, err)
 		}
+		if u := files[i].PreviousUser; u != "" {
+			id, err := ids.uid(u)
+			if err != nil {
+				return nil, fmt.Errorf("%s: previous %w; nothing written", o.path, err)
+			}
+			o.prevUID = &id
+		}
+		if g := files[i].PreviousGroup; g != "" {
+			id, err := ids.gid(g)
+			if err != nil {
+				return nil, fmt.Errorf("%s: previous %w; nothing written", o.path, err)
+			}
+			o.prevGID = &id
+		}
 	}
 	var drifts []Drift
 	for i, o := range ops {
-		d, err := o.compare(root, files[i].Previous)
+		d, err := o.compare(files[i].Previous)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w; nothing written", o.path, err)
 		}
@@ -199,29 +313,49 @@ func newOp(f lullv1alpha1.ConfigFile) (*op, error) {
 	if f.Absent && len(f.Contents) > 0 {
 		return refuse("a file to remove has contents")
 	}
+	if (f.PreviousMode != nil || f.PreviousUser != "" || f.PreviousGroup != "") && (f.Previous == "" || f.Absent) {
+		return refuse("a previous mode or owner is given for a file that does not exist before or is removed")
+	}
 	mode := fs.FileMode(0o644)
 	if f.Mode != nil {
-		m := *f.Mode
-		if m < 0 || m > 0o7777 {
-			return refuse(fmt.Sprintf("mode %#o is not permission bits", m))
+		m, ok := fileModeOf(*f.Mode)
+		if !ok {
+			return refuse(fmt.Sprintf("mode %#o is not permission bits", *f.Mode))
 		}
-		mode = fs.FileMode(m) & fs.ModePerm
-		if m&0o4000 != 0 {
-			mode |= fs.ModeSetuid
-		}
-		if m&0o2000 != 0 {
-			mode |= fs.ModeSetgid
-		}
-		if m&0o1000 != 0 {
-			mode |= fs.ModeSticky
-		}
+		mode = m
 	}
-	o := &op{path: p, rel: p[1:], absent: f.Absent, mode: mode}
+	o := &op{path: p, rel: p[1:], name: path.Base(p), absent: f.Absent, mode: mode}
+	o.tmp, o.asideName, o.restoreTmp = sibling(o.name, "tmp"), sibling(o.name, "old"), sibling(o.name, "tmp")
+	if f.PreviousMode != nil {
+		m, ok := fileModeOf(*f.PreviousMode)
+		if !ok {
+			return refuse(fmt.Sprintf("previous mode %#o is not permission bits", *f.PreviousMode))
+		}
+		o.prevMode = &m
+	}
 	if !f.Absent {
 		o.contents = f.Contents
 		o.sha = SHA256(f.Contents)
 	}
 	return o, nil
+}
+
+// fileModeOf is a ConfigFile's mode (chmod's bits) as an fs.FileMode.
+func fileModeOf(m int32) (fs.FileMode, bool) {
+	if m < 0 || m > 0o7777 {
+		return 0, false
+	}
+	mode := fs.FileMode(m) & fs.ModePerm
+	if m&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode, true
 }
 
 // allowed refuses a path outside Writable or inside Protected.
@@ -244,49 +378,83 @@ func (w *Writer) allowed(p string) error {
 
 // inspect refuses a path that reaches through a symbolic link or a
 // non-directory, or names something other than a regular file, and notes
-// which parent directories are missing and whether the file exists.
-func inspect(root *os.Root, o *op) error {
+// which parent directories are missing and whether the file exists. It
+// opens the file's directory (or the deepest that exists) and keeps it:
+// everything done to the file from then on is done relative to that
+// descriptor, whatever becomes of the path.
+func (s *session) inspect(o *op) error {
 	parts := strings.Split(o.rel, "/")
+	have := "."
 	for i := 1; i < len(parts); i++ {
 		dir := strings.Join(parts[:i], "/")
-		fi, err := root.Lstat(dir)
+		st, err := s.root.lstatPath(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			for j := i; j < len(parts); j++ {
 				o.missing = append(o.missing, strings.Join(parts[:j], "/"))
 			}
-			return nil
+			break
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w; nothing written", o.path, err)
 		}
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			return &RefusedError{Path: o.path, Rule: fmt.Sprintf("its parent /%s is a symbolic link%s; lull writes only through real directories", dir, linkTarget(root, dir))}
-		case !fi.IsDir():
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			return &RefusedError{Path: o.path, Rule: fmt.Sprintf("its parent /%s is a symbolic link%s; lull writes only through real directories", dir, s.linkTarget(dir))}
+		case unix.S_IFDIR:
+		default:
 			return &RefusedError{Path: o.path, Rule: fmt.Sprintf("its parent /%s is not a directory", dir)}
 		}
+		have = dir
 	}
-	fi, err := root.Lstat(o.rel)
+	d, err := s.root.open(have)
+	if err != nil {
+		return fmt.Errorf("%s: %w; nothing written", o.path, err)
+	}
+	o.dir = s.opened.add(d)
+	if len(o.missing) > 0 {
+		return nil
+	}
+	st, err := o.dir.lstat(o.name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w; nothing written", o.path, err)
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return &RefusedError{Path: o.path, Rule: fmt.Sprintf("it is a symbolic link%s; lull replaces only regular files", linkTarget(root, o.rel))}
-	case fi.IsDir():
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return &RefusedError{Path: o.path, Rule: fmt.Sprintf("it is a symbolic link%s; lull replaces only regular files", s.linkTarget(o.rel))}
+	case unix.S_IFDIR:
 		return &RefusedError{Path: o.path, Rule: "it is a directory"}
-	case !fi.Mode().IsRegular():
-		return &RefusedError{Path: o.path, Rule: fmt.Sprintf("it is not a regular file (%v)", fi.Mode().Type())}
+	case unix.S_IFREG:
+	default:
+		return &RefusedError{Path: o.path, Rule: fmt.Sprintf("it is not a regular file (%v)", typeOf(st))}
 	}
-	o.found = fi
+	o.found = st
 	return nil
 }
 
-func linkTarget(root *os.Root, rel string) string {
-	t, err := root.Readlink(rel)
+func typeOf(st *unix.Stat_t) fs.FileMode {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	}
+	return fs.ModeIrregular
+}
+
+func (s *session) linkTarget(rel string) string {
+	p, err := s.root.open(path.Dir(rel))
+	if err != nil {
+		return ""
+	}
+	defer p.f.Close()
+	t, err := p.readlink(path.Base(rel))
 	if err != nil {
 		return ""
 	}
@@ -297,14 +465,16 @@ func linkTarget(root *os.Root, rel string) string {
 // in place (o.done), or to be written (its old state kept in o.old).
 //
 // A file is as the configuration was planned from when it has the
-// previous content and the mode and owner the configuration gives it: a
-// ConfigFile declares no previous mode or owner, so a content change is
-// taken to keep them, and a file whose mode or owner was changed by hand
-// since has drifted like one whose content was. Two kinds of file are
-// compared by content alone: a file to remove (no mode or owner is
-// declared for it), and a file whose content stays (previous is its new
-// content): its mode and owner are what the configuration changes.
-func (o *op) compare(root *os.Root, previous string) (*Drift, error) {
+// previous content and its previous mode and owner: those the
+// ConfigFile records (PreviousMode, PreviousUser, PreviousGroup), or
+// where it records none the new ones, so that a content change is taken
+// to keep them; a file whose mode or owner was changed by hand since has
+// drifted like one whose content was. Two kinds of file are compared by
+// content alone: a file to remove (no mode or owner is declared for it),
+// and a file whose content stays (previous is its new content) and that
+// records no previous mode or owner: its mode and owner are what the
+// configuration changes.
+func (o *op) compare(previous string) (*Drift, error) {
 	want := previous
 	if want == "" {
 		want = absent
@@ -319,38 +489,60 @@ func (o *op) compare(root *os.Root, previous string) (*Drift, error) {
 		}
 		return &Drift{Path: o.path, Want: want, Got: absent}, nil
 	}
-	st, err := readState(root, o.rel, o.found)
+	st, err := readState(o.dir, o.name, o.found)
 	if err != nil {
 		return nil, err
 	}
 	got := SHA256(st.content)
-	mode, owner := o.attrs(st)
+	mode, owner := o.attrs(st, o.mode, o.uid, o.gid)
+	pm, puid, pgid := o.previousAttrs()
+	pmode, powner := o.attrs(st, pm, puid, pgid)
+	recorded := o.prevMode != nil || o.prevUID != nil || o.prevGID != nil
 	switch {
 	case !o.absent && got == o.sha && mode == nil && owner == nil:
 		o.done = true
 		return nil, nil
-	case got == previous && (o.absent || previous == o.sha || (mode == nil && owner == nil)):
+	case got == previous && (o.absent || previous == o.sha && !recorded || pmode == nil && powner == nil):
 		o.old = st
 		return nil, nil
-	case got == previous || !o.absent && got == o.sha:
-		// The previous or the new content, with another mode or owner.
+	case got == previous:
+		// The previous content, with another mode or owner than before.
+		return &Drift{Path: o.path, Want: got, Got: got, Mode: pmode, Owner: powner}, nil
+	case !o.absent && got == o.sha:
+		// The new content, with another mode or owner than intended.
 		return &Drift{Path: o.path, Want: got, Got: got, Mode: mode, Owner: owner}, nil
 	default:
 		return &Drift{Path: o.path, Want: want, Got: got}, nil
 	}
 }
 
-// attrs compares the file's mode and owner with those it is given: nil
-// where they agree.
-func (o *op) attrs(st *fileState) (mode, owner *Mismatch) {
+// previousAttrs are the mode and owner the file should have before the
+// change: those recorded, the new ones where none is.
+func (o *op) previousAttrs() (mode fs.FileMode, uid, gid int) {
+	mode, uid, gid = o.mode, o.uid, o.gid
+	if o.prevMode != nil {
+		mode = *o.prevMode
+	}
+	if o.prevUID != nil {
+		uid = *o.prevUID
+	}
+	if o.prevGID != nil {
+		gid = *o.prevGID
+	}
+	return mode, uid, gid
+}
+
+// attrs compares the file's mode and owner with those given: nil where
+// they agree.
+func (o *op) attrs(st *fileState, want fs.FileMode, uid, gid int) (mode, owner *Mismatch) {
 	if o.absent {
 		return nil, nil
 	}
-	if st.mode != o.mode {
-		mode = &Mismatch{Want: octal(o.mode), Got: octal(st.mode)}
+	if st.mode != want {
+		mode = &Mismatch{Want: octal(want), Got: octal(st.mode)}
 	}
-	if st.uid != o.uid || st.gid != o.gid {
-		owner = &Mismatch{Want: fmt.Sprintf("%d:%d", o.uid, o.gid), Got: fmt.Sprintf("%d:%d", st.uid, st.gid)}
+	if st.uid != uid || st.gid != gid {
+		owner = &Mismatch{Want: fmt.Sprintf("%d:%d", uid, gid), Got: fmt.Sprintf("%d:%d", st.uid, st.gid)}
 	}
 	return mode, owner
 }
@@ -371,11 +563,11 @@ func octal(m fs.FileMode) string {
 }
 
 // readState reads a regular file and its mode and owner, making sure it
-// is still the file found by Lstat.
-func readState(root *os.Root, rel string, found fs.FileInfo) (*fileState, error) {
+// is still the file found by lstat.
+func readState(d *dir, name string, found *unix.Stat_t) (*fileState, error) {
 	// O_NONBLOCK: should a FIFO take the file's place, opening it must
 	// not hang; the identity check below then refuses it.
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := d.openFile(name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if errors.Is(err, fs.ErrPermission) {
 		return nil, fmt.Errorf("%w (lull-agent reads as root without CAP_DAC_OVERRIDE)", err)
 	}
@@ -383,11 +575,11 @@ func readState(root *os.Root, rel string, found fs.FileInfo) (*fileState, error)
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	st, err := fstat(f)
 	if err != nil {
 		return nil, err
 	}
-	if !os.SameFile(fi, found) {
+	if !sameFile(st, found) {
 		return nil, errors.New("the file was replaced while being checked")
 	}
 	content, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
@@ -397,11 +589,5 @@ func readState(root *os.Root, rel string, found fs.FileInfo) (*fileState, error)
 	if len(content) > maxFileSize {
 		return nil, fmt.Errorf("larger than %d MiB, too large to keep for a rollback", maxFileSize>>20)
 	}
-	uid, gid := owner(fi)
-	return &fileState{content: content, mode: fi.Mode() & modeBits, uid: uid, gid: gid}, nil
-}
-
-func owner(fi fs.FileInfo) (uid, gid int) {
-	st := fi.Sys().(*syscall.Stat_t)
-	return int(st.Uid), int(st.Gid)
+	return &fileState{content: content, mode: fileMode(st), uid: int(st.Uid), gid: int(st.Gid)}, nil
 }

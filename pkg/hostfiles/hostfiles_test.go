@@ -1,3 +1,5 @@
+//go:build linux
+
 package hostfiles
 
 import (
@@ -26,7 +28,7 @@ func newWriter(t *testing.T) (*Writer, string) {
 	t.Helper()
 	root := t.TempDir()
 	put(t, root, "/etc/hostname", "node-1\n", 0o644)
-	return &Writer{Root: root, Writable: []string{"/etc/**"}, Protected: DefaultProtected}, root
+	return &Writer{Root: root, Writable: []string{"/etc/**"}, Protected: DefaultProtected, Journal: DefaultJournal}, root
 }
 
 // write is a file with new content, owned by the test's user.
@@ -69,6 +71,9 @@ func snapshot(t *testing.T, root string) map[string]entry {
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == root {
 			return err
+		}
+		if p == filepath.Join(root, "etc/lull") {
+			return filepath.SkipDir // the journal: TestJournal looks at it
 		}
 		fi, err := os.Lstat(p)
 		if err != nil {
@@ -324,6 +329,10 @@ func TestModeChange(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	forEachResolver(t, testRefusals)
+}
+
+func testRefusals(t *testing.T) {
 	ok := write("/etc/ok.conf", "", "ok\n", 0o644)
 	for _, tc := range []struct {
 		name     string
@@ -693,3 +702,119 @@ func TestFileTheAgentMayNotReopenIsVerified(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fs.FileMode(0), fi.Mode())
 }
+
+// A ConfigFile that changes content and mode or owner at once records the
+// previous mode and owner (PreviousMode, PreviousUser, PreviousGroup):
+// the file is as planned from when it has the previous content with
+// those, and drifted when it has another mode or owner than both.
+func TestPreviousModeAndOwnerRecorded(t *testing.T) {
+	other := myUID + 1
+	for _, tc := range []struct {
+		name      string
+		content   string // of /etc/a.conf on disk
+		mode      fs.FileMode
+		uid       int
+		file      func() lullv1alpha1.ConfigFile
+		root      bool   // needs to give a file to another user
+		wantDrift *Drift // nil: written (or already in place)
+		wantMode  fs.FileMode
+	}{{
+		name: "content and mode change at once", content: "a old\n", mode: 0o644,
+		file: func() lullv1alpha1.ConfigFile {
+			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)
+			f.PreviousMode = ptr(0o644)
+			return f
+		},
+		wantMode: 0o600,
+	}, {
+		name: "content and mode change, already done (an agent that stopped)", content: "a new\n", mode: 0o600,
+		file: func() lullv1alpha1.ConfigFile {
+			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)
+			f.PreviousMode = ptr(0o644)
+			return f
+		},
+		wantMode: 0o600,
+	}, {
+		name: "mode neither the previous nor the new one", content: "a old\n", mode: 0o640,
+		file: func() lullv1alpha1.ConfigFile {
+			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)
+			f.PreviousMode = ptr(0o644)
+			return f
+		},
+		wantDrift: &Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"), Mode: &Mismatch{Want: "0644", Got: "0640"}},
+	}, {
+		name: "previous content with the new mode already", content: "a old\n", mode: 0o600,
+		file: func() lullv1alpha1.ConfigFile {
+			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)
+			f.PreviousMode = ptr(0o644)
+			return f
+		},
+		wantDrift: &Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"), Mode: &Mismatch{Want: "0644", Got: "0600"}},
+	}, {
+		name: "mode only, recorded: another mode by hand is drift", content: "a old\n", mode: 0o640,
+		file: func() lullv1alpha1.ConfigFile {
+			f := write("/etc/a.conf", sha("a old\n"), "a old\n", 0o600)
+			f.PreviousMode = ptr(0o644)
+			return f
+		},
+		wantDrift: &Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"), Mode: &Mismatch{Want: "0644", Got: "0640"}},
+	}, {
+		name: "content and owner change at once", content: "a old\n", mode: 0o644, uid: other, root: true,
+		file: func() lullv1alpha1.ConfigFile {
+			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o644)
+			f.PreviousUser = strconv.Itoa(other)
+			return f
+		},
+		wantMode: 0o644,
+	}, {
+		name: "owner neither the previous nor the new one", content: "a old\n", mode: 0o644, uid: other + 1, root: true,
+		file: func() lullv1alpha1.ConfigFile {
+			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o644)
+			f.PreviousUser = strconv.Itoa(other)
+			return f
+		},
+		wantDrift: &Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"),
+			Owner: &Mismatch{Want: strconv.Itoa(other) + ":" + strconv.Itoa(myGID), Got: strconv.Itoa(other+1) + ":" + strconv.Itoa(myGID)}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && os.Geteuid() != 0 {
+				t.Skip("giving files to other users needs root")
+			}
+			w, root := newWriter(t)
+			put(t, root, "/etc/a.conf", tc.content, tc.mode)
+			if tc.uid != 0 {
+				require.NoError(t, os.Chown(filepath.Join(root, "etc/a.conf"), tc.uid, myGID))
+			}
+			before := snapshot(t, root)
+			files := []lullv1alpha1.ConfigFile{tc.file()}
+			_, err := w.Apply(files)
+			if tc.wantDrift != nil {
+				var drift *DriftError
+				require.ErrorAs(t, err, &drift)
+				require.Equal(t, []Drift{*tc.wantDrift}, drift.Drifts)
+				require.Equal(t, before, snapshot(t, root))
+				return
+			}
+			require.NoError(t, err)
+			requireFile(t, root, "/etc/a.conf", "a new\n", tc.wantMode)
+			requireNoLeftovers(t, root)
+		})
+	}
+}
+
+func TestPreviousModeOnlyForAFileThatStays(t *testing.T) {
+	w, root := newWriter(t)
+	put(t, root, "/etc/a.conf", "a\n", 0o644)
+	gone := remove("/etc/a.conf", sha("a\n"))
+	gone.PreviousMode = ptr(0o644)
+	added := write("/etc/b.conf", "", "b\n", 0o644)
+	added.PreviousUser = "root"
+	for _, f := range []lullv1alpha1.ConfigFile{gone, added} {
+		_, err := w.Apply([]lullv1alpha1.ConfigFile{f})
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused, f.Path)
+		require.Contains(t, refused.Rule, "a previous mode or owner is given for a file that does not exist before or is removed")
+	}
+}
+
+func ptr(m int32) *int32 { return &m }

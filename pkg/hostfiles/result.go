@@ -10,6 +10,10 @@ import (
 // Result is what Apply did, file by file in the order given.
 type Result struct {
 	Files []FileResult
+	// Warnings are what went wrong after the set was written and
+	// verified (cleaning up), or what an earlier set left unfinished was
+	// recovered to: not failures.
+	Warnings []string
 }
 
 // FileResult is one file's outcome.
@@ -29,7 +33,8 @@ const maxSummary = 900
 
 // Summary is the result in one line of at most about 900 bytes:
 // "3 files written and verified: /etc/a (sha256 1a2b3c4d…), /etc/b
-// (removed), /etc/c (sha256 5e6f7a8b…, already in place)".
+// (removed), /etc/c (sha256 5e6f7a8b…, already in place)", and the
+// warnings after "; warning: ".
 func (r Result) Summary() string {
 	written := 0
 	for _, f := range r.Files {
@@ -53,7 +58,11 @@ func (r Result) Summary() string {
 	for i, f := range r.Files {
 		items[i] = f.String()
 	}
-	return joinCapped(head+": ", items, maxSummary)
+	var warn string
+	if len(r.Warnings) > 0 {
+		warn = truncate("; warning: "+strings.Join(r.Warnings, "; "), maxSummary/3)
+	}
+	return joinCapped(head+": ", items, maxSummary-len(warn)) + warn
 }
 
 // String is the file as Summary lists it: "/etc/a (sha256 1a2b3c4d…)".

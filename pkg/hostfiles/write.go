@@ -1,3 +1,5 @@
+//go:build linux
+
 package hostfiles
 
 import (
@@ -9,18 +11,29 @@ import (
 	"io/fs"
 	"os"
 	"path"
+
+	"golang.org/x/sys/unix"
 )
 
 // txn is one Apply's writing: what it changed, so that it can put it back.
 type txn struct {
-	w    *Writer
-	root *os.Root
-	ops  []*op
-	// made and dirs are the directories created (in order); changed the
-	// files renamed into place or aside, in order.
-	made    map[string]bool
-	dirs    []string
+	w   *Writer
+	s   *session
+	ops []*op
+	// made are the directories created or found created meanwhile, by
+	// path; dirs those created, in order; changed the files renamed into
+	// place or aside, in order.
+	made    map[string]*dir
+	dirs    []madeDir
 	changed []*op
+	// j is the set's journal; nil without one.
+	j *journal
+}
+
+// madeDir is a directory the set created: name in parent.
+type madeDir struct {
+	parent *dir
+	name   string
 }
 
 // apply writes every file not in place yet; on error it returns the path
@@ -44,29 +57,38 @@ func (t *txn) apply() (string, error) {
 
 func (t *txn) apply1(o *op) error {
 	for _, d := range o.missing {
-		if err := t.mkdir(d); err != nil {
+		nd, err := t.mkdir(o.dir, d)
+		if err != nil {
 			return err
 		}
+		o.dir = nd
 	}
+	o.missing = nil
+	// Just before the rename, the directory's path must still name the
+	// directory held: had it been swapped for a link, the file would
+	// still go where it was checked, not where the link points, but the
+	// path the configuration names would not get it.
 	before := func() error {
-		if t.w.beforeRename == nil {
-			return nil
+		if t.w.beforeRename != nil {
+			if err := t.w.beforeRename(o.path); err != nil {
+				return err
+			}
 		}
-		return t.w.beforeRename(o.path)
+		return t.s.root.recheck(o.dir)
 	}
 	if o.absent {
-		aside := sibling(o.rel, "old")
+		aside := o.asideName
 		if err := before(); err != nil {
 			return err
 		}
-		if err := t.root.Rename(o.rel, aside); err != nil {
+		if err := o.dir.rename(o.name, aside); err != nil {
 			return fmt.Errorf("renaming aside: %w", err)
 		}
 		o.aside = aside
 		t.changed = append(t.changed, o)
-		return syncDir(t.root, path.Dir(o.rel))
+		return o.dir.sync()
 	}
-	f, renamed, err := replace(t.root, o.rel, o.contents, o.mode, o.uid, o.gid, before)
+	f, renamed, err := replace(o.dir, o.name, o.tmp, o.contents, o.mode, o.uid, o.gid, before)
 	if renamed {
 		t.changed = append(t.changed, o)
 	}
@@ -74,45 +96,58 @@ func (t *txn) apply1(o *op) error {
 	return err
 }
 
-// mkdir creates a missing parent directory, 0755 and owned by the agent
-// (root); one that appeared meanwhile is used if it is a real directory,
-// and not removed by a rollback.
-func (t *txn) mkdir(d string) error {
-	if t.made[d] {
-		return nil
+// mkdir creates the missing directory rel in parent, 0755 and owned by
+// the agent (root), and opens it; one that appeared meanwhile is used if
+// it is a real directory, and not removed by a rollback.
+func (t *txn) mkdir(parent *dir, rel string) (*dir, error) {
+	if d, ok := t.made[rel]; ok {
+		return d, nil
 	}
-	if err := t.root.Mkdir(d, 0o755); err != nil {
-		if fi, lerr := t.root.Lstat(d); errors.Is(err, fs.ErrExist) && lerr == nil && fi.IsDir() {
-			return nil
+	name := path.Base(rel)
+	if err := parent.mkdir(name, 0o755); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("creating directory /%s: %w", rel, err)
 		}
-		return fmt.Errorf("creating directory /%s: %w", d, err)
+		d, err := parent.sub(name)
+		if err != nil {
+			return nil, fmt.Errorf("creating directory /%s: %w", rel, err)
+		}
+		t.made[rel] = t.s.opened.add(d)
+		return d, nil
 	}
-	t.made[d] = true
-	t.dirs = append(t.dirs, d)
+	t.dirs = append(t.dirs, madeDir{parent: parent, name: name})
+	d, err := parent.sub(name)
+	if err != nil {
+		return nil, fmt.Errorf("creating directory /%s: %w", rel, err)
+	}
+	t.made[rel] = t.s.opened.add(d)
 	// Mkdir's mode is masked by the umask.
-	if err := t.root.Chmod(d, 0o755); err != nil {
-		return fmt.Errorf("creating directory /%s: %w", d, err)
+	if err := d.f.Chmod(0o755); err != nil {
+		return nil, fmt.Errorf("creating directory /%s: %w", rel, err)
 	}
-	return syncDir(t.root, path.Dir(d))
+	return d, parent.sync()
 }
 
 // verify reads back every file written: the path must still name the
-// file written, with the content, mode and owner intended; a file removed
-// must be gone.
+// file written, through the directories checked, with the content, mode
+// and owner intended; a file removed must be gone.
 func (t *txn) verify() (string, error) {
 	for _, o := range t.ops {
 		if o.done {
 			continue
 		}
-		if err := o.verify(t.root); err != nil {
+		if err := t.s.root.recheck(o.dir); err != nil {
+			return o.path, fmt.Errorf("read back: %w", err)
+		}
+		if err := o.verify(); err != nil {
 			return o.path, err
 		}
 	}
 	return "", nil
 }
 
-func (o *op) verify(root *os.Root) error {
-	fi, err := root.Lstat(o.rel)
+func (o *op) verify() error {
+	st, err := o.dir.lstat(o.name)
 	if o.absent {
 		switch {
 		case err == nil:
@@ -127,11 +162,11 @@ func (o *op) verify(root *os.Root) error {
 	}
 	// The descriptor the file was written with: the path is checked to
 	// still name it, and it reads whatever mode the file has now.
-	ofi, err := o.written.Stat()
+	ost, err := fstat(o.written)
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}
-	if !os.SameFile(fi, ofi) {
+	if !sameFile(st, ost) {
 		return fmt.Errorf("%w: another file took its place", ErrReadBack)
 	}
 	content, err := io.ReadAll(io.NewSectionReader(o.written, 0, maxFileSize))
@@ -141,10 +176,10 @@ func (o *op) verify(root *os.Root) error {
 	if got := SHA256(content); got != o.sha {
 		return fmt.Errorf("%w: content sha256 %s, want %s", ErrReadBack, got, o.sha)
 	}
-	if got := fi.Mode() & modeBits; got != o.mode {
+	if got := fileMode(st); got != o.mode {
 		return fmt.Errorf("%w: mode %v, want %v", ErrReadBack, got, o.mode)
 	}
-	if uid, gid := owner(fi); uid != o.uid || gid != o.gid {
+	if uid, gid := int(st.Uid), int(st.Gid); uid != o.uid || gid != o.gid {
 		return fmt.Errorf("%w: owner %d:%d, want %d:%d", ErrReadBack, uid, gid, o.uid, o.gid)
 	}
 	return nil
@@ -152,6 +187,8 @@ func (o *op) verify(root *os.Root) error {
 
 // rollback puts back every file changed, newest first, then removes the
 // directories created; it carries on past errors and returns them all.
+// It works in the directories held, wherever their paths lead now: what
+// was changed there is put back there.
 func (t *txn) rollback() error {
 	var errs []error
 	for i := len(t.changed) - 1; i >= 0; i-- {
@@ -159,24 +196,24 @@ func (t *txn) rollback() error {
 		var err error
 		switch {
 		case o.absent:
-			err = t.root.Rename(o.aside, o.rel)
+			err = o.dir.rename(o.aside, o.name)
 			if err == nil {
 				o.aside = ""
 			}
 		case o.old == nil:
-			err = t.root.Remove(o.rel)
+			err = o.dir.remove(o.name)
 			if errors.Is(err, fs.ErrNotExist) {
 				err = nil
 			}
 		default:
 			var f *os.File
-			f, _, err = replace(t.root, o.rel, o.old.content, o.old.mode, o.old.uid, o.old.gid, nil)
+			f, _, err = replace(o.dir, o.name, o.restoreTmp, o.old.content, o.old.mode, o.old.uid, o.old.gid, nil)
 			if f != nil {
 				f.Close()
 			}
 		}
 		if err == nil {
-			err = syncDir(t.root, path.Dir(o.rel))
+			err = o.dir.sync()
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("restoring %s: %w", o.path, err))
@@ -184,12 +221,12 @@ func (t *txn) rollback() error {
 	}
 	for i := len(t.dirs) - 1; i >= 0; i-- {
 		d := t.dirs[i]
-		err := t.root.Remove(d)
+		err := d.parent.rmdir(d.name)
 		if err == nil {
-			err = syncDir(t.root, path.Dir(d))
+			err = d.parent.sync()
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("removing directory /%s: %w", d, err))
+			errs = append(errs, fmt.Errorf("removing directory %s: %w", d.parent.path(d.name), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -203,12 +240,12 @@ func (t *txn) finish() error {
 		if o.aside == "" {
 			continue
 		}
-		err := t.root.Remove(o.aside)
+		err := o.dir.remove(o.aside)
 		if err == nil {
-			err = syncDir(t.root, path.Dir(o.aside))
+			err = o.dir.sync()
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("deleting /%s, the old copy of %s: %w", o.aside, o.path, err))
+			errs = append(errs, fmt.Errorf("deleting %s, the old copy of %s: %w", o.dir.path(o.aside), o.path, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -223,13 +260,13 @@ func (t *txn) close() {
 	}
 }
 
-// replace writes content to a temporary file next to rel, gives it its
-// owner and mode, syncs it, calls before, renames it over rel and syncs
-// the directory. It returns the new file, still open, when everything
-// succeeded, and whether the rename happened (rel changed) either way.
-func replace(root *os.Root, rel string, content []byte, mode fs.FileMode, uid, gid int, before func() error) (_ *os.File, renamed bool, err error) {
-	tmp := sibling(rel, "tmp")
-	f, err := root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+// replace writes content to the temporary file tmp next to name in d,
+// gives it its owner and mode, syncs it, calls before, renames it over
+// name and syncs the directory. It returns the new file, still open, when
+// everything succeeded, and whether the rename happened (name changed)
+// either way.
+func replace(d *dir, name, tmp string, content []byte, mode fs.FileMode, uid, gid int, before func() error) (_ *os.File, renamed bool, err error) {
+	f, err := d.openFile(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if err != nil {
 		return nil, false, fmt.Errorf("creating temporary file: %w", err)
 	}
@@ -237,59 +274,44 @@ func replace(root *os.Root, rel string, content []byte, mode fs.FileMode, uid, g
 		if err != nil {
 			f.Close()
 			if !renamed {
-				_ = root.Remove(tmp) // best effort: the write already failed, and that error is returned
+				_ = d.remove(tmp) // best effort: the write already failed, and that error is returned
 			}
 		}
 	}()
 	if _, err := f.Write(content); err != nil {
-		return nil, false, fmt.Errorf("writing /%s: %w", tmp, err)
+		return nil, false, fmt.Errorf("writing %s: %w", d.path(tmp), err)
 	}
 	// Owner before mode: a chown clears the setuid and setgid bits.
 	if err := f.Chown(uid, gid); err != nil {
-		return nil, false, fmt.Errorf("owner of /%s: %w", tmp, err)
+		return nil, false, fmt.Errorf("owner of %s: %w", d.path(tmp), err)
 	}
 	if err := f.Chmod(mode); err != nil {
-		return nil, false, fmt.Errorf("mode of /%s: %w", tmp, err)
+		return nil, false, fmt.Errorf("mode of %s: %w", d.path(tmp), err)
 	}
 	if err := f.Sync(); err != nil {
-		return nil, false, fmt.Errorf("syncing /%s: %w", tmp, err)
+		return nil, false, fmt.Errorf("syncing %s: %w", d.path(tmp), err)
 	}
 	if before != nil {
 		if err := before(); err != nil {
 			return nil, false, err
 		}
 	}
-	if err := root.Rename(tmp, rel); err != nil {
-		return nil, false, fmt.Errorf("renaming /%s into place: %w", tmp, err)
+	if err := d.rename(tmp, name); err != nil {
+		return nil, false, fmt.Errorf("renaming %s into place: %w", d.path(tmp), err)
 	}
-	if err := syncDir(root, path.Dir(rel)); err != nil {
+	if err := d.sync(); err != nil {
 		return nil, true, err
 	}
 	return f, true, nil
 }
 
-// sibling is a new hidden name next to rel: ".<base>.lull-<what>-<random>".
-func sibling(rel, what string) string {
-	dir, base := path.Split(rel)
+// sibling is a new hidden name next to name: ".<name>.lull-<what>-<random>".
+func sibling(name, what string) string {
 	// Room for the suffix within NAME_MAX (255).
-	if len(base) > 200 {
-		base = base[:200]
+	if len(name) > 200 {
+		name = name[:200]
 	}
 	var b [6]byte
 	rand.Read(b[:])
-	return dir + "." + base + ".lull-" + what + "-" + hex.EncodeToString(b[:])
-}
-
-// syncDir makes the directory's entries (a rename, a new or removed file)
-// durable.
-func syncDir(root *os.Root, dir string) error {
-	d, err := root.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory /%s: %w", dir, err)
-	}
-	return nil
+	return "." + name + ".lull-" + what + "-" + hex.EncodeToString(b[:])
 }

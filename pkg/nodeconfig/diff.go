@@ -69,7 +69,10 @@ func Diff(from, to *Config) lullv1alpha1.Changes {
 // Files are what a NodeConfig writes to go from one configuration to the
 // other, sorted by path: each changed or added file with its new content,
 // mode and owner, each removed one as Absent, with Previous the SHA-256
-// of its old content ("" where it had none: the file must not exist).
+// of its old content ("" where it had none: the file must not exist)
+// and, for a file that stays, PreviousMode, PreviousUser and
+// PreviousGroup its old mode and owner where they differ from the new
+// ones (lull-agent expects the file to have them before it writes).
 // Unit files and drop-ins are written at /etc/systemd/system/<unit> and
 // /etc/systemd/system/<unit>.d/<dropin>. A NodeConfig writes regular
 // files only: links, enablement, masks and what is not a file (SSH keys,
@@ -276,5 +279,19 @@ func configFile(p string, a, b *File) lullv1alpha1.ConfigFile {
 	}
 	mode := b.Mode
 	cf.Contents, cf.Mode, cf.User, cf.Group = bytes.Clone(b.Contents), &mode, owner(b.User), owner(b.Group)
+	// The old mode and owner where they change: lull-agent expects the
+	// file to have them (or the new ones) before it writes.
+	if a != nil {
+		if a.Mode != b.Mode {
+			prev := a.Mode
+			cf.PreviousMode = &prev
+		}
+		if owner(a.User) != cf.User {
+			cf.PreviousUser = owner(a.User)
+		}
+		if owner(a.Group) != cf.Group {
+			cf.PreviousGroup = owner(a.Group)
+		}
+	}
 	return cf
 }

@@ -39,10 +39,11 @@ func TestFiles(t *testing.T) {
 
 	root := "root"
 	require.Equal(t, []lullv1alpha1.ConfigFile{
-		{Path: "/etc/a", Previous: sha("old"), Contents: []byte("new"), Mode: ptr.To[int32](0o600), User: "core", Group: root},
+		{Path: "/etc/a", Previous: sha("old"), Contents: []byte("new"), Mode: ptr.To[int32](0o600), User: "core", Group: root,
+			PreviousMode: ptr.To[int32](0o644), PreviousUser: root},
 		{Path: "/etc/added", Contents: []byte("y"), Mode: ptr.To[int32](0o644), User: root, Group: root},
 		{Path: "/etc/gone", Previous: sha("x"), Absent: true},
-		{Path: "/etc/owner", Previous: sha("o"), Contents: []byte("o"), Mode: ptr.To[int32](0o644), User: root, Group: "10"},
+		{Path: "/etc/owner", Previous: sha("o"), Contents: []byte("o"), Mode: ptr.To[int32](0o644), User: root, Group: "10", PreviousGroup: root},
 		{Path: "/etc/systemd/system/a.service", Previous: sha("[Service]\nA=1\n"), Contents: []byte("[Service]\nA=2\n"), Mode: ptr.To[int32](0o644), User: root, Group: root},
 		{Path: "/etc/systemd/system/a.service.d/10.conf", Previous: sha("[Service]\n"), Absent: true},
 		{Path: "/etc/systemd/system/a.service.d/20.conf", Contents: []byte{}, Mode: ptr.To[int32](0o644), User: root, Group: root},
