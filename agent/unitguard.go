@@ -129,44 +129,72 @@ func guardOwn(a lullv1alpha1.ActionStatus, p props) error {
 // machine down; "" if none.
 func downWord(v string) string {
 	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ';' || r == '{' || r == '}' || r == '\t' }) {
-		f = strings.TrimPrefix(strings.TrimPrefix(f, "argv[]="), "path=")
+		f = strings.Trim(strings.TrimPrefix(strings.TrimPrefix(f, "argv[]="), "path="), `"'`)
 		base := f[strings.LastIndexByte(f, '/')+1:]
-		if slices.Contains(downWords, base) {
+		if slices.Contains(downWords, base) || strings.Contains(f, "sysrq-trigger") ||
+			(strings.Contains(base, ".") && policy.PullsNodeDown(base)) {
 			return f
 		}
 	}
 	return ""
 }
 
-// maxGuardedDeps bounds the dependencies read one level down.
-const maxGuardedDeps = 32
+// maxGuardedDeps bounds the units read through the dependencies; a unit
+// that pulls in more is refused (fail closed), not waved through.
+const maxGuardedDeps = 64
 
-// guardDeps reads, one level down, each unit a start of the step's unit
-// starts too (unitDeps, but targets and slices, which run nothing
-// themselves) and refuses when one of them would take the node down by
-// what it is, does or runs: an ordinary-looking helper whose own
-// SuccessAction reboots is pulled in by the restart. Deeper levels are
-// not read (docs/agent.md).
+// guardDeps walks what a start of the step's unit starts too (unitDeps,
+// transitively, targets included: starting a target starts what it
+// wants) and refuses when one of those units would take the node down by
+// what it is, does or runs, or by a dependency of its own on a shutdown
+// target (guardOwn, and the dependency check of guardUnit). A unit
+// already active is not started again, and neither are its
+// dependencies: the walk stops there. Slices run nothing. More than
+// maxGuardedDeps units to read is refused.
 func (c *Commands) guardDeps(ctx context.Context, a lullv1alpha1.ActionStatus, p props) error {
-	seen := map[string]bool{}
-	for _, k := range unitDeps {
-		for _, dep := range strings.Fields(p[k]) {
-			name := policy.UnitName(dep)
-			if seen[name] || strings.HasSuffix(name, ".target") || strings.HasSuffix(name, ".slice") {
-				continue
-			}
-			seen[name] = true
-			if len(seen) > maxGuardedDeps {
-				return nil
-			}
-			dp, err := c.unitState(ctx, a, dep)
-			if err != nil {
-				return fmt.Errorf("reading unit %s, which %s of %s pulls in: %w", dep, strings.ToLower(string(a.Type)), a.Unit, err)
-			}
-			if err := guardOwn(a, dp); err != nil {
-				return fmt.Errorf("%w (it is %s's %s)", err, a.Unit, k)
+	seen := map[string]bool{policy.UnitName(a.Unit): true}
+	if id := p[propID]; id != "" {
+		seen[policy.UnitName(id)] = true
+	}
+	type pulled struct{ unit, via string }
+	queue := []pulled{}
+	push := func(from props, via string) {
+		for _, k := range unitDeps {
+			for _, dep := range strings.Fields(from[k]) {
+				if name := policy.UnitName(dep); !seen[name] && !strings.HasSuffix(name, ".slice") {
+					seen[name] = true
+					queue = append(queue, pulled{dep, via + " " + k + "=" + dep})
+				}
 			}
 		}
+	}
+	push(p, a.Unit)
+	for read := 0; len(queue) > 0; read++ {
+		if read >= maxGuardedDeps {
+			return fmt.Errorf("refusing to %s unit %s: a start of it pulls in more than %d units, more than lull-agent reads to see that none takes the node down; the drainer falls back to a drained reboot",
+				strings.ToLower(strings.TrimSuffix(string(a.Type), "Service")), a.Unit, maxGuardedDeps)
+		}
+		d := queue[0]
+		queue = queue[1:]
+		dp, err := c.unitState(ctx, a, d.unit)
+		if err != nil {
+			return fmt.Errorf("reading unit %s, which %s of %s pulls in (%s): %w", d.unit, strings.ToLower(string(a.Type)), a.Unit, d.via, err)
+		}
+		if err := guardOwn(a, dp); err != nil {
+			return fmt.Errorf("%w (pulled in: %s)", err, d.via)
+		}
+		if dp[propActiveState] == "active" {
+			continue // a start of it is no job: nothing it pulls in starts
+		}
+		for _, k := range unitDeps {
+			for _, dep := range strings.Fields(dp[k]) {
+				if policy.PullsNodeDown(dep) {
+					return fmt.Errorf("refusing to %s unit %s: it pulls in %s, whose %s names %s, which takes the node down without a drain; the drainer falls back to a drained reboot",
+						strings.ToLower(strings.TrimSuffix(string(a.Type), "Service")), a.Unit, d.unit, k, dep)
+				}
+			}
+		}
+		push(dp, d.via)
 	}
 	return nil
 }

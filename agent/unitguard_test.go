@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,4 +98,58 @@ func TestRestartOneshotAndRemovedUnits(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, msg, "unit lull-gone.service is gone (LoadState=not-found) and not running: nothing to restart")
 	require.NoFileExists(t, ran, "nothing restarted")
+}
+
+// The guard walks what a start pulls in, through targets and inactive
+// units, and refuses what takes the node down anywhere on the way; an
+// active unit is not started again, so the walk stops there; more units
+// than it reads is refused (red-team findings).
+func TestGuardDepsWalk(t *testing.T) {
+	run := func(t *testing.T, states map[string]string) error {
+		t.Helper()
+		var cases strings.Builder
+		for unit, st := range states {
+			cases.WriteString(unit + ") printf '" + strings.ReplaceAll(st, "\n", `\n`) + "' ;;\n")
+		}
+		c := Commands{HostRoot: "/", Restart: "exit 3",
+			UnitState: "echo \"Id=$LULL_UNIT\"; echo InvocationID=1\ncase \"$LULL_UNIT\" in\n" + cases.String() + "*) echo ActiveState=inactive ;;\nesac"}
+		_, err := c.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "app.service"}})
+		return err
+	}
+	err := run(t, map[string]string{
+		"app.service": "ActiveState=active\nWants=app.target\n",
+		"app.target":  "ActiveState=inactive\nWants=a.service\n",
+		"a.service":   "ActiveState=inactive\nRequires=b.service\n",
+		"b.service":   "ActiveState=inactive\nFailureAction=poweroff-force\n",
+	})
+	require.ErrorContains(t, err, "FailureAction is poweroff-force")
+	require.ErrorContains(t, err, "app.service Wants=app.target Wants=a.service Requires=b.service")
+
+	err = run(t, map[string]string{
+		"app.service": "ActiveState=active\nWants=a.service\n",
+		"a.service":   "ActiveState=active\nRequires=b.service\n",
+		"b.service":   "ActiveState=inactive\nFailureAction=poweroff-force\n",
+	})
+	require.ErrorContains(t, err, "exit 3", "a.service is active: starting it is no job, b.service is not pulled in; the restart runs")
+
+	many := map[string]string{"app.service": "ActiveState=active\nWants=" + func() string {
+		var ws []string
+		for i := range 70 {
+			ws = append(ws, fmt.Sprintf("u%d.service", i))
+		}
+		return strings.Join(ws, " ")
+	}() + "\n"}
+	require.ErrorContains(t, run(t, many), "more than 64 units", "fail closed past the bound")
+}
+
+// Command words that take the machine down, however quoted.
+func TestDownWord(t *testing.T) {
+	for cmd, want := range map[string]string{
+		`{ path=/bin/sh ; argv[]=/bin/sh -c "systemctl reboot" ; }`:                     `reboot`,
+		`{ path=/usr/bin/systemctl ; argv[]=/usr/bin/systemctl start reboot.target ; }`: "reboot.target",
+		`{ path=/bin/sh ; argv[]=/bin/sh -c "echo b > /proc/sysrq-trigger" ; }`:         "/proc/sysrq-trigger",
+		`{ path=/usr/sbin/chronyd ; argv[]=/usr/sbin/chronyd -F 2 ; }`:                  "",
+	} {
+		require.Equal(t, want, downWord(cmd), cmd)
+	}
 }

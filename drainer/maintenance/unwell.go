@@ -51,7 +51,9 @@ func (s *step) takenDown(ctx context.Context, a *lullv1alpha1.ActionStatus) bool
 	if !nodeReady(s.node) || (a.BootID != "" && s.node.Status.NodeInfo.BootID != a.BootID) {
 		return true
 	}
-	after, err := agentlease.RenewedSince(ctx, s.r.Client, s.r.Options.AgentNamespace, s.node.Name, a.FinishedAt.Time)
+	// FinishedAt is kept to the second, a renewal to the microsecond: a
+	// heartbeat counts only from the next whole second on.
+	after, err := agentlease.RenewedSince(ctx, s.r.Client, s.r.Options.AgentNamespace, s.node.Name, a.FinishedAt.Truncate(time.Second).Add(time.Second))
 	return err != nil || !after
 }
 

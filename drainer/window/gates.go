@@ -199,6 +199,14 @@ func credentialsMayGo(allowed string, insecure []byte, target string) error {
 			return fmt.Errorf("the gate's url %s has a %q path segment: credentials go only to a clean path under the Secret's %s", target, seg, lullv1alpha1.AlertsCredentialsURLKey)
 		}
 	}
+	// Servers normalise more than dot segments (..; in Java servlet
+	// containers, backslashes, encoded slashes): a path with credentials
+	// keeps to the characters no server reads as a separator.
+	if strings.ContainsFunc(t.EscapedPath(), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/-._~", r))
+	}) {
+		return fmt.Errorf("the gate's url %s has a path character other than letters, digits and /-._~: credentials are not sent to it", target)
+	}
 	prefix := strings.TrimSuffix(a.EscapedPath(), "/")
 	path := t.EscapedPath()
 	under := path == prefix || strings.HasPrefix(path, prefix+"/") || (prefix == "" && (path == "" || strings.HasPrefix(path, "/")))

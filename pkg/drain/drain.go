@@ -212,11 +212,16 @@ func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
 	if err != nil {
 		return err
 	}
-	if len(exhausted) > 0 && !r.askFor(exhausted, covering == 1) {
+	if len(exhausted) > 0 && !r.askFor(exhausted) {
 		r.Blocked[p.Namespace+"/"+p.Name] = p
 		return nil
 	}
-	switch evict(p) {
+	outcome := evict(p)
+	if len(exhausted) > 0 && covering == 1 && (outcome == Refused || outcome == Evicted) {
+		// The API server answered for the budget: it is asked.
+		r.markAsked(exhausted)
+	}
+	switch outcome {
 	case Evicted:
 		r.Progress = true
 		r.Gone++
@@ -236,33 +241,27 @@ func (r *Round) walk(p *corev1.Pod, evict func(*corev1.Pod) Outcome) error {
 
 // askFor reports whether a pod whose budgets the cache shows exhausted is
 // asked for anyway: AskBudgets is set and one of those budgets has not
-// been asked this round. The budget counts as asked from then on only
-// when the pod has no other budget (alone): a refusal of a pod two
-// budgets cover says nothing of either (the eviction API refuses such a
-// pod outright), so the budget's other pods are still asked.
-func (r *Round) askFor(exhausted []string, alone bool) bool {
+// been asked this round. A budget counts as asked (markAsked) only once
+// the API server answered for it — an eviction refused by a budget or
+// let through — through a pod no other budget covers: a refusal of a pod
+// two budgets cover says nothing of either (the eviction API refuses such
+// a pod outright), and an eviction that failed otherwise (a webhook, a
+// 500) says nothing of the budget; the budget's other pods are asked.
+func (r *Round) askFor(exhausted []string) bool {
 	if !r.ask {
 		return false
 	}
-	fresh := false
-	for _, id := range exhausted {
-		if !r.asked[id] {
-			fresh = true
-		}
-	}
-	if !fresh {
-		return false
-	}
-	if !alone {
-		return true
-	}
+	return slices.ContainsFunc(exhausted, func(id string) bool { return !r.asked[id] })
+}
+
+// markAsked records that the API server answered for the budgets.
+func (r *Round) markAsked(ids []string) {
 	if r.asked == nil {
 		r.asked = map[string]bool{}
 	}
-	for _, id := range exhausted {
+	for _, id := range ids {
 		r.asked[id] = true
 	}
-	return true
 }
 
 // consume counts an eviction against the pod's budgets for the rest of

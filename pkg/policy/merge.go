@@ -268,7 +268,8 @@ func covered(ps *lullv1alpha1.PlannedStep) string {
 
 // systemdDirs are where systemd reads units, drop-ins, generators and its
 // own configuration: a file written there runs as root like a unit.
-var systemdDirs = []string{"/etc/systemd/", "/run/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/usr/local/lib/systemd/"}
+var systemdDirs = []string{"/etc/systemd/", "/run/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/usr/local/lib/systemd/",
+	"/etc/init.d/", "/etc/rc.d/", "/etc/rc.local"} // SysV scripts systemd turns into services
 
 // systemdFile reports whether who is a change of a file under
 // systemdDirs (a unit's file declared as a file, system.conf, a

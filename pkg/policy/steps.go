@@ -40,6 +40,8 @@ var NodeCriticalUnits = []string{
 	"NetworkManager.service", "systemd-networkd.service", "networking.service", "network.service", "wicked.service",
 	"nftables.service", "firewalld.service", "iptables.service", "ip6tables.service",
 	"dbus.service", "dbus-broker.service",
+	// storage: their restart logs out the sessions pods' volumes use
+	"open-iscsi.service", "iscsid.service", "multipathd.service",
 	// a socket's restart stops the service bound to it
 	"docker.socket", "containerd.socket", "dbus.socket",
 }
