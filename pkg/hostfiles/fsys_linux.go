@@ -70,10 +70,10 @@ func newDir(fd int, rel string) (*dir, error) {
 }
 
 // open opens the directory rel (clean, relative, "." for the root itself)
-// beneath r, following no symbolic link on the way: a link anywhere on
+// beneath d, following no symbolic link on the way: a link anywhere on
 // the path is ELOOP, a non-directory ENOTDIR.
-func (r *dir) open(rel string) (*dir, error) {
-	fd, err := openBeneath(r.fd, rel)
+func (d *dir) open(rel string) (*dir, error) {
+	fd, err := openBeneath(d.fd, rel)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: "/" + rel, Err: err}
 	}
@@ -161,10 +161,10 @@ func (d *dir) lstat(name string) (*unix.Stat_t, error) {
 	return &st, nil
 }
 
-// lstatPath is rel beneath r: its parent opened without following links,
+// lstatPath is rel beneath d: its parent opened without following links,
 // rel itself not followed.
-func (r *dir) lstatPath(rel string) (*unix.Stat_t, error) {
-	p, err := r.open(path.Dir(rel))
+func (d *dir) lstatPath(rel string) (*unix.Stat_t, error) {
+	p, err := d.open(path.Dir(rel))
 	if err != nil {
 		return nil, err
 	}
@@ -231,15 +231,15 @@ func (d *dir) sync() error {
 // replaced or swapped for a link while it was being written.
 var ErrMoved = errors.New("a directory on the path was moved or replaced while the set was being written")
 
-// recheck makes sure d's path, resolved again from the root through real
-// directories only, still names d: the last check before a rename, and
+// recheck makes sure w's path, resolved again from d (the root) through
+// real directories only, still names w: the last check before a rename, and
 // before a read-back.
-func (r *dir) recheck(d *dir) error {
-	cur, err := r.open(d.rel)
+func (d *dir) recheck(w *dir) error {
+	cur, err := d.open(w.rel)
 	if err != nil {
 		var why string
 		switch {
-		case r.isLink(d.rel):
+		case d.isLink(w.rel):
 			why = "is now a symbolic link"
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
 			why = "now reaches through a symbolic link"
@@ -248,19 +248,19 @@ func (r *dir) recheck(d *dir) error {
 		case errors.Is(err, fs.ErrNotExist):
 			why = "no longer exists"
 		default:
-			return fmt.Errorf("checking /%s again: %w", d.rel, err)
+			return fmt.Errorf("checking /%s again: %w", w.rel, err)
 		}
-		return fmt.Errorf("%w: /%s %s (%v)", ErrMoved, d.rel, why, err)
+		return fmt.Errorf("%w: /%s %s (%v)", ErrMoved, w.rel, why, err)
 	}
 	defer cur.f.Close()
-	if cur.dev != d.dev || cur.ino != d.ino {
-		return fmt.Errorf("%w: /%s is another directory than the one checked", ErrMoved, d.rel)
+	if cur.dev != w.dev || cur.ino != w.ino {
+		return fmt.Errorf("%w: /%s is another directory than the one checked", ErrMoved, w.rel)
 	}
 	return nil
 }
 
-func (r *dir) isLink(rel string) bool {
-	st, err := r.lstatPath(rel)
+func (d *dir) isLink(rel string) bool {
+	st, err := d.lstatPath(rel)
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
