@@ -87,7 +87,7 @@ func (c *Commands) Run(ctx context.Context, s Step) (string, error) {
 	case lullv1alpha1.StepReloadService:
 		return c.reload(ctx, a)
 	case lullv1alpha1.StepRestartService:
-		return c.restart(ctx, a)
+		return c.restart(ctx, a, s.Units)
 	case lullv1alpha1.StepWriteFiles:
 		return "", errors.New("WriteFiles is carried out by the agent's writer")
 	case lullv1alpha1.StepReboot:

@@ -162,15 +162,19 @@ func (s *Sentinel) Check(ctx context.Context) error {
 		if ours && !r.needed && nm.Status.StartedAt == nil {
 			return s.withdraw(ctx, nm)
 		}
-	case !ours && !rebooted(nm):
-		// Another request's record: it makes way, as for a label.
+	case !ours:
+		// Another request's record: it makes way, as for a label, also
+		// when it rebooted the node. Whether the sentinel was written
+		// before that reboot cannot be told without comparing the node's
+		// clock with the API server's; at worst the node is rebooted once
+		// more (drained, in its window), and from then on the request is
+		// ours and records the sentinel's time: no loop.
 		if r.needed {
 			return s.replace(ctx, nm, r)
 		}
 	default:
-		// Our request, or another that rebooted the node: a sentinel
-		// still there after a reboot is reported, never rebooted again in
-		// a loop.
+		// Our request: a sentinel still there after a reboot is
+		// reported, never rebooted again in a loop.
 		return s.afterRequest(ctx, nm, r)
 	}
 	return nil

@@ -148,9 +148,12 @@ func TestSentinelReplacesOtherFinishedRecords(t *testing.T) {
 	s, c, file = sentinelCase(t, rebootedBy)
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	require.NoError(t, s.Check(t.Context()))
-	nm := getNM(t, c)
-	require.Equal(t, []string{"kernel-update"}, nm.Spec.Classes, "not replaced")
-	require.True(t, meta.IsStatusConditionTrue(nm.Status.Conditions, lullv1alpha1.ConditionRebootSentinel))
+	// Another's request that rebooted the node makes way too: whether the
+	// sentinel predates its reboot cannot be told without comparing the
+	// node's clock with the API server's (issue 41, finding 7). At worst
+	// one more drained reboot; the sentinel's own request then records
+	// the file's time, and a sentinel that stays is not rebooted again.
+	require.Equal(t, []string{"reboot-required"}, getNM(t, c).Spec.Classes, "replaced")
 }
 
 // A command sentinel: exit 0 needs a reboot, another status does not; a

@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/policy"
 )
 
 // The steps on systemd (RestartService, ReloadService, DaemonReload): each
@@ -29,7 +31,7 @@ func verifiable(a lullv1alpha1.ActionStatus, command, flag, state string) error 
 // is active. A command that exits 0 without restarting the unit (a
 // systemctl that ignored it, a wrapper that did nothing) fails the step,
 // and the usual fallback applies.
-func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (string, error) {
+func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus, changed []string) (string, error) {
 	if err := verifiable(a, c.Restart, "--unit-state-command", c.UnitState); err != nil {
 		return "", err
 	}
@@ -43,9 +45,11 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (st
 	if err := c.guardDeps(ctx, a, before); err != nil {
 		return "", err
 	}
-	if gone(before) {
-		// A unit whose file was removed (and systemd reloaded) that no
-		// longer runs: what a restart would apply (its removal) is done.
+	if gone(before) && slices.ContainsFunc(changed, func(u string) bool { return policy.UnitName(u) == policy.UnitName(a.Unit) }) {
+		// A unit the request removed (its file gone, systemd reloaded)
+		// that no longer runs: what a restart would apply (its removal)
+		// is done. A unit the request did not change and that does not
+		// exist is a failed restart (a rule naming a unit the node lacks).
 		return fmt.Sprintf("unit %s is gone (LoadState=%s) and not running: nothing to restart", a.Unit, before[propLoadState]), nil
 	}
 	out, err := c.run(ctx, a, c.Restart)
@@ -65,10 +69,12 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus) (st
 		switch {
 		case restarted && active == "active":
 			return fmt.Sprintf("unit %s restarted (InvocationID %s, was %s) and active", a.Unit, id, orNone(was)), nil
-		case restarted && ranOnce(after):
+		case ranOnce(after) && after[propStateChange] != "" && after[propStateChange] != before[propStateChange]:
 			// A oneshot service without RemainAfterExit is inactive once
-			// it has run: it ran again, and succeeded.
-			return fmt.Sprintf("oneshot unit %s ran again (InvocationID %s, was %s) and succeeded", a.Unit, id, orNone(was)), nil
+			// it has run, and systemd clears its InvocationID: its state
+			// changed since (it ran again) and it succeeded.
+			return fmt.Sprintf("oneshot unit %s ran again (state changed at %s, was %s) and succeeded", a.Unit,
+				after[propStateChange], orNone(before[propStateChange])), nil
 		case restarted && active == "failed":
 			return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but failed", a.Unit, id)
 		case !final:

@@ -87,10 +87,13 @@ func guardUnit(a lullv1alpha1.ActionStatus, p props) error {
 	}
 	for _, k := range unitReach {
 		for _, u := range strings.Fields(p[k]) {
-			if k != "Conflicts" && policy.PullsNodeDown(u) {
-				continue // what a unit is part of going down is not a start of it
+			if name := policy.UnitName(u); strings.HasSuffix(name, ".target") || strings.HasSuffix(name, ".slice") {
+				// A target or slice restarted or stopped with the unit
+				// (multi-user.target requiring it; Conflicts=shutdown.target,
+				// which every service has) runs nothing itself.
+				continue
 			}
-			if policy.NodeCritical(u) && !(k == "Conflicts" && policy.PullsNodeDown(u)) {
+			if policy.NodeCritical(u) {
 				return refuse(fmt.Sprintf("its %s names %s, which a %s of it restarts or stops with it", k, u, strings.ToLower(string(a.Type))))
 			}
 		}

@@ -80,24 +80,29 @@ func TestRestartOneshotAndRemovedUnits(t *testing.T) {
 	n := filepath.Join(dir, "n")
 	require.NoError(t, os.WriteFile(n, []byte("1"), 0o644))
 	oneshot := Commands{HostRoot: "/", Restart: "echo 2 > " + n,
-		UnitState: `echo "Id=$LULL_UNIT"; echo Type=oneshot; echo "InvocationID=$(cat ` + n + `)"; echo ActiveState=inactive; echo Result=success; echo LoadState=loaded`}
+		// systemd clears a finished oneshot's InvocationID: its state
+		// change time is what moves.
+		UnitState: `echo "Id=$LULL_UNIT"; echo Type=oneshot; echo InvocationID=; echo "StateChangeTimestampMonotonic=$(cat ` + n + `)"; echo ActiveState=inactive; echo Result=success; echo LoadState=loaded`}
 	msg, err := oneshot.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-once.service"}})
 	require.NoError(t, err)
-	require.Contains(t, msg, "oneshot unit lull-once.service ran again (InvocationID 2, was 1) and succeeded")
+	require.Contains(t, msg, "oneshot unit lull-once.service ran again (state changed at 2, was 1) and succeeded")
 
 	failed := oneshot
 	failed.Restart = "echo 3 > " + n
-	failed.UnitState = `echo "Id=$LULL_UNIT"; echo Type=oneshot; echo "InvocationID=$(cat ` + n + `)"; echo ActiveState=failed; echo Result=exit-code; echo LoadState=loaded`
+	failed.UnitState = `echo "Id=$LULL_UNIT"; echo Type=oneshot; echo "InvocationID=$(cat ` + n + `)"; echo "StateChangeTimestampMonotonic=$(cat ` + n + `)"; echo ActiveState=failed; echo Result=exit-code; echo LoadState=loaded`
 	_, err = failed.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-once.service"}})
 	require.ErrorContains(t, err, "but failed", "a oneshot that failed is a failed restart")
 
 	ran := filepath.Join(dir, "ran")
 	removed := Commands{HostRoot: "/", Restart: "touch " + ran,
 		UnitState: `echo "Id=$LULL_UNIT"; echo InvocationID=; echo ActiveState=inactive; echo LoadState=not-found`}
-	msg, err = removed.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-gone.service"}})
+	msg, err = removed.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-gone.service"},
+		Units: []string{"lull-gone.service"}})
 	require.NoError(t, err)
 	require.Contains(t, msg, "unit lull-gone.service is gone (LoadState=not-found) and not running: nothing to restart")
 	require.NoFileExists(t, ran, "nothing restarted")
+	_, err = removed.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-gone.service"}})
+	require.Error(t, err, "a unit the request did not remove and that does not exist: a failed restart (a rule naming a unit the node lacks)")
 }
 
 // The guard walks what a start pulls in, through targets and inactive
@@ -152,4 +157,13 @@ func TestDownWord(t *testing.T) {
 	} {
 		require.Equal(t, want, downWord(cmd), cmd)
 	}
+}
+
+// Targets and slices a restart reaches run nothing: a unit that
+// multi-user.target requires, or that conflicts with shutdown.target, is
+// restarted; one that the kubelet is part of is not.
+func TestGuardUnitReach(t *testing.T) {
+	restart := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "x"}
+	require.NoError(t, guardUnit(restart, parseProps("Id=x.service\nRequiredBy=multi-user.target\nConflicts=shutdown.target\nBoundBy=x.slice\n")))
+	require.ErrorContains(t, guardUnit(restart, parseProps("Id=x.service\nConsistsOf=kubelet.service\n")), "ConsistsOf names kubelet.service")
 }

@@ -147,6 +147,8 @@ func policy(t *testing.T) {
 			// Issue 43: a unit whose name says nothing, whose settings
 			// reboot the machine when it stops cleanly.
 			{Name: "sneaky", Class: "e2e-sneaky", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-sneaky"}}},
+			// Issue 44: a oneshot service is inactive once it has run.
+			{Name: "once", Class: "e2e-once", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-once.service"}}},
 			{Name: "reboot", Class: "e2e-reboot", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
 			{Name: "power", Class: "e2e-power", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepPowerOff}}},
 			// Issue 30: a change of the tour's configuration restarts the
@@ -241,7 +243,7 @@ func TestHostStepsOnSystemd(t *testing.T) {
 	// what systemd says of the unit before it acts, refuses, and the
 	// drainer falls back to a reboot with the node drained first.
 	t.Run("a unit that reboots when restarted: refused on the node, a drained reboot instead", func(t *testing.T) {
-		shell(t, "sh", "-c", "printf '[Service]\\nExecStart=/bin/sleep infinity\\nSuccessAction=reboot-force\\n' >/etc/systemd/system/lull-sneaky.service && "+
+		shell(t, "sh", "-c", "printf '[Unit]\\nSuccessAction=reboot-force\\n[Service]\\nExecStart=/bin/sleep infinity\\n' >/etc/systemd/system/lull-sneaky.service && "+
 			"systemctl daemon-reload && systemctl start lull-sneaky.service")
 		boot := node(t).Status.NodeInfo.BootID
 		nm, took := request(t, "e2e-sneaky", 5*time.Minute, lullv1alpha1.PhaseCompleted)
@@ -251,8 +253,23 @@ func TestHostStepsOnSystemd(t *testing.T) {
 		require.Contains(t, nm.Status.Actions[0].Message, "SuccessAction is reboot-force")
 		require.True(t, nm.Status.Actions[1].Fallback)
 		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[1].State, nm.Status.Actions[1].Message)
-		require.True(t, nm.Status.CordonedByLull, "drained before the reboot")
+		require.True(t, meta.IsStatusConditionTrue(nm.Status.Conditions, "FellBack"), "fell back to a reboot, drained first")
 		require.NotEqual(t, boot, node(t).Status.NodeInfo.BootID, "the machine rebooted, through lull's Reboot")
+	})
+
+	// Issue 44: "restarted" for a oneshot service is "ran again and
+	// succeeded" (it is inactive after it ran): no fallback reboot.
+	t.Run("a oneshot service: ran again, no reboot", func(t *testing.T) {
+		shell(t, "sh", "-c", "printf '[Service]\\nType=oneshot\\nExecStart=/bin/sh -c \"date >>/var/lib/lull-once\"\\n' >/etc/systemd/system/lull-once.service && "+
+			"systemctl daemon-reload && systemctl start lull-once.service")
+		boot := node(t).Status.NodeInfo.BootID
+		nm, took := request(t, "e2e-once", 2*time.Minute, lullv1alpha1.PhaseCompleted)
+		summary["oneshot restart"] = took
+		require.Len(t, nm.Status.Actions, 1, "%+v", nm.Status.Actions)
+		require.Equal(t, lullv1alpha1.ActionSucceeded, nm.Status.Actions[0].State, nm.Status.Actions[0].Message)
+		require.Contains(t, nm.Status.Actions[0].Message, "oneshot unit lull-once.service ran again (state changed at")
+		require.Equal(t, "2", shell(t, "sh", "-c", "wc -l </var/lib/lull-once"), "it ran twice: once by hand, once by lull")
+		require.Equal(t, boot, node(t).Status.NodeInfo.BootID, "no reboot")
 	})
 
 	// Issue 30: planned from two configurations, the change written by
