@@ -74,12 +74,24 @@ func (m *blockedRounds) lastBlocked(node string, uid types.UID, now time.Time, m
 
 // askDue reports whether the node's next round for request uid must ask
 // the eviction API about every blocking budget, whatever the cache shows
-// (it has not for every), and when it must at the latest.
+// (it has not within every), and when it must at the latest.
 func (m *blockedRounds) askDue(node string, uid types.UID, now time.Time, every time.Duration) (bool, time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a, ok := m.asked[node]
-	if !ok || a.uid != uid || now.Sub(a.at) >= every {
+	if !ok || a.uid != uid {
+		// First sight of the request in this process: its cache was just
+		// listed from the API server, so it is trusted for one interval;
+		// asking at once would send an eviction from every new leader
+		// (a drainer killed mid-request leaves its budget counting the pod
+		// for two minutes).
+		if m.asked == nil {
+			m.asked = map[string]stamp{}
+		}
+		m.asked[node] = stamp{uid: uid, at: now}
+		return false, now.Add(every)
+	}
+	if now.Sub(a.at) >= every {
 		return true, now
 	}
 	return false, a.at.Add(every)

@@ -115,7 +115,7 @@ func TestBlockedDrainAsksAgainWhateverTheCacheSays(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	require.NotEmpty(t, f.asked, "the eviction API was never asked in 3 minutes")
-	require.Equal(t, start, f.asked[0], "the first round asks: nothing says the cache is current")
+	require.LessOrEqual(t, f.asked[0].Sub(start), maxDelay, "the first ask within the retry delay of the request's first sight (a freshly listed cache is trusted that long)")
 	for i := 1; i < len(f.asked); i++ {
 		require.LessOrEqual(t, f.asked[i].Sub(f.asked[i-1]), maxDelay, "asked at %v after %v: longer than --eviction-max-retry-delay", f.asked[i], f.asked[i-1])
 	}
