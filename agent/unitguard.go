@@ -61,18 +61,14 @@ var downWords = []string{"reboot", "poweroff", "halt", "kexec", "shutdown", "sus
 // nil when nothing in it takes the node down. A state command that does
 // not say what the unit is (no Id) is refused: lull-agent cannot tell.
 func guardUnit(a lullv1alpha1.ActionStatus, p props) error {
-	refuse := func(why string) error {
-		return fmt.Errorf("refusing to %s unit %s: %s, which takes the node down without a drain; the drainer falls back to a drained reboot",
-			strings.ToLower(strings.TrimSuffix(string(a.Type), "Service")), a.Unit, why)
-	}
 	id := p[propID]
 	if id == "" {
-		return refuse("the unit-state command printed no Id (lull-agent cannot tell what the unit is; print " +
-			strings.Join(UnitGuardProperties, ",") + " as systemctl show does)")
+		return refusal(a, "the unit-state command printed no Id (lull-agent cannot tell what the unit is; print "+
+			strings.Join(UnitGuardProperties, ",")+" as systemctl show does)")
 	}
 	for _, name := range append([]string{id}, strings.Fields(p[propNames])...) {
 		if policy.HostActionUnit(name) {
-			return refuse(fmt.Sprintf("it is %s (a target, a slice, or a unit that reboots, powers off, exits or sleeps)", policy.UnitName(name)))
+			return refusal(a, fmt.Sprintf("it is %s (a target, a slice, or a unit that reboots, powers off, exits or sleeps)", policy.UnitName(name)))
 		}
 	}
 	if err := guardOwn(a, p); err != nil {
@@ -81,7 +77,7 @@ func guardUnit(a lullv1alpha1.ActionStatus, p props) error {
 	for _, k := range unitDeps {
 		for _, dep := range strings.Fields(p[k]) {
 			if policy.PullsNodeDown(dep) {
-				return refuse(fmt.Sprintf("its %s names %s", k, dep))
+				return refusal(a, fmt.Sprintf("its %s names %s", k, dep))
 			}
 		}
 	}
@@ -94,7 +90,7 @@ func guardUnit(a lullv1alpha1.ActionStatus, p props) error {
 				continue
 			}
 			if policy.NodeCritical(u) {
-				return refuse(fmt.Sprintf("its %s names %s, which a %s of it restarts or stops with it", k, u, strings.ToLower(string(a.Type))))
+				return refusal(a, fmt.Sprintf("its %s names %s, which a %s of it restarts or stops with it", k, u, strings.ToLower(string(a.Type))))
 			}
 		}
 	}
@@ -104,24 +100,20 @@ func guardUnit(a lullv1alpha1.ActionStatus, p props) error {
 // guardOwn is the part of guardUnit that reads only what the unit is,
 // does on success, failure or timeout, and runs.
 func guardOwn(a lullv1alpha1.ActionStatus, p props) error {
-	refuse := func(why string) error {
-		return fmt.Errorf("refusing to %s unit %s: %s, which takes the node down without a drain; the drainer falls back to a drained reboot",
-			strings.ToLower(strings.TrimSuffix(string(a.Type), "Service")), a.Unit, why)
-	}
 	name := p[propID]
 	for _, n := range append([]string{name}, strings.Fields(p[propNames])...) {
 		if n != "" && policy.HostActionUnit(n) && !strings.HasSuffix(policy.UnitName(n), ".target") && !strings.HasSuffix(policy.UnitName(n), ".slice") {
-			return refuse(fmt.Sprintf("%s is %s", orNone(name), policy.UnitName(n)))
+			return refusal(a, fmt.Sprintf("%s is %s", orNone(name), policy.UnitName(n)))
 		}
 	}
 	for _, k := range unitActions {
 		if v := p[k]; v != "" && v != "none" {
-			return refuse(fmt.Sprintf("%s's %s is %s", orNone(name), k, v))
+			return refusal(a, fmt.Sprintf("%s's %s is %s", orNone(name), k, v))
 		}
 	}
 	for _, k := range unitCommands {
 		if w := downWord(p[k]); w != "" {
-			return refuse(fmt.Sprintf("%s's %s runs %q", orNone(name), k, w))
+			return refusal(a, fmt.Sprintf("%s's %s runs %q", orNone(name), k, w))
 		}
 	}
 	return nil
@@ -200,4 +192,11 @@ func (c *Commands) guardDeps(ctx context.Context, a lullv1alpha1.ActionStatus, p
 		push(dp, d.via)
 	}
 	return nil
+}
+
+// refusal is the error of a step the guard refuses: why its unit would
+// take the node down, and what happens instead.
+func refusal(a lullv1alpha1.ActionStatus, why string) error {
+	return fmt.Errorf("refusing to %s unit %s: %s, which takes the node down without a drain; the drainer falls back to a drained reboot",
+		strings.ToLower(strings.TrimSuffix(string(a.Type), "Service")), a.Unit, why)
 }
