@@ -25,6 +25,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/hostfiles"
 )
 
 // Event reasons on the NodeMaintenance.
@@ -88,6 +89,9 @@ type Agent struct {
 	// filesRecovered: this process finished what an earlier one left of
 	// a WriteFiles (recoverFiles), or found nothing to finish.
 	filesRecovered bool
+	// recovered is what that recovery did (nil: there was nothing to
+	// finish), which a WriteFiles step this process resumes records.
+	recovered *hostfiles.Recovery
 }
 
 func issueKey(nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.ActionStatus) string {

@@ -27,6 +27,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/hostfiles"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
@@ -975,4 +976,28 @@ func TestFencedEvent(t *testing.T) {
 	evs = e.events()
 	require.Len(t, evs, 1, "%v", evs)
 	require.Contains(t, evs[0], "Fenced lull-agent does not run RestartService chronyd: the node's lease does not exist")
+}
+
+// A WriteFiles that an earlier agent left Running (killed mid-set, away
+// past the step's timeout, which the drainer held) starts again with its
+// whole timeout, and its start says what recovery made of the set before
+// anything is written (issue 41, finding 2).
+func TestResumedWriteFilesStartsAgain(t *testing.T) {
+	running := started(step(lullv1alpha1.StepWriteFiles, "", 2*time.Minute, lullv1alpha1.ActionRunning), t0.Add(-time.Hour), "")
+	e := newEnv(t, request(running), drainerLease(), node(bootID))
+	e.a.filesRecovered = true
+	e.a.recovered = &hostfiles.Recovery{ID: "died", State: hostfiles.JournalRolledBack, Files: []string{"/etc/chrony.conf"}}
+	writes := 0
+	e.statusUpdateErr = func() error {
+		if writes++; writes > 1 {
+			return errors.New("the API server is gone") // keep what the first write stored
+		}
+		return nil
+	}
+	_, _ = e.reconcile(e.ctx, testNode)
+	a := e.actions()[0]
+	require.Equal(t, lullv1alpha1.ActionRunning, a.State)
+	require.Equal(t, t0, a.StartedAt.Time, "its timeout counts from now")
+	require.Equal(t, "resumed by a new lull-agent, which found set died unfinished: rolled back (/etc/chrony.conf)", a.Message)
+	require.Contains(t, e.events(), "Normal ActionStarted lull-agent resumed by a new lull-agent, which found set died unfinished: rolled back (/etc/chrony.conf): WriteFiles starts again")
 }

@@ -64,6 +64,15 @@ type Commands struct {
 	// of requests that change units, since their effect could not be
 	// seen.
 	UnitState string
+	// UnitJournal prints the entries systemd (PID 1) wrote in its journal
+	// of the unit $LULL_UNIT, as `journalctl --output=json` does (a JSON
+	// object a line, with INVOCATION_ID, MESSAGE_ID, JOB_RESULT). It runs
+	// before and after restarting a oneshot service, which systemd
+	// unloads once it ran (a `systemctl show` of it then prints a unit
+	// that never ran): the restart is done when an entry of a new
+	// invocation says it succeeded. Empty makes such restarts fail unless
+	// the unit's state shows the run.
+	UnitJournal string
 	// ManagerState prints systemd's UnitsLoadTimestampMonotonic (when it
 	// last loaded its units) as `systemctl show` does. It runs before and
 	// after a DaemonReload; empty makes DaemonReload steps fail.

@@ -65,6 +65,7 @@ func NewOptions() *Options {
 			Reload:       `systemctl reload "$LULL_UNIT"`,
 			Restart:      `systemctl restart "$LULL_UNIT"`,
 			UnitState:    `systemctl show --property=InvocationID,ActiveState,NeedDaemonReload,ReloadResult,StateChangeTimestampMonotonic,Type,Result,LoadState,Id,Names,SuccessAction,FailureAction,JobTimeoutAction,StartLimitAction,Requires,Requisite,Wants,BindsTo,Upholds,OnSuccess,OnFailure,Triggers,ConsistsOf,RequiredBy,BoundBy,PropagatesStopTo,PropagatesReloadTo,Conflicts,ExecCondition,ExecStartPre,ExecStart,ExecStartPost,ExecReload,ExecStop,ExecStopPost "$LULL_UNIT"`,
+			UnitJournal:  `journalctl --no-pager --quiet --output=json --lines=100 _PID=1 UNIT="$LULL_UNIT"`,
 			ManagerState: "systemctl show --property=UnitsLoadTimestampMonotonic",
 			Reboot:       "systemctl reboot",
 			PowerOff:     "systemctl poweroff",
@@ -115,6 +116,9 @@ func (c *Commands) AddFlags(fs *pflag.FlagSet) {
 		"shell command printing properties of the unit $LULL_UNIT as KEY=value lines, run before and after a step's command: a restart is done only when the InvocationID changed and the unit is active; "+
 			"a reload only when StateChangeTimestampMonotonic advanced, ReloadResult (if printed) is success, the InvocationID is the same and the unit is active; "+
 			"a daemon-reload only when each unit the request changes reports NeedDaemonReload=no (empty: RestartService and ReloadService steps fail, and DaemonReload steps of requests that change units)")
+	fs.StringVar(&c.UnitJournal, "unit-journal-command", c.UnitJournal,
+		"shell command printing what systemd wrote in its journal of the unit $LULL_UNIT as JSON lines (journalctl --output=json), run before and after restarting a oneshot service, which systemd unloads once it ran: "+
+			"the restart is done when an entry of a new invocation says it succeeded (empty: such restarts fail unless the unit's state shows the run)")
 	fs.StringVar(&c.ManagerState, "manager-state-command", c.ManagerState,
 		"shell command printing systemd's UnitsLoadTimestampMonotonic as a KEY=value line, run before and after a daemon-reload, which is done only when it advanced (empty: DaemonReload steps fail)")
 	fs.StringVar(&c.Reboot, "reboot-command", c.Reboot, "shell command rebooting the node (empty: Reboot steps fail)")

@@ -40,7 +40,24 @@ func (a *Agent) claim(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.
 		return a.start(ctx, nm, i, now)
 	}
 	ok, err = a.resume(ctx, logger, nm, &nm.Status.Actions[i])
-	return ok, reconcile.Result{}, err
+	if !ok || err != nil || nm.Status.Actions[i].Type != lullv1alpha1.StepWriteFiles {
+		return ok, reconcile.Result{}, err
+	}
+	// A WriteFiles an earlier agent did not finish starts again, with its
+	// whole timeout: the drainer held it while the agent was away (a set
+	// may be half on disk until recovery rolled it back or forward), and
+	// the new start, recorded before anything is written, says what
+	// recovery did.
+	st := &nm.Status.Actions[i]
+	st.StartedAt, st.Message = &metav1.Time{Time: now}, a.resumedWrite()
+	if err := a.Client.Status().Update(ctx, nm); err != nil {
+		if apierrors.IsConflict(err) {
+			return false, reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: as in start
+		}
+		return false, reconcile.Result{}, fmt.Errorf("recording %s resumed: %w", st.Label(), err)
+	}
+	a.event(nm, corev1.EventTypeNormal, ReasonActionStarted, "lull-agent "+st.Message+": "+st.Label()+" starts again")
+	return true, reconcile.Result{}, nil
 }
 
 // start records pending step i Running, with its start (now) and, for a

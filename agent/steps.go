@@ -52,26 +52,53 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus, cha
 		// exist is a failed restart (a rule naming a unit the node lacks).
 		return fmt.Sprintf("unit %s is gone (LoadState=%s) and not running: nothing to restart", a.Unit, before[propLoadState]), nil
 	}
+	// A oneshot's run may be seen only in the journal (journal.go): what
+	// it says of the unit before the command, to tell a new run from an
+	// old one.
+	oneshot := before[propType] == "oneshot"
+	var ran unitRuns
+	if oneshot {
+		if ran, err = c.unitJournal(ctx, a, a.Unit); err != nil {
+			return "", fmt.Errorf("before restarting oneshot unit %s: %w", a.Unit, err)
+		}
+	}
 	out, err := c.run(ctx, a, c.Restart)
 	if err != nil {
 		return out, err
 	}
 	was := before[propInvocationID]
-	msg, err := settle(ctx, c, func() (props, error) {
+	type seen struct {
+		p    props
+		runs unitRuns
+	}
+	msg, err := settle(ctx, c, func() (seen, error) {
 		after, err := c.unitState(ctx, a, a.Unit)
 		if err != nil {
-			return nil, fmt.Errorf("reading the state of unit %s after restarting it: %w", a.Unit, err)
+			return seen{}, fmt.Errorf("reading the state of unit %s after restarting it: %w", a.Unit, err)
 		}
-		return after, nil
-	}, func(after props, final bool) (string, error) {
+		var runs unitRuns
+		if oneshot {
+			if runs, err = c.unitJournal(ctx, a, a.Unit); err != nil {
+				return seen{}, fmt.Errorf("after restarting oneshot unit %s: %w", a.Unit, err)
+			}
+		}
+		return seen{after, runs}, nil
+	}, func(s seen, final bool) (string, error) {
+		after := s.p
 		id, active := after[propInvocationID], after[propActiveState]
 		restarted := id != "" && id != was
+		if oneshot && !restarted && ran != nil {
+			if msg, err := s.runs.ranAgain(a.Unit, ran); msg != "" || err != nil {
+				return msg, err
+			}
+		}
 		switch {
 		case restarted && active == "active":
 			return fmt.Sprintf("unit %s restarted (InvocationID %s, was %s) and active", a.Unit, id, orNone(was)), nil
-		case ranOnce(after) && after[propStateChange] != "" && after[propStateChange] != before[propStateChange]:
-			// A oneshot service without RemainAfterExit is inactive once
-			// it has run, and systemd clears its InvocationID: its state
+		case ranOnce(after) && after[propStateChange] != "" && after[propStateChange] != "0" && after[propStateChange] != before[propStateChange]:
+			// A oneshot service without RemainAfterExit that something
+			// keeps loaded (a target that wants it) is inactive once it
+			// has run, and systemd clears its InvocationID: its state
 			// changed since (it ran again) and it succeeded.
 			return fmt.Sprintf("oneshot unit %s ran again (state changed at %s, was %s) and succeeded", a.Unit,
 				after[propStateChange], orNone(before[propStateChange])), nil
@@ -79,6 +106,12 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus, cha
 			return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but failed", a.Unit, id)
 		case !final:
 			return "", nil
+		case !restarted && oneshot && ran == nil:
+			return "", fmt.Errorf("%s exited 0 but whether oneshot unit %s ran again cannot be seen: systemd unloads a oneshot that ran and that nothing references, "+
+				"so its run is seen only in the journal, and --unit-journal-command is empty", c.Restart, a.Unit)
+		case !restarted && oneshot:
+			return "", fmt.Errorf("%s exited 0 but oneshot unit %s did not run again: neither its state (%s=%s, was %s) nor systemd's journal shows a new run; %s",
+				c.Restart, a.Unit, propStateChange, orNone(after[propStateChange]), orNone(before[propStateChange]), chrootHint)
 		case !restarted:
 			return "", fmt.Errorf("%s exited 0 but did not restart unit %s: its InvocationID is still %s (%s); %s",
 				c.Restart, a.Unit, orNone(id), active, chrootHint)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -63,6 +64,7 @@ func TestUnitStateCommandPrintsTheGuardsProperties(t *testing.T) {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
 		require.Contains(t, string(b), def, "%s ships the agent's default unit-state command", f)
+		require.Contains(t, string(b), NewOptions().Commands.UnitJournal, "%s ships the agent's default unit-journal command", f)
 	}
 	props := strings.TrimPrefix(strings.Fields(def)[2], "--property=")
 	for _, p := range UnitGuardProperties {
@@ -94,7 +96,7 @@ func TestRestartOneshotAndRemovedUnits(t *testing.T) {
 	require.ErrorContains(t, err, "but failed", "a oneshot that failed is a failed restart")
 
 	ran := filepath.Join(dir, "ran")
-	removed := Commands{HostRoot: "/", Restart: "touch " + ran,
+	removed := Commands{HostRoot: "/", Restart: "touch " + ran, Settle: 300 * time.Millisecond,
 		UnitState: `echo "Id=$LULL_UNIT"; echo InvocationID=; echo ActiveState=inactive; echo LoadState=not-found`}
 	msg, err = removed.Run(context.Background(), Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-gone.service"},
 		Units: []string{"lull-gone.service"}})
@@ -166,4 +168,60 @@ func TestGuardUnitReach(t *testing.T) {
 	restart := lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "x"}
 	require.NoError(t, guardUnit(restart, parseProps("Id=x.service\nRequiredBy=multi-user.target\nConflicts=shutdown.target\nBoundBy=x.slice\n")))
 	require.ErrorContains(t, guardUnit(restart, parseProps("Id=x.service\nConsistsOf=kubelet.service\n")), "ConsistsOf names kubelet.service")
+}
+
+// journalRun is what `journalctl --output=json _PID=1 UNIT=…` printed of
+// one run of a oneshot on systemd 252 (Debian 12), shortened to the fields
+// lull reads: starting, deactivated successfully, start job done.
+func journalRun(id string) string {
+	return `{"MESSAGE":"Starting lull-once.service...","MESSAGE_ID":"7d4958e842da4a758f6c1cdc7b36dcc5","INVOCATION_ID":"` + id + `","JOB_TYPE":"start","JOB_ID":"94"}
+{"MESSAGE":"lull-once.service: Deactivated successfully.","MESSAGE_ID":"7ad2d189f7e94e70a38c781354912448","INVOCATION_ID":"` + id + `"}
+{"MESSAGE":"Finished lull-once.service.","MESSAGE_ID":"39f53479d3a045ac8e11786248231fbf","INVOCATION_ID":"` + id + `","JOB_TYPE":"start","JOB_RESULT":"done","JOB_ID":"94"}
+`
+}
+
+// systemd unloads a oneshot that ran to its end and that nothing
+// references: `systemctl show` after its restart prints a unit that never
+// ran (no InvocationID, every timestamp 0, Result=success), as on
+// real-node-1's systemd 252. Its run is seen in the journal only: a new
+// invocation that succeeded is the restart done, one that failed is a
+// failed restart, none is a restart that did not happen — and without a
+// journal command it cannot be seen at all.
+func TestRestartOneshotSystemdUnloaded(t *testing.T) {
+	dir := t.TempDir()
+	journal := filepath.Join(dir, "journal")
+	require.NoError(t, os.WriteFile(journal, []byte(journalRun("aea6aa64ac60427ca51dc15ccc4710da")), 0o644))
+	again := filepath.Join(dir, "again")
+	require.NoError(t, os.WriteFile(again, []byte(journalRun("d10d1d3f7bfe48a3bf9cd0339521ffeb")), 0o644))
+	unloaded := `echo "Id=$LULL_UNIT"; echo Type=oneshot; echo Result=success; echo LoadState=loaded; echo ActiveState=inactive; echo StateChangeTimestampMonotonic=0; echo InvocationID=`
+	step := Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-once.service"}}
+	c := Commands{HostRoot: "/", Settle: 300 * time.Millisecond, UnitState: unloaded, UnitJournal: "cat " + journal,
+		Restart: "cat " + again + " >> " + journal}
+
+	msg, err := c.Run(context.Background(), step)
+	require.NoError(t, err)
+	require.Contains(t, msg, "oneshot unit lull-once.service ran again (invocation d10d1d3f7bfe48a3bf9cd0339521ffeb, in systemd's journal) and succeeded")
+
+	// The journal as it was: the old run is not a new one.
+	c.Restart = "true"
+	_, err = c.Run(context.Background(), step)
+	require.ErrorContains(t, err, "true exited 0 but oneshot unit lull-once.service did not run again: neither its state")
+
+	failed := filepath.Join(dir, "failed")
+	require.NoError(t, os.WriteFile(failed, []byte(`{"MESSAGE":"Starting lull-once.service...","MESSAGE_ID":"7d4958e842da4a758f6c1cdc7b36dcc5","INVOCATION_ID":"0f","JOB_TYPE":"start"}
+not json at all
+{"MESSAGE":"lull-once.service: Failed with result 'exit-code'.","MESSAGE_ID":"d9b373ed55a64feb8242e02dbe79a49c","INVOCATION_ID":"0f"}
+`), 0o644))
+	c.Restart = "cat " + failed + " >> " + journal
+	_, err = c.Run(context.Background(), step)
+	require.ErrorContains(t, err, "oneshot unit lull-once.service ran again (invocation 0f) but failed: lull-once.service: Failed with result 'exit-code'.")
+
+	c.UnitJournal = ""
+	c.Restart = "true"
+	_, err = c.Run(context.Background(), step)
+	require.ErrorContains(t, err, "its run is seen only in the journal, and --unit-journal-command is empty")
+
+	c.UnitJournal = "exit 3"
+	_, err = c.Run(context.Background(), step)
+	require.ErrorContains(t, err, "before restarting oneshot unit lull-once.service: reading what systemd's journal says of unit lull-once.service: exit 3")
 }

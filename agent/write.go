@@ -130,8 +130,20 @@ func (a *Agent) recoverFiles(logger klog.Logger) error {
 			logger.Info("Warning: left behind by the unfinished WriteFiles", "warning", w)
 		}
 	}
-	a.filesRecovered = true
+	a.filesRecovered, a.recovered = true, rec
 	return nil
+}
+
+// resumedWrite is what a WriteFiles step this process resumes records of
+// the set an earlier agent left: what recovery made of it.
+func (a *Agent) resumedWrite() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.recovered == nil {
+		return "resumed by a new lull-agent (no unfinished set was on the node)"
+	}
+	return fmt.Sprintf("resumed by a new lull-agent, which found set %s unfinished: %s (%s)",
+		a.recovered.ID, a.recovered.State, strings.Join(a.recovered.Files, ", "))
 }
 
 // writeFiles runs a WriteFiles step with the agent's Files.

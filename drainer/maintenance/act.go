@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -157,6 +158,10 @@ func (s *step) follow(ctx context.Context) {
 		s.record(eventCameBack())
 	case a.Type == lullv1alpha1.StepPowerOff && !nodeReady(s.node) && !s.agentRuns(ctx):
 		s.endAction(a, lullv1alpha1.ActionSucceeded, "node powered off: NotReady, and its lull-agent's heartbeat has stopped")
+	case writeHeld(a, s.now) && !s.agentRuns(ctx):
+		// Not timed out while its agent is away: part of the set may be
+		// on disk, and only the agent, when it starts again, rolls it
+		// back or forward and runs the step anew (awaitAgent says so).
 	case !s.now.Before(a.StartedAt.Add(a.Timeout.Duration)):
 		what := "did not finish"
 		if a.Type == lullv1alpha1.StepReboot {
@@ -164,6 +169,14 @@ func (s *step) follow(ctx context.Context) {
 		}
 		s.endAction(a, lullv1alpha1.ActionTimedOut, fmt.Sprintf("%s %s within its timeout %s", a.Label(), what, a.Timeout.Duration))
 	}
+}
+
+// writeHeld reports whether a is a WriteFiles step past its timeout,
+// which the drainer does not time out while the node's lull-agent is
+// away (follow).
+func writeHeld(a *lullv1alpha1.ActionStatus, now time.Time) bool {
+	return a.Type == lullv1alpha1.StepWriteFiles && a.State == lullv1alpha1.ActionRunning && a.StartedAt != nil &&
+		!now.Before(a.StartedAt.Add(a.Timeout.Duration))
 }
 
 func (s *step) endAction(a *lullv1alpha1.ActionStatus, state lullv1alpha1.ActionState, msg string) {
@@ -270,9 +283,21 @@ func (s *step) awaitAgent(ctx context.Context, next *lullv1alpha1.ActionStatus) 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if alive {
+	switch {
+	case alive:
 		s.cond(ConditionAgentReady, true, "Running", "lull-agent runs on the node")
-	} else if next.Type != lullv1alpha1.StepReboot || next.State != lullv1alpha1.ActionRunning {
+	case writeHeld(next, s.now):
+		// follow held it: say so, and look again at the heartbeat's pace
+		// (the agent's lease wakes the request when it is back).
+		msg := fmt.Sprintf("%s is past its timeout %s, but lull-agent is away (%s): not timed out while it is, since part of the set may be on disk; "+
+			"the agent rolls the set back or forward when it starts and runs the step again (abort the request to give up)", next.Label(), next.Timeout.Duration, why)
+		if cond := meta.FindStatusCondition(s.status.Conditions, ConditionAgentReady); cond == nil || cond.Reason != ReasonAgentAway {
+			s.record(eventAgentAway(msg))
+		}
+		s.cond(ConditionAgentReady, false, ReasonAgentAway, msg)
+		s.status.WaitingFor = msg
+		retry = s.r.Options.LeaseDuration / 3
+	case next.Type != lullv1alpha1.StepReboot || next.State != lullv1alpha1.ActionRunning:
 		// A rebooting node's agent is down with it: that is no news.
 		s.cond(ConditionAgentReady, false, "NoAgent", why)
 		s.status.WaitingFor += "; " + why

@@ -115,3 +115,49 @@ func TestPowerOffDoneWhenMachineDown(t *testing.T) {
 		})
 	}
 }
+
+// A WriteFiles past its timeout is not timed out while the node's
+// lull-agent is away (issue 41, finding 2): the set may be half on disk,
+// and only the agent, when it starts again, rolls it back or forward and
+// runs the step anew. The request holds and says why; an agent that is
+// there and did not finish times out as before.
+func TestWriteFilesHeldWhileAgentAway(t *testing.T) {
+	now := t0()
+	heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name("n1"), Namespace: "agents",
+		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-pod"), LeaseDurationSeconds: ptr.To[int32](40),
+			RenewTime: &metav1.MicroTime{Time: now.Add(-5 * time.Second)}}}
+	for name, tc := range map[string]struct {
+		heartbeat bool
+		started   time.Duration // before now
+		want      lullv1alpha1.ActionState
+		waiting   string
+	}{
+		"the agent away past the timeout: held":     {heartbeat: false, started: 10 * time.Minute, want: lullv1alpha1.ActionRunning, waiting: "but lull-agent is away"},
+		"the agent there past the timeout: timeout": {heartbeat: true, started: 10 * time.Minute, want: lullv1alpha1.ActionTimedOut},
+		"the agent away within the timeout: runs":   {heartbeat: false, started: time.Minute, want: lullv1alpha1.ActionRunning, waiting: "lull-agent runs WriteFiles"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
+			objs := []client.Object{nm}
+			if tc.heartbeat {
+				objs = append(objs, heartbeat)
+			}
+			c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).WithStatusSubresource(nm).Build()
+			st := &lullv1alpha1.NodeMaintenanceStatus{Actions: []lullv1alpha1.ActionStatus{{Type: lullv1alpha1.StepWriteFiles,
+				State: lullv1alpha1.ActionRunning, StartedAt: &metav1.Time{Time: now.Add(-tc.started)}, Timeout: lullv1alpha1.Duration{Duration: 5 * time.Minute}}}}
+			s := &step{r: &Reconciler{Client: c, Options: Options{AgentNamespace: "agents", LeaseDuration: 30 * time.Second}}, logger: klog.Background(),
+				now: now, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, status: st, nm: nm}
+			ctx := context.Background()
+			s.follow(ctx)
+			require.Equal(t, tc.want, st.Actions[0].State, st.Actions[0].Message)
+			if tc.want != lullv1alpha1.ActionRunning {
+				return
+			}
+			require.Equal(t, 0, lullv1alpha1.NextAction(st.Actions))
+			res, _ := s.awaitAgent(ctx, &st.Actions[0])
+			require.Contains(t, st.WaitingFor, tc.waiting)
+			require.Greater(t, res.RequeueAfter, time.Duration(0), "looked at again later, never in a loop")
+		})
+	}
+}

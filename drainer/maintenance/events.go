@@ -56,6 +56,7 @@ const (
 	ReasonForceDeleted            = "ForceDeleted"
 	ReasonDrained                 = "Drained"
 	ReasonNoAgent                 = "WaitingForAgent"
+	ReasonAgentAway               = "AgentAway"
 	ReasonActing                  = "Acting"
 	ReasonCameBack                = "NodeCameBack"
 	ReasonNodeUnwell              = "NodeUnwell"
@@ -140,6 +141,8 @@ func eventDrained(hostSteps bool) evt {
 // The act unit (act.go): lull-agent's host steps.
 
 func eventNoAgent(msg string) evt { return warning(ReasonNoAgent, msg) }
+
+func eventAgentAway(msg string) evt { return warning(ReasonAgentAway, msg) }
 
 func eventActing(as []lullv1alpha1.ActionStatus) evt {
 	return normal(ReasonActing, "lull-agent carries out: "+actionsLine(as))

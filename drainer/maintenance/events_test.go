@@ -39,6 +39,7 @@ func everyEvent() []evt {
 		eventDrained(true),
 		eventDrained(false),
 		eventNoAgent("no lull-agent runs on node n1"),
+		eventAgentAway("WriteFiles is past its timeout 5m0s, but lull-agent is away"),
 		eventActing(actions),
 		eventCameBack(),
 		eventStepFailed("Reboot TimedOut"),
