@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -143,6 +145,11 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 		// those concern us.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&coordinationv1.Lease{}: {Namespaces: leaseNamespaces(o)},
+			// Of ConfigMaps, the admission guard's parameters alone (its
+			// criticalUnits, which the plans drain for): the drainer
+			// reads its budget ledger live.
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.Maintenance.AdmissionNamespace: {}},
+				Field: fields.OneTermEqualSelector("metadata.name", settings.AdmissionConfigMap)},
 		},
 			// Nothing in the drainer reads managedFields; at 5,000 nodes
 			// they are a large part of what the cache holds. (An update

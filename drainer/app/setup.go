@@ -38,6 +38,15 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		&corev1.Node{}: h.Nodes, &coordinationv1.Lease{}: h.Leases,
 		&lullv1alpha1.NodeMaintenance{}: h.Maintenances, &lullv1alpha1.MaintenanceWindow{}: h.Windows,
 		&lullv1alpha1.DisruptionPolicy{}: h.Policies,
+		// The guard's criticalUnits: the plans drain for the restarts the
+		// guard judges node-critical.
+		&corev1.ConfigMap{}: toolscache.FilteringResourceEventHandler{Handler: h.Admission, FilterFunc: func(obj interface{}) bool {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			cm, ok := obj.(*corev1.ConfigMap)
+			return ok && cm.Namespace == o.Maintenance.AdmissionNamespace && cm.Name == settings.AdmissionConfigMap
+		}},
 	} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {

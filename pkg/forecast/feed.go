@@ -14,6 +14,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/window"
 )
 
@@ -205,12 +206,42 @@ func (f *Forecast) Decide(classes []string, changes *lullv1alpha1.Changes) lullv
 	return rules.Decide(classes, changes)
 }
 
+// SetAdmission reads the node-critical units from the admission guard's
+// parameters (settings.AdmissionConfigMap), so that the forecast plans a
+// restart the way the guard judges it; other ConfigMaps are ignored.
+func (f *Forecast) SetAdmission(cm *v1.ConfigMap) {
+	if cm.Name != settings.AdmissionConfigMap {
+		return
+	}
+	f.setCritical(policy.CriticalUnitsParam(cm.Data, true))
+}
+
+// DeleteAdmission forgets the guard's parameters: the shipped default
+// list applies again.
+func (f *Forecast) DeleteAdmission(cm *v1.ConfigMap) {
+	if cm.Name != settings.AdmissionConfigMap {
+		return
+	}
+	f.setCritical(nil)
+}
+
+func (f *Forecast) setCritical(units []string) {
+	f.mu.Lock()
+	if slices.Equal(f.critical, units) && (f.critical == nil) == (units == nil) {
+		f.mu.Unlock()
+		return
+	}
+	f.critical = units
+	f.mergePoliciesLocked()
+	f.update(f.maintainedLocked())
+}
+
 func (f *Forecast) mergePoliciesLocked() {
 	list := make([]lullv1alpha1.DisruptionPolicy, 0, len(f.policies))
 	for _, p := range f.policies {
 		list = append(list, p)
 	}
-	f.rules = policy.Merge(list)
+	f.rules = policy.Merge(list).WithCriticalUnits(f.critical)
 }
 
 // maintainedLocked lists nodes with a maintenance label or request, in

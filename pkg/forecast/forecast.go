@@ -36,6 +36,9 @@ type Forecast struct {
 	// policies decide which requested classes disrupt nothing (action None).
 	policies map[string]lullv1alpha1.DisruptionPolicy
 	rules    *policy.Set
+	// critical are the admission guard's criticalUnits, which the rules
+	// plan with (nil: pkg/policy's default).
+	critical []string
 	nodes    *nodeMap // nodes with something to forecast, as published
 	// requested are the nodes whose forecast has a maintenance: the only
 	// ones whose forecast depends on windows.

@@ -7,7 +7,9 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/settings"
 )
 
 var (
@@ -36,6 +39,9 @@ var (
 // and dropped; it never panics.
 type Handlers struct {
 	Nodes, Leases, Maintenances, Windows, Policies cache.ResourceEventHandler
+	// Admission takes the admission guard's ConfigMap (any other is
+	// ignored): its criticalUnits.
+	Admission cache.ResourceEventHandler
 }
 
 // Handlers returns the forecast's event handlers.
@@ -49,6 +55,7 @@ func (f *Forecast) Handlers() Handlers {
 			func(w *lullv1alpha1.MaintenanceWindow) { f.DeleteWindow(w.Name) }),
 		Policies: handler(func(p *lullv1alpha1.DisruptionPolicy) { f.SetPolicy(p) },
 			func(p *lullv1alpha1.DisruptionPolicy) { f.DeletePolicy(p.Name) }),
+		Admission: handler(func(cm *v1.ConfigMap) { f.SetAdmission(cm) }, func(cm *v1.ConfigMap) { f.DeleteAdmission(cm) }),
 	}
 }
 
@@ -109,6 +116,10 @@ type Sources struct {
 	// Nodes, if set, is a shared node informer to reuse (the scheduler's);
 	// otherwise one is created.
 	Nodes cache.SharedIndexInformer
+	// AdmissionNamespace, if set, is where the admission guard's
+	// ConfigMap (settings.AdmissionConfigMap) is watched, that one object
+	// alone: its criticalUnits are the units whose restart drains.
+	AdmissionNamespace string
 }
 
 // Run starts informers for leases (in the lease namespace only: the
@@ -139,6 +150,18 @@ func (f *Forecast) Run(ctx context.Context, src Sources) error {
 	reg, err := nodes.AddEventHandler(h.Nodes)
 	if err != nil {
 		return err
+	}
+	if src.AdmissionNamespace != "" {
+		admission := informers.NewSharedInformerFactoryWithOptions(src.Client, 0, informers.WithNamespace(src.AdmissionNamespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", settings.AdmissionConfigMap).String()
+			}))
+		inf := admission.Core().V1().ConfigMaps().Informer()
+		if _, err := inf.AddEventHandler(h.Admission); err != nil {
+			return err
+		}
+		admission.Start(ctx.Done())
+		synced = append(synced, inf.HasSynced)
 	}
 	leaseFactory.Start(ctx.Done())
 	dyn.Start(ctx.Done())

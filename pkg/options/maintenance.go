@@ -34,6 +34,10 @@ type Maintenance struct {
 	BudgetNamespace string
 	// AgentNamespace holds lull-agent's leases (pkg/agentlease).
 	AgentNamespace string
+	// AdmissionNamespace holds the admission guard's parameters
+	// (settings.AdmissionConfigMap), whose criticalUnits the plans drain
+	// for.
+	AdmissionNamespace string
 	// LeaseDuration of the node disruption lease lull holds.
 	LeaseDuration time.Duration
 	// DrainTimeout is how long a blocked drain waits before its
@@ -61,6 +65,7 @@ func DefaultMaintenance() Maintenance {
 		Identity:           settings.Drainer,
 		BudgetNamespace:    settings.Namespace,
 		AgentNamespace:     settings.Namespace,
+		AdmissionNamespace: settings.Namespace,
 		LeaseDuration:      time.Minute,
 		DrainTimeout:       time.Hour,
 		RetryDelay:         2 * time.Second,
@@ -88,6 +93,7 @@ func (m *Maintenance) Default() {
 	set(&m.Identity, d.Identity)
 	set(&m.BudgetNamespace, d.BudgetNamespace)
 	set(&m.AgentNamespace, d.AgentNamespace)
+	set(&m.AdmissionNamespace, d.AdmissionNamespace)
 	setDuration(&m.LeaseDuration, d.LeaseDuration)
 	setDuration(&m.DrainTimeout, d.DrainTimeout)
 	setDuration(&m.RetryDelay, d.RetryDelay)
@@ -110,6 +116,8 @@ func (m *Maintenance) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&m.Identity, "identity", m.Identity, "this replica's holder identity on node leases and the leader-election lease (default lull-drainer/$POD_NAME, or lull-drainer/<hostname>)")
 	settings.AddAgentNamespaceFlag(fs, &m.AgentNamespace)
 	fs.StringVar(&m.BudgetNamespace, "budget-namespace", m.BudgetNamespace, "namespace of the budget ledger ConfigMap lull-budget")
+	fs.StringVar(&m.AdmissionNamespace, "admission-namespace", m.AdmissionNamespace,
+		"namespace of the admission guard's ConfigMap "+settings.AdmissionConfigMap+", whose criticalUnits (the units whose restart drains the node) the plans read, as the guard does")
 	fs.DurationVar(&m.LeaseDuration, "lease-duration", m.LeaseDuration, "duration of the node leases lull holds (renewed every third of it)")
 	fs.DurationVar(&m.DrainTimeout, "drain-timeout", m.DrainTimeout, "how long a blocked drain waits before its escalation applies (per request: spec.drain.timeout)")
 	fs.DurationVar(&m.RetryDelay, "eviction-retry-delay", m.RetryDelay, "first delay between eviction rounds; doubles while blocked")
@@ -133,6 +141,9 @@ func (m *Maintenance) Validate() []error {
 	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Label(m.BudgetNamespace) {
 		errs = append(errs, field.Invalid(field.NewPath("--budget-namespace"), m.BudgetNamespace, msg))
+	}
+	for _, msg := range validation.IsDNS1123Label(m.AdmissionNamespace) {
+		errs = append(errs, field.Invalid(field.NewPath("--admission-namespace"), m.AdmissionNamespace, msg))
 	}
 	positive := func(flag string, d time.Duration) {
 		if d <= 0 {

@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/window"
 )
 
@@ -65,6 +67,9 @@ type listed struct {
 	windows  lullv1alpha1.MaintenanceWindowList
 	policies lullv1alpha1.DisruptionPolicyList
 	leases   coordinationv1.LeaseList
+	// admission is the admission guard's ConfigMap (its criticalUnits),
+	// nil when there is none or it may not be read.
+	admission *corev1.ConfigMap
 	// agents are lull-agent's leases: leases itself when the agent
 	// namespace is the lease namespace.
 	agents *coordinationv1.LeaseList
@@ -89,6 +94,15 @@ func (l *listed) list(ctx context.Context, c client.Reader, o Options) error {
 		if err := c.List(ctx, li.list, li.opts...); err != nil {
 			return fmt.Errorf("listing %s: %w", li.what, err)
 		}
+	}
+	// The guard's criticalUnits, as the drainer plans with them; one who
+	// may not read them previews with the shipped default list.
+	cm := &corev1.ConfigMap{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: o.AdmissionNamespace, Name: settings.AdmissionConfigMap}, cm); {
+	case err == nil:
+		l.admission = cm
+	case !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err):
+		return fmt.Errorf("reading ConfigMap %s/%s: %w", o.AdmissionNamespace, settings.AdmissionConfigMap, err)
 	}
 	return nil
 }
@@ -117,6 +131,9 @@ func (cl *Cluster) feed(l *listed) {
 		if nm.DeletionTimestamp == nil && !nm.Spec.Complete && !nm.Status.Phase.Finished() {
 			cl.Requests[nm.Spec.NodeName] = nm
 		}
+	}
+	if l.admission != nil {
+		f.SetAdmission(l.admission)
 	}
 	for i := range l.policies.Items {
 		f.SetPolicy(&l.policies.Items[i])

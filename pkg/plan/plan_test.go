@@ -219,7 +219,7 @@ func TestPreviewReadsEachKindOnce(t *testing.T) {
 		"*v1alpha1.DisruptionPolicyList": 1, "*v1.PodDisruptionBudgetList": 1,
 		"*v1.LeaseList": 2, // the node leases, and lull-agent's in its own namespace
 	}, c.lists)
-	require.Empty(t, c.gets)
+	require.Equal(t, map[string]int{"*v1.ConfigMap": 1}, c.gets, "the guard's criticalUnits, once")
 }
 
 // The drain estimate uses the cluster's recorded drains when they took
@@ -428,5 +428,30 @@ func TestPreviewReadsAgentLeasesOnce(t *testing.T) {
 	}
 	require.Equal(t, map[Start]int{StartNow: 1, StartBudget: 9, StartAgent: 10}, starts)
 	require.Equal(t, 2, c.lists["*v1.LeaseList"])
-	require.Empty(t, c.gets)
+	require.Equal(t, map[string]int{"*v1.ConfigMap": 1}, c.gets, "the guard's criticalUnits, once")
+}
+
+// The preview plans with the guard's criticalUnits, as the drainer does
+// (issue 41, finding 5): a unit the admin added there is previewed behind
+// a cordon and drain.
+func TestPreviewReadsTheGuardsCriticalUnits(t *testing.T) {
+	policy := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
+		{Name: "units", Units: []string{"*"}, Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepDaemonReload}, {Type: lullv1alpha1.StepRestartService}}}}}}
+	guard := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lull-admission", Namespace: "lull-system"},
+		Data: map[string]string{"criticalUnits": "kubelet.service,k3s.service"}}
+	for name, objs := range map[string][]client.Object{
+		"without the guard's ConfigMap: the shipped list": {node("n1", nil), policy},
+		"with it: its list":                               {node("n1", nil), policy, guard},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
+			o := DefaultOptions()
+			o.Clock = clocktesting.NewFakeClock(t0)
+			res, err := Preview(context.Background(), c, fake.NewClientset(), o, Request{Nodes: []string{"n1"},
+				Changes: &lullv1alpha1.Changes{Units: []string{"k3s.service"}}})
+			require.NoError(t, err)
+			drains := len(objs) == 3
+			require.Equal(t, drains, res.Nodes[0].Steps[0].Type == lullv1alpha1.ActionCordon, "%+v", res.Nodes[0].Steps)
+		})
+	}
 }

@@ -106,6 +106,32 @@ type Set struct {
 	critical []string
 }
 
+// CriticalUnitsKey is the admission guard's parameter (a key of
+// settings.AdmissionConfigMap) listing the node-critical units, comma
+// separated.
+const CriticalUnitsKey = "criticalUnits"
+
+// CriticalUnitsParam reads the node-critical units from the guard's
+// parameters as the guard does: a ConfigMap without the key makes every
+// unit critical ("*"); no ConfigMap (found false) keeps the shipped
+// default, NodeCriticalUnits (nil).
+func CriticalUnitsParam(data map[string]string, found bool) []string {
+	if !found {
+		return nil
+	}
+	v, ok := data[CriticalUnitsKey]
+	if !ok {
+		return []string{"*"}
+	}
+	units := []string{}
+	for _, u := range strings.Split(v, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			units = append(units, u)
+		}
+	}
+	return units
+}
+
 // WithCriticalUnits sets the node-critical units the plans drain for
 // (the admission guard's criticalUnits, so the guard, the drainer and the
 // preview judge a restart alike); nil keeps NodeCriticalUnits.

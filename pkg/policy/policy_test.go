@@ -134,3 +134,15 @@ func TestShippedDefaultPolicy(t *testing.T) {
 		require.Equal(t, tc.plan, StepsLine(s.Decide(nil, &tc.changes).Steps), "%+v", tc.changes)
 	}
 }
+
+// The guard's criticalUnits read as the guard's CEL reads them
+// (params.data.?criticalUnits.orValue("*"), split, trimmed, empties
+// dropped); no ConfigMap keeps the shipped list.
+func TestCriticalUnitsParam(t *testing.T) {
+	require.Nil(t, CriticalUnitsParam(nil, false))
+	require.Equal(t, []string{"*"}, CriticalUnitsParam(map[string]string{}, true))
+	require.Equal(t, []string{}, CriticalUnitsParam(map[string]string{CriticalUnitsKey: " , "}, true))
+	require.Equal(t, []string{"k3s.service", "*.mount"}, CriticalUnitsParam(map[string]string{CriticalUnitsKey: "k3s.service, *.mount,"}, true))
+	require.False(t, CriticalIn(CriticalUnitsParam(map[string]string{CriticalUnitsKey: ""}, true), "kubelet.service"), "an admin's empty list")
+	require.True(t, CriticalIn(CriticalUnitsParam(map[string]string{CriticalUnitsKey: ""}, true), "systemd-reboot.service"), "what takes the node down always is")
+}

@@ -18,4 +18,10 @@ const (
 	// Agent names lull-agent: its DaemonSet, the reporter of its events
 	// and the component label of its heartbeat leases.
 	Agent = "lull-agent"
+	// AdmissionConfigMap names the admission guard's parameters, in
+	// lull's namespace: writablePaths and protectedPaths (which lull-agent
+	// writes by) and criticalUnits (which the guard, the planners in
+	// lull-drainer and lull-scheduler, and kubectl-lull's previews decide
+	// restarts by).
+	AdmissionConfigMap = "lull-admission"
 )

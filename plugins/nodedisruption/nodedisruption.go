@@ -7,6 +7,7 @@ package nodedisruption
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 	_ "lull.dev/lull/plugins/nodedisruption/apis/config/scheme" // installs the args into the scheduler's scheme
 )
@@ -84,7 +86,7 @@ func NewWithClock(c clock.WithTickerAndDelayedExecution) func(context.Context, r
 		// labelled node counts as open for maintenance (filtered).
 		go func() {
 			if err := f.Run(ctx, forecast.Sources{Client: h.ClientSet(), Dynamic: dyn,
-				Nodes: h.SharedInformerFactory().Core().V1().Nodes().Informer()}); err != nil {
+				Nodes: h.SharedInformerFactory().Core().V1().Nodes().Informer(), AdmissionNamespace: admissionNamespace()}); err != nil {
 				klog.FromContext(ctx).Error(err, "NodeDisruption forecast did not start")
 				return
 			}
@@ -296,4 +298,15 @@ func (pl *NodeDisruption) expectedRuntime(pod *v1.Pod) time.Duration {
 		}
 	}
 	return d
+}
+
+// admissionNamespace is where the admission guard's ConfigMap is, whose
+// criticalUnits the forecast plans restarts with: lull's namespace, which
+// is the scheduler's own ($POD_NAMESPACE, set by the install from the
+// downward API), or settings.Namespace.
+func admissionNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return settings.Namespace
 }

@@ -93,6 +93,11 @@ var Rights = []Right{
 	{"lull-drainer", "get", "customresourcedefinitions.apiextensions.k8s.io/nodemaintenances.lull.dev", "", true},
 	{"lull-drainer", "get", "customresourcedefinitions.apiextensions.k8s.io/maintenancewindows.lull.dev", "", false},
 	{"lull-drainer", "update", "configmaps/lull-admission", "lull-system", false},
+	{"lull-drainer", "watch", "configmaps/lull-admission", "lull-system", true}, // criticalUnits, which the plans drain for
+	{"lull-drainer", "list", "configmaps", "lull-system", false},                // that one alone
+	{"lull-scheduler", "watch", "configmaps/lull-admission", "lull-system", true},
+	{"lull-scheduler", "list", "configmaps", "lull-system", false},
+	{"lull-scheduler", "update", "configmaps/lull-admission", "lull-system", false},
 	{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},
 	{"lull-drainer", "get", "secrets", "lull-system", false},
 	{"lull-drainer", "get", "nodeconfigs.lull.dev", "lull-configs", true},   // its UID and content hash, recorded when a request starts
