@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,7 +50,18 @@ func (a *Agent) claim(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.
 	// the new start, recorded before anything is written, says what
 	// recovery did.
 	st := &nm.Status.Actions[i]
-	st.StartedAt, st.Message = &metav1.Time{Time: now}, a.resumedWrite()
+	recovered, rolledForward := a.resumedWrite()
+	if strings.HasPrefix(st.Message, resumedPrefix) && !rolledForward {
+		// Resumed once already, and its agent died again before the set
+		// was written (a crashloop in the write itself: OOM, a hang the
+		// liveness probe kills): a third start would reset its timeout
+		// forever. Recovery put the files back: the step fails with the
+		// node's files as they were.
+		res, err := a.record(ctx, nm, i, lullv1alpha1.ActionFailed, fmt.Sprintf(
+			"lull-agent died during this WriteFiles again after it was resumed once (%s); %s: the node's files are as they were", st.Message, recovered))
+		return false, res, err
+	}
+	st.StartedAt, st.Message = &metav1.Time{Time: now}, recovered
 	if err := a.Client.Status().Update(ctx, nm); err != nil {
 		if apierrors.IsConflict(err) {
 			return false, reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: as in start

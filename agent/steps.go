@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -55,10 +56,13 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus, cha
 	// A oneshot's run may be seen only in the journal (journal.go): what
 	// it says of the unit before the command, to tell a new run from an
 	// old one.
-	oneshot := before[propType] == "oneshot"
+	// systemd writes UNIT=<the unit's Id> in the journal, and a match is
+	// exact: ask about the Id systemctl printed, not the spelling the
+	// step used ("chronyd", an alias).
+	oneshot, unitID := before[propType] == "oneshot", cmp.Or(before[propID], a.Unit)
 	var ran unitRuns
 	if oneshot {
-		if ran, err = c.unitJournal(ctx, a, a.Unit); err != nil {
+		if ran, err = c.unitJournal(ctx, a, unitID); err != nil {
 			return "", fmt.Errorf("before restarting oneshot unit %s: %w", a.Unit, err)
 		}
 	}
@@ -78,7 +82,7 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus, cha
 		}
 		var runs unitRuns
 		if oneshot {
-			if runs, err = c.unitJournal(ctx, a, a.Unit); err != nil {
+			if runs, err = c.unitJournal(ctx, a, unitID); err != nil {
 				return seen{}, fmt.Errorf("after restarting oneshot unit %s: %w", a.Unit, err)
 			}
 		}

@@ -134,16 +134,21 @@ func (a *Agent) recoverFiles(logger klog.Logger) error {
 	return nil
 }
 
+// resumedPrefix begins the message of a WriteFiles step a new lull-agent
+// resumed (resumedWrite).
+const resumedPrefix = "resumed by a new lull-agent"
+
 // resumedWrite is what a WriteFiles step this process resumes records of
-// the set an earlier agent left: what recovery made of it.
-func (a *Agent) resumedWrite() string {
+// the set an earlier agent left: what recovery made of it, and whether it
+// rolled a verified set forward (the files are all new).
+func (a *Agent) resumedWrite() (msg string, rolledForward bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.recovered == nil {
-		return "resumed by a new lull-agent (no unfinished set was on the node)"
+		return resumedPrefix + " (no unfinished set was on the node)", false
 	}
-	return fmt.Sprintf("resumed by a new lull-agent, which found set %s unfinished: %s (%s)",
-		a.recovered.ID, a.recovered.State, strings.Join(a.recovered.Files, ", "))
+	return fmt.Sprintf("%s, which found set %s unfinished: %s (%s)", resumedPrefix,
+		a.recovered.ID, a.recovered.State, strings.Join(a.recovered.Files, ", ")), a.recovered.State == hostfiles.JournalRolledForward
 }
 
 // writeFiles runs a WriteFiles step with the agent's Files.

@@ -162,13 +162,35 @@ func (s *step) follow(ctx context.Context) {
 		// Not timed out while its agent is away: part of the set may be
 		// on disk, and only the agent, when it starts again, rolls it
 		// back or forward and runs the step anew (awaitAgent says so).
-	case !s.now.Before(a.StartedAt.Add(a.Timeout.Duration)):
+	case !s.now.Before(s.deadline(a)):
 		what := "did not finish"
 		if a.Type == lullv1alpha1.StepReboot {
 			what = "did not come back"
 		}
 		s.endAction(a, lullv1alpha1.ActionTimedOut, fmt.Sprintf("%s %s within its timeout %s", a.Label(), what, a.Timeout.Duration))
 	}
+}
+
+// deadline is when the running step a times out: its start plus its
+// timeout. A WriteFiles whose agent was away meanwhile counts from the
+// agent's return instead, if later (AgentReady turned True since the
+// start): the agent that comes back renews its heartbeat before it
+// recovers the set and claims the step again, and that step must not
+// time out in between. While the condition still says AgentAway, the
+// agent is back this instant.
+func (s *step) deadline(a *lullv1alpha1.ActionStatus) time.Time {
+	from := a.StartedAt.Time
+	if a.Type == lullv1alpha1.StepWriteFiles {
+		if c := meta.FindStatusCondition(s.status.Conditions, ConditionAgentReady); c != nil {
+			switch {
+			case c.Reason == ReasonAgentAway:
+				from = s.now
+			case c.Status == metav1.ConditionTrue && c.LastTransitionTime.After(from):
+				from = c.LastTransitionTime.Time
+			}
+		}
+	}
+	return from.Add(a.Timeout.Duration)
 }
 
 // writeHeld reports whether a is a WriteFiles step past its timeout,
@@ -272,7 +294,7 @@ func (s *step) poweredOff(ctx context.Context) (reconcile.Result, error) {
 func (s *step) awaitAgent(ctx context.Context, next *lullv1alpha1.ActionStatus) (reconcile.Result, error) {
 	retry := s.r.Options.LeaseDuration / 3
 	if next.State == lullv1alpha1.ActionRunning && next.StartedAt != nil {
-		if left := next.StartedAt.Add(next.Timeout.Duration).Sub(s.now); left < retry {
+		if left := s.deadline(next).Sub(s.now); left < retry {
 			retry = left + time.Millisecond
 		}
 		s.status.WaitingFor = fmt.Sprintf("lull-agent runs %s (since %s)", next.Label(), next.StartedAt.UTC().Format(time.RFC3339))

@@ -33,7 +33,10 @@ func (s *step) cond(t string, ok bool, reason, msg string) {
 	if ok {
 		st = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&s.status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: s.nm.Generation})
+	// The transition time is the injected clock's (kept when the status
+	// does not change).
+	meta.SetStatusCondition(&s.status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: s.nm.Generation,
+		LastTransitionTime: metav1.Time{Time: s.now}})
 }
 
 // progressEvery bounds how often a drain's progress alone is written: a

@@ -15,9 +15,10 @@ import (
 // The planners read the guard's criticalUnits (issue 41, finding 5): a
 // unit an admin adds there (k3s.service) is restarted behind a drain, as
 // the guard demands of the rules, whether or not a rule names it; the
-// ConfigMap gone, the shipped list applies again; a ConfigMap of another
-// name changes nothing; a guard ConfigMap without the key makes every
-// unit critical, as the guard reads it.
+// ConfigMap gone, the last list read still applies (the guard fails
+// closed without it, and so do the planners); a ConfigMap of another name
+// changes nothing; a guard ConfigMap without the key makes every unit
+// critical, as the guard reads it.
 func TestForecastPlansWithTheGuardsCriticalUnits(t *testing.T) {
 	f := New(Options{})
 	defer f.Stop()
@@ -43,6 +44,7 @@ func TestForecastPlansWithTheGuardsCriticalUnits(t *testing.T) {
 	f.SetAdmission(everything)
 	require.Equal(t, "Cordon, Drain, DaemonReload, RestartService chronyd.service", plan("chronyd.service"), "without the key every unit is critical")
 
+	f.SetAdmission(guard)
 	f.DeleteAdmission(guard)
-	require.Equal(t, "DaemonReload, RestartService k3s.service", plan("k3s.service"), "the shipped list again")
+	require.Equal(t, "Cordon, Drain, DaemonReload, RestartService k3s.service", plan("k3s.service"), "the last list read")
 }

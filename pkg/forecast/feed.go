@@ -216,14 +216,12 @@ func (f *Forecast) SetAdmission(cm *v1.ConfigMap) {
 	f.setCritical(policy.CriticalUnitsParam(cm.Data, true))
 }
 
-// DeleteAdmission forgets the guard's parameters: the shipped default
-// list applies again.
-func (f *Forecast) DeleteAdmission(cm *v1.ConfigMap) {
-	if cm.Name != settings.AdmissionConfigMap {
-		return
-	}
-	f.setCritical(nil)
-}
+// DeleteAdmission is the guard's parameters gone. The forecast keeps the
+// last list it read: the guard fails closed without them, and so do the
+// planners — a delete and re-apply (kubectl replace --force, a GitOps
+// sync) must not plan an admin's critical unit undrained meanwhile. Only
+// a forecast that never saw them plans with the shipped default.
+func (f *Forecast) DeleteAdmission(*v1.ConfigMap) {}
 
 func (f *Forecast) setCritical(units []string) {
 	f.mu.Lock()

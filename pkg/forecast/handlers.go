@@ -55,7 +55,7 @@ func (f *Forecast) Handlers() Handlers {
 			func(w *lullv1alpha1.MaintenanceWindow) { f.DeleteWindow(w.Name) }),
 		Policies: handler(func(p *lullv1alpha1.DisruptionPolicy) { f.SetPolicy(p) },
 			func(p *lullv1alpha1.DisruptionPolicy) { f.DeletePolicy(p.Name) }),
-		Admission: handler(func(cm *v1.ConfigMap) { f.SetAdmission(cm) }, func(cm *v1.ConfigMap) { f.DeleteAdmission(cm) }),
+		Admission: handler(func(cm *v1.ConfigMap) { f.SetAdmission(cm) }, f.DeleteAdmission),
 	}
 }
 

@@ -39,6 +39,10 @@ type Cluster struct {
 	// them when it is the lease namespace, else lull-agent's (labelled),
 	// as the drainer's cache holds them.
 	agentLeases map[string]*coordinationv1.Lease
+	// criticalUnread says why the guard's criticalUnits could not be read
+	// (empty: they were, or there are none): a preview of an undrained
+	// restart warns with it.
+	criticalUnread string
 }
 
 // Load reads nodes, NodeMaintenances, MaintenanceWindows,
@@ -51,7 +55,7 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: o.Clock})
-	cl := &Cluster{Options: o, Now: o.Clock.Now(), Nodes: l.nodes.Items, Policies: l.policies.Items, Forecast: f,
+	cl := &Cluster{Options: o, Now: o.Clock.Now(), Nodes: l.nodes.Items, Policies: l.policies.Items, Forecast: f, criticalUnread: l.unread,
 		Windows: map[string]*lullv1alpha1.MaintenanceWindow{}, Requests: map[string]*lullv1alpha1.NodeMaintenance{},
 		nms: l.nms.Items}
 	sort.Slice(cl.Nodes, func(i, j int) bool { return cl.Nodes[i].Name < cl.Nodes[j].Name })
@@ -68,8 +72,10 @@ type listed struct {
 	policies lullv1alpha1.DisruptionPolicyList
 	leases   coordinationv1.LeaseList
 	// admission is the admission guard's ConfigMap (its criticalUnits),
-	// nil when there is none or it may not be read.
+	// nil when there is none or it may not be read; unread says why it
+	// could not be read (empty: read, or there is none).
 	admission *corev1.ConfigMap
+	unread    string
 	// agents are lull-agent's leases: leases itself when the agent
 	// namespace is the lease namespace.
 	agents *coordinationv1.LeaseList
@@ -101,7 +107,10 @@ func (l *listed) list(ctx context.Context, c client.Reader, o Options) error {
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: o.AdmissionNamespace, Name: settings.AdmissionConfigMap}, cm); {
 	case err == nil:
 		l.admission = cm
-	case !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err):
+		l.unread = fmt.Sprintf("you may not read ConfigMap %s/%s, whose criticalUnits lull-drainer plans with: this preview plans with the shipped list, "+
+			"so a restart of a unit the admin added there is shown undrained while lull drains for it (ask for get on it)", o.AdmissionNamespace, settings.AdmissionConfigMap)
+	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("reading ConfigMap %s/%s: %w", o.AdmissionNamespace, settings.AdmissionConfigMap, err)
 	}
 	return nil

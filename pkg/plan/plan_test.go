@@ -441,7 +441,7 @@ func TestPreviewReadsTheGuardsCriticalUnits(t *testing.T) {
 		Data: map[string]string{"criticalUnits": "kubelet.service,k3s.service"}}
 	for name, objs := range map[string][]client.Object{
 		"without the guard's ConfigMap: the shipped list": {node("n1", nil), policy},
-		"with it: its list":                               {node("n1", nil), policy, guard},
+		"with it: its list": {node("n1", nil), policy, guard},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()

@@ -173,6 +173,9 @@ func (cl *Cluster) previewNode(ctx context.Context, c client.Reader, kube kubern
 		}
 		p.warnWindowTooShort(fc, cl.Now)
 	}
+	if cl.criticalUnread != "" && !p.drains() && (lullv1alpha1.Plan(p.Steps).Has(lullv1alpha1.StepRestartService) || lullv1alpha1.Plan(p.Steps).Has(lullv1alpha1.StepReloadService)) {
+		p.warn("%s", cl.criticalUnread)
+	}
 	return p, nil
 }
 

@@ -95,8 +95,13 @@ func UnitName(unit string) string {
 
 // unitMatches reports whether unit (as UnitName gives it) is named by
 // pattern, a unit name in which "*" matches any characters; a pattern
-// without a type suffix names a service.
+// without a type suffix names a service, and "*" alone every unit. The
+// admission guard reads criticalUnits the same way (its variable
+// "critical", checked against this by TestGuardReadsCriticalUnitsAsThePlanners).
 func unitMatches(pattern, unit string) bool {
+	if strings.TrimSpace(pattern) == "*" {
+		return true
+	}
 	pattern = UnitName(pattern)
 	if !strings.Contains(pattern, "*") {
 		return pattern == unit
