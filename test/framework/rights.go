@@ -96,6 +96,8 @@ var Rights = []Right{
 	{"lull-drainer", "watch", "configmaps/lull-admission", "lull-system", true}, // criticalUnits, which the plans drain for
 	{"lull-drainer", "list", "configmaps", "lull-system", false},                // that one alone
 	{"lull-scheduler", "watch", "configmaps/lull-admission", "lull-system", true},
+	{MaintainerAccount, "get", "configmaps/lull-admission", "lull-system", true}, // previews plan with criticalUnits
+	{MaintainerAccount, "update", "configmaps/lull-admission", "lull-system", false},
 	{"lull-scheduler", "list", "configmaps", "lull-system", false},
 	{"lull-scheduler", "update", "configmaps/lull-admission", "lull-system", false},
 	{"lull-drainer", "update", "leases.coordination.k8s.io", "kube-node-lease", false},

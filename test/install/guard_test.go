@@ -276,6 +276,52 @@ func TestGuard(t *testing.T) {
 		})
 	})
 
+	// Issue 43, finding 6: whoever could edit lull's namespace (the built-in
+	// "edit" role there) rewrote the guard's parameters and minted lull's
+	// tokens. Administration of lull is now a named boundary: cluster
+	// admins and lull:admins only, whatever RBAC grants.
+	t.Run("issue 43: administration of lull needs an admin", func(t *testing.T) {
+		admin := guardAs("e2e-admin", "lull:admins")
+		only := func(what string) []string {
+			return refusedBy("lull-administration", what+` may be written only by cluster admins (system:masters) and members of group "lull:admins"`)
+		}
+		g.must("-n", "lull-system", "create", "role", "e2e-editor", "--verb=get,create,update,patch,delete",
+			"--resource=configmaps,secrets,pods,deployments.apps,daemonsets.apps,jobs.batch,serviceaccounts/token")
+		g.must("-n", "lull-system", "create", "rolebinding", "e2e-editor", "--role=e2e-editor", "--group="+framework.GuardOperators)
+		runsAs := func(name, kind, account string) string {
+			pod := "{containers: [{name: c, image: registry.invalid/x}], serviceAccountName: " + account + "}"
+			switch kind {
+			case "Pod":
+				return g.file(name+".yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: "+name+", namespace: lull-system}\nspec: "+pod+"\n")
+			case "Job":
+				return g.file(name+".yaml", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: "+name+", namespace: lull-system}\nspec: {template: {spec: "+
+					strings.TrimSuffix(pod, "}")+", restartPolicy: Never}}}\n")
+			}
+			return g.file(name+".yaml", "apiVersion: apps/v1\nkind: "+kind+"\nmetadata: {name: "+name+", namespace: lull-system}\nspec: {selector: {matchLabels: {a: b}}, "+
+				"template: {metadata: {labels: {a: b}}, spec: "+pod+"}}\n")
+		}
+		tokenSecret := g.file("sa-secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: minted, namespace: lull-system, annotations: {kubernetes.io/service-account.name: lull-agent}}\n"+
+			"type: kubernetes.io/service-account-token\n")
+		g.steps(t, []guardStep{
+			{name: "the administration guard is active (a dry run)", as: alice, args: mergePatch("configmap", "lull-admission", `{"data":{"maintainersGroup":"system:authenticated"}}`, "-n", "lull-system", "--dry-run=server"),
+				refused: only("the guard's parameters (ConfigMap lull-system/lull-admission)"), eventually: true},
+			{name: "an editor cannot make everyone a maintainer", as: alice, args: mergePatch("configmap", "lull-admission", `{"data":{"maintainersGroup":"system:authenticated"}}`, "-n", "lull-system"),
+				refused: only("the guard's parameters (ConfigMap lull-system/lull-admission)")},
+			{name: "nor delete the guard's parameters", as: alice, args: []string{"-n", "lull-system", "delete", "configmap", "lull-admission"}, refused: only("the guard's parameters (ConfigMap lull-system/lull-admission)")},
+			{name: "nor mint lull-drainer's token", as: alice, args: []string{"-n", "lull-system", "create", "token", "lull-drainer"}, refused: only("a token of ServiceAccount lull-drainer")},
+			{name: "nor a token Secret of lull-agent", as: alice, args: []string{"create", "--dry-run=server", "-f", tokenSecret}, refused: only("a token Secret of lull's ServiceAccount")},
+			{name: "nor run a pod as lull-agent", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("p1", "Pod", "lull-agent")}, refused: only("a Pod that runs as lull's ServiceAccount")},
+			{name: "nor a Deployment as lull-drainer", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("d1", "Deployment", "lull-drainer")}, refused: only("a Deployment that runs as lull's ServiceAccount")},
+			{name: "nor a DaemonSet as lull-scheduler", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("ds1", "DaemonSet", "lull-scheduler")}, refused: only("a DaemonSet that runs as lull's ServiceAccount")},
+			{name: "nor a Job as lull-drainer", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("j1", "Job", "lull-drainer")}, refused: only("a Job that runs as lull's ServiceAccount")},
+			{name: "an editor still runs a pod as another account", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("p2", "Pod", "default")}},
+			{name: "and writes other ConfigMaps", as: alice, args: []string{"-n", "lull-system", "create", "configmap", "e2e-other", "--from-literal=a=b"}},
+			{name: "an admin changes the guard's parameters", as: admin, args: mergePatch("configmap", "lull-admission", `{"metadata":{"annotations":{"e2e/touched":"yes"}}}`, "-n", "lull-system")},
+			{name: "an admin runs a pod as lull-agent", as: admin, args: []string{"create", "--dry-run=server", "-f", runsAs("p3", "Pod", "lull-agent")}},
+			{name: "a cluster admin too", args: mergePatch("configmap", "lull-admission", `{"metadata":{"annotations":{"e2e/touched":"again"}}}`, "-n", "lull-system")},
+		})
+	})
+
 	// Issue 43, finding 2: writing what runs code as root (a unit file, a
 	// cron job, a PAM module's config, an executable) is root on every
 	// node: it needs the host-code group, not only the maintainers group.

@@ -144,18 +144,30 @@ func youngAlertState(t *testing.T, url string) string {
 // to start prints the tail of its log.
 func startRulesPrometheus(t *testing.T, rules string) string {
 	t.Helper()
-	bin := filepath.Join(framework.BinDir(), "prometheus")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s not found: run 'make binaries' (hack/build-binaries.sh prometheus builds it): %v", bin, err)
-	}
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yml"), []byte(rules), 0o644))
 	config := fmt.Sprintf("global:\n  evaluation_interval: 1s\nrule_files:\n  - %q\n", filepath.Join(dir, "rules.yml"))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644))
-	logFile := filepath.Join(dir, "prometheus.log")
+	return startLoopback(t, "prometheus", dir, func(addr string) []string {
+		return []string{"--config.file=" + filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr}
+	})
+}
 
+// startLoopback starts the binary name (from the binaries directory:
+// hack/build-binaries.sh builds it) in dir with args(addr), addr a free
+// port of 127.0.0.1 it is to listen on; it returns http://addr once
+// something listens there, without waiting for the server to be ready.
+// t.Cleanup stops it (SIGTERM, SIGKILL after 10s); a failure to start
+// prints the tail of its log (dir/<name>.log).
+func startLoopback(t *testing.T, name, dir string, args func(addr string) []string) string {
+	t.Helper()
+	bin := filepath.Join(framework.BinDir(), name)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s not found: run 'make binaries' (hack/build-binaries.sh %s builds it): %v", bin, name, err)
+	}
+	logFile := filepath.Join(dir, name+".log")
 	for attempt := 1; ; attempt++ {
-		// Prometheus binds its own port: take a free one and hand it
+		// The server binds its own port: take a free one and hand it
 		// over; if another process takes it meanwhile, try another.
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -164,11 +176,7 @@ func startRulesPrometheus(t *testing.T, rules string) string {
 
 		logF, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		require.NoError(t, err)
-		cmd := exec.Command(bin,
-			"--config.file="+filepath.Join(dir, "prometheus.yml"),
-			"--storage.tsdb.path="+filepath.Join(dir, "data"),
-			"--web.listen-address="+addr,
-		)
+		cmd := exec.Command(bin, args(addr)...)
 		cmd.Dir = dir
 		cmd.Stdout, cmd.Stderr = logF, logF
 		// Never outlive the test binary, even if it is killed.
@@ -191,30 +199,31 @@ func startRulesPrometheus(t *testing.T, rules string) string {
 		})
 
 		// Listening (or gone) within a few seconds.
+		gone := errors.New(name + " exited")
 		err = errors.New("not listening")
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			select {
 			case <-exited:
-				err = errors.New("prometheus exited")
+				err = gone
 			default:
 				var conn net.Conn
 				if conn, err = net.DialTimeout("tcp", addr, time.Second); err == nil {
 					_ = conn.Close()
 				}
 			}
-			if err == nil || err.Error() == "prometheus exited" {
+			if err == nil || err == gone {
 				break
 			}
 		}
 		if err == nil {
-			t.Logf("prometheus: listening at http://%s (data and log in %s)", addr, dir)
+			t.Logf("%s: listening at http://%s (data and log in %s)", name, addr, dir)
 			return "http://" + addr
 		}
 		log, _ := os.ReadFile(logFile)
 		if strings.Contains(string(log), "address already in use") && attempt < 3 {
 			continue
 		}
-		t.Fatalf("prometheus at %s: %v; its log:\n%s", addr, err, tail(string(log), 30))
+		t.Fatalf("%s at %s: %v; its log:\n%s", name, addr, err, tail(string(log), 30))
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/budget"
 	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/test/e2e"
 	"lull.dev/lull/test/framework"
@@ -151,6 +152,11 @@ func policy(t *testing.T) {
 			{Name: "once", Class: "e2e-once", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-once.service"}}},
 			{Name: "reboot", Class: "e2e-reboot", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
 			{Name: "power", Class: "e2e-power", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepPowerOff}}},
+			// Issue 41, finding 6: a reboot with a short timeout, and a
+			// drain for the window's other node.
+			{Name: "short-reboot", Class: "e2e-short-reboot", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain},
+				{Type: lullv1alpha1.StepReboot, Timeout: &lullv1alpha1.Duration{Duration: 45 * time.Second}}}},
+			{Name: "drain-only", Class: "e2e-drain-only", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}}},
 			// Issue 30: a change of the tour's configuration restarts the
 			// tour (the shipped policy decides the kernel arguments).
 			{Name: "tour-files", Files: []string{"/etc/lull-tour/**"}, Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepRestartService, Unit: "lull-tour.service"}}},
@@ -340,6 +346,93 @@ func TestHostStepsOnSystemd(t *testing.T) {
 			return cd != nil && cd.Status == metav1.ConditionFalse, fmt.Sprint(cd)
 		})
 		require.Equal(t, "absent", shell(t, "sh", "-c", "test -e /var/run/reboot-required && echo present || echo absent"), "/run is new after the boot")
+	})
+
+	// Issue 41, finding 6: a reboot that does not come back within its
+	// timeout (the machine boots, its kubelet does not start: the node
+	// stays NotReady with the old boot ID) keeps lull's cordon, lease and
+	// budget slot, so the window's next node never starts until the node
+	// is seen back — a bad kernel stops after maxUnavailable nodes.
+	t.Run("a reboot that does not come back keeps the budget slot", func(t *testing.T) {
+		const other = "kwok-node-0"
+		for _, n := range []string{machine, other} {
+			patchNode(t, n, `{"metadata":{"labels":{"e2e-kept":"yes"}}}`)
+		}
+		w := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "e2e-kept"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"e2e-kept": "yes"}},
+			Strategy:     lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+		require.NoError(t, c.Create(t.Context(), w))
+		t.Cleanup(func() {
+			_ = c.Delete(context.Background(), w)
+			for _, n := range []string{machine, other} {
+				patchNode(t, n, fmt.Sprintf(`{"metadata":{"labels":{"e2e-kept":null,%q:null}}}`, label))
+			}
+		})
+		// The next boot skips the kubelet.
+		shell(t, "sh", "-c", "mkdir -p /etc/systemd/system/kubelet.service.d && "+
+			"printf '[Unit]\\nConditionPathExists=/var/lib/lull-e2e-no-such-file\\n' >/etc/systemd/system/kubelet.service.d/90-e2e-kept-down.conf && "+
+			"systemctl daemon-reload")
+		boot := node(t).Status.NodeInfo.BootID
+		nm, _ := request(t, "e2e-short-reboot", 4*time.Minute, lullv1alpha1.PhaseActing)
+		poll(t, "the reboot timed out and the node held unwell", 4*time.Minute, func(ctx context.Context) (bool, string) {
+			if err := c.Get(ctx, client.ObjectKey{Name: machine}, nm); err != nil {
+				return false, err.Error()
+			}
+			return meta.IsStatusConditionTrue(nm.Status.Conditions, "NodeUnwell"), fmt.Sprintf("phase %s: %s", nm.Status.Phase, nm.Status.WaitingFor)
+		})
+		require.Equal(t, lullv1alpha1.PhaseActing, nm.Status.Phase, "held, not ended")
+		last := nm.Status.Actions[len(nm.Status.Actions)-1]
+		require.Equal(t, lullv1alpha1.ActionTimedOut, last.State, last.Message)
+		require.True(t, node(t).Spec.Unschedulable, "still cordoned")
+		l, err := cluster.Clientset.CoordinationV1().Leases(lease.DefaultNamespace).Get(t.Context(), lease.Name(machine), metav1.GetOptions{})
+		require.NoError(t, err)
+		require.True(t, lease.SameFamily(ptr.Deref(l.Spec.HolderIdentity, ""), "lull-drainer"), "still leased to lull")
+
+		// The window's other node is requested: it waits for the slot the
+		// unwell node keeps, and never starts meanwhile.
+		patchNode(t, other, fmt.Sprintf(`{"metadata":{"labels":{%q:"e2e-drain-only"}}}`, label))
+		var waiting lullv1alpha1.NodeMaintenance
+		poll(t, other+" waiting for the budget", time.Minute, func(ctx context.Context) (bool, string) {
+			if err := c.Get(ctx, client.ObjectKey{Name: other}, &waiting); err != nil {
+				return false, err.Error()
+			}
+			return waiting.Status.Phase == lullv1alpha1.PhaseWaitingForBudget, fmt.Sprintf("phase %s: %s", waiting.Status.Phase, waiting.Status.WaitingFor)
+		})
+		// Who holds the slot, as kubectl lull status reads it: the node
+		// that is down.
+		var all lullv1alpha1.NodeMaintenanceList
+		require.NoError(t, c.List(t.Context(), &all))
+		require.Equal(t, []string{machine}, budget.Holders(budget.Recorded(&waiting.Status), func(yield func(*lullv1alpha1.NodeMaintenance) bool) {
+			for i := range all.Items {
+				if !yield(&all.Items[i]) {
+					return
+				}
+			}
+		}), "the unwell node holds the slot %s waits for: %s", other, waiting.Status.WaitingFor)
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			require.NoError(t, c.Get(t.Context(), client.ObjectKey{Name: other}, &waiting))
+			require.False(t, waiting.Status.Phase.Disrupting(), "%s started while %s is down: %s", other, machine, waiting.Status.Phase)
+			require.False(t, waiting.Status.CordonedByLull, "%s cordoned while %s is down", other, machine)
+			time.Sleep(time.Second)
+		}
+		t.Logf("%s waits: %s", other, waiting.Status.WaitingFor)
+
+		// The node comes back: seen back, the request ends, the slot
+		// goes to the next node.
+		shell(t, "sh", "-c", "rm /etc/systemd/system/kubelet.service.d/90-e2e-kept-down.conf && systemctl daemon-reload && systemctl start kubelet")
+		poll(t, "the request completed once the node is back", 4*time.Minute, func(ctx context.Context) (bool, string) {
+			var cur lullv1alpha1.NodeMaintenance
+			err := c.Get(ctx, client.ObjectKey{Name: machine}, &cur)
+			return err == nil && cur.Status.Phase == lullv1alpha1.PhaseCompleted, fmt.Sprint(err, cur.Status.Phase, cur.Status.WaitingFor)
+		})
+		n := node(t)
+		require.NotEqual(t, boot, n.Status.NodeInfo.BootID, "it rebooted")
+		require.False(t, n.Spec.Unschedulable, "uncordoned")
+		poll(t, other+" starts once the slot is free", 2*time.Minute, func(ctx context.Context) (bool, string) {
+			err := c.Get(ctx, client.ObjectKey{Name: other}, &waiting)
+			return err == nil && waiting.Status.Phase == lullv1alpha1.PhaseDrained, fmt.Sprint(err, waiting.Status.Phase, waiting.Status.WaitingFor)
+		})
 	})
 
 	t.Run("PowerOff: the machine stays off, cordoned and leased, until completed", func(t *testing.T) {
