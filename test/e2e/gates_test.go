@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,60 @@ func TestSystemAlertsGateWithRealPrometheus(t *testing.T) {
 	e.waitNM(second, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 	e.complete(second)
 	summary("alerts-gate", map[string]any{"violations": iv.check()})
+}
+
+// Issue 43, finding 4: Prometheus restarted mid-wave — its store empty,
+// as an emptyDir after the drain that rescheduled it — knows nothing of
+// an alert that was pending: until its rule has been evaluated for the
+// alert's for: again it reports no alert at all, and with firingOnly (the
+// docs' example) the gate took that for quiet and started the next node.
+// The gate's answer is now incomplete until the rules have been evaluated
+// for their interval and longest for: after the new start: the next node
+// waits, the alert fires and holds it, and it starts once it clears. The
+// invariant watchers permit no eviction from it before then.
+func TestSystemAlertsGateHoldsAcrossAPrometheusRestart(t *testing.T) {
+	e := newSysEnv(t)
+	const pending = 20 * time.Second
+	prom := startPrometheusFor(t, pending)
+	const pool = "e2e-alerts-restart"
+	nodes, iv := e.gatedWave(pool, 2, &lullv1alpha1.Gates{Alerts: &lullv1alpha1.AlertsGate{
+		URL: prom.URL, Matchers: []string{`severity="page"`}, FiringOnly: true,
+		Period: &lullv1alpha1.Duration{Duration: 5 * time.Second}}})
+	start := time.Now()
+	e.requestAll(nodes)
+	first, second := e.firstStarted(nodes, time.Minute)
+	iv.permit(first, start.Add(-time.Second))
+	e.waitNM(first, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
+
+	// The alert's condition holds: pending, not firing yet.
+	prom.fire(true)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	require.Eventually(t, func() bool {
+		state, _, err := prom.alertState(hc)
+		return err == nil && state == "pending"
+	}, 15*time.Second, 100*time.Millisecond, "%s pending", prometheusAlert)
+	prom.restart(t)
+	restarted := time.Now()
+	e.complete(first) // the budget frees: only the gate holds the second node
+
+	for time.Since(restarted) < pending {
+		var nm lullv1alpha1.NodeMaintenance
+		require.NoError(t, e.c.Get(t.Context(), client.ObjectKey{Name: second}, &nm))
+		require.False(t, nm.Status.Phase.Disrupting(), "%s started %s after Prometheus restarted with %s pending: %s",
+			second, time.Since(restarted).Round(time.Second), prometheusAlert, nm.Status.WaitingFor)
+		require.False(t, e.cordoned(second))
+		time.Sleep(500 * time.Millisecond)
+	}
+	prom.waitAlert(t, true, time.Minute)
+	held := e.waitNM(second, "held by the firing alert", time.Minute, heldBy(gate.ReasonAlertsFiring))
+	t.Logf("after the restart: %s", held.Status.WaitingFor)
+
+	prom.fire(false)
+	prom.waitAlert(t, false, time.Minute)
+	iv.permit(second, time.Now().Add(-time.Second))
+	e.waitNM(second, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
+	e.complete(second)
+	summary("alerts-gate-restart", map[string]any{"violations": iv.check()})
 }
 
 // A pod matching the window's blockingPods holds the node it runs on (and

@@ -40,6 +40,8 @@ type prometheus struct {
 
 	gauge atomic.Bool
 	stop  func() // stops Prometheus (once; also at the test's end)
+	// How it runs, to start it again (restart).
+	bin, dir, addr, logFile string
 }
 
 // startPrometheus starts _output/bin/prometheus (hack/build-binaries.sh) on
@@ -57,6 +59,13 @@ type prometheus struct {
 // where lull's host processes (the development mode) reach them just as
 // well. Nothing listens on a wildcard address.
 func startPrometheus(t *testing.T) *prometheus {
+	t.Helper()
+	return startPrometheusFor(t, 0)
+}
+
+// startPrometheusFor is startPrometheus with the alert's for: set to
+// pending: it fires only once lull_e2e_alert has been 1 that long.
+func startPrometheusFor(t *testing.T, pending time.Duration) *prometheus {
 	t.Helper()
 	bin := filepath.Join(framework.BinDir(), "prometheus")
 	if _, err := os.Stat(bin); err != nil {
@@ -92,10 +101,10 @@ func startPrometheus(t *testing.T) *prometheus {
     rules:
       - alert: %s
         expr: lull_e2e_alert > 0
-        for: 0s
+        for: %s
         labels:
           severity: page
-`, prometheusAlert)
+`, prometheusAlert, model(pending))
 	config := fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -118,6 +127,7 @@ scrape_configs:
 		require.NoError(t, err)
 		addr := net.JoinHostPort(host, fmt.Sprint(port))
 		p.URL = "http://" + addr
+		p.bin, p.dir, p.addr, p.logFile = bin, dir, addr, logFile
 		exited, stop, err := runPrometheus(t, bin, dir, addr, logFile)
 		p.stop = stop
 		require.NoError(t, err)
@@ -250,6 +260,35 @@ func (p *prometheus) waitScraped(exited <-chan struct{}, deadline time.Time) err
 		return false, "target not discovered yet"
 	})
 }
+
+// restart stops Prometheus and starts it again at the same address with
+// an empty store, as a pod with an emptyDir rescheduled (the drain of a
+// wave's previous node does exactly that): its alerts' for: state is
+// gone. It returns once the new one is ready and has scraped the gauge.
+func (p *prometheus) restart(t *testing.T) {
+	t.Helper()
+	p.stop()
+	require.NoError(t, os.RemoveAll(filepath.Join(p.dir, "data")))
+	for attempt := 1; ; attempt++ {
+		exited, stop, err := runPrometheus(t, p.bin, p.dir, p.addr, p.logFile)
+		require.NoError(t, err)
+		p.stop = stop
+		deadline := time.Now().Add(60 * time.Second)
+		if err = waitReady(p.URL+"/-/ready", exited, deadline); err == nil {
+			if err = p.waitScraped(exited, deadline); err == nil {
+				return
+			}
+		}
+		if errors.Is(err, errExited) && strings.Contains(logTail(p.logFile, 30), "address already in use") && attempt < 5 {
+			time.Sleep(time.Second) // the old process's socket, going
+			continue
+		}
+		t.Fatalf("prometheus restarted at %s: %v; last lines of %s:\n%s", p.URL, err, p.logFile, logTail(p.logFile, 30))
+	}
+}
+
+// model is d as a Prometheus duration (whole seconds).
+func model(d time.Duration) string { return fmt.Sprintf("%ds", int(d.Seconds())) }
 
 // fire sets the gauge (1 fires the alert, 0 clears it).
 func (p *prometheus) fire(on bool) { p.gauge.Store(on) }

@@ -612,6 +612,18 @@ func TestGuard(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "RestartService cannot restart "+unit) {
 				t.Errorf("the guard let RestartService %s through (pkg/policy.HostActionUnits names it): %v %s", bare, err, out)
 			}
+			// Issue 43, finding 1: nor may a request name it as a
+			// changed unit (a restart in disguise).
+			nm := g.file("nm-ha.yaml", "apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: n2}\nspec:\n  nodeName: n2\n"+
+				"  changes: {units: [chronyd, "+bare+"]}\n")
+			out, err = g.kubectl(append(append([]string{}, mo...), "create", "--dry-run=server", "-f", nm)...)
+			if err == nil || !strings.Contains(err.Error(), "spec.changes.units names "+unit+", which takes the node down when started") {
+				t.Errorf("the guard let a request with spec.changes.units [%s] through: %v %s", bare, err, out)
+			}
+		}
+		nm := g.file("nm-ok.yaml", "apiVersion: lull.dev/v1alpha1\nkind: NodeMaintenance\nmetadata: {name: n2}\nspec:\n  nodeName: n2\n  changes: {units: [chronyd, multi-user.target]}\n")
+		if out, err := g.kubectl(append(append([]string{}, mo...), "create", "--dry-run=server", "-f", nm)...); err != nil {
+			t.Errorf("a request changing chronyd and a target (a drained reboot) is refused: %v %s", err, out)
 		}
 	})
 
