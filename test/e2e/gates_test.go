@@ -152,14 +152,14 @@ func TestSystemAlertsGateWithRealPrometheus(t *testing.T) {
 }
 
 // Issue 43, finding 4: Prometheus restarted mid-wave — its store empty,
-// as an emptyDir after the drain that rescheduled it — knows nothing of
-// an alert that was pending: until its rule has been evaluated for the
-// alert's for: again it reports no alert at all, and with firingOnly (the
-// docs' example) the gate took that for quiet and started the next node.
-// The gate's answer is now incomplete until the rules have been evaluated
-// for their interval and longest for: after the new start: the next node
-// waits, the alert fires and holds it, and it starts once it clears. The
-// invariant watchers permit no eviction from it before then.
+// as an emptyDir after the drain that rescheduled it — has lost its
+// alerts' for: state: an alert that fired before the restart is pending
+// after it, for its whole for:, and with firingOnly (the docs' example)
+// the gate took "nothing fires" for quiet and started the next node. The
+// gate's answer is now incomplete until the rules have been evaluated for
+// their interval and longest for: after the new start, by which time the
+// alert fires again: the next node waits throughout, and starts once the
+// alert clears. The invariant watchers permit no eviction from it before.
 func TestSystemAlertsGateHoldsAcrossAPrometheusRestart(t *testing.T) {
 	e := newSysEnv(t)
 	const pending = 20 * time.Second
@@ -174,21 +174,32 @@ func TestSystemAlertsGateHoldsAcrossAPrometheusRestart(t *testing.T) {
 	iv.permit(first, start.Add(-time.Second))
 	e.waitNM(first, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 
-	// The alert's condition holds: pending, not firing yet.
+	// The alert fires (after its for:); the second node waits for the
+	// budget and is held by the alert.
 	prom.fire(true)
+	prom.waitAlert(t, true, pending+30*time.Second)
 	hc := &http.Client{Timeout: 2 * time.Second}
 	require.Eventually(t, func() bool {
-		state, _, err := prom.alertState(hc)
-		return err == nil && state == "pending"
-	}, 15*time.Second, 100*time.Millisecond, "%s pending", prometheusAlert)
+		var w lullv1alpha1.MaintenanceWindow
+		if e.c.Get(t.Context(), client.ObjectKey{Name: pool}, &w) != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(w.Status.Conditions, lullv1alpha1.WindowConditionAlertsQuiet)
+		return c != nil && c.Reason == gate.ReasonAlertsFiring
+	}, 30*time.Second, 200*time.Millisecond, "the window's gate sees %s firing", prometheusAlert)
+
+	// Prometheus restarts: the alert is pending again for its for:.
 	prom.restart(t)
 	restarted := time.Now()
+	state, _, err := prom.alertState(hc)
+	require.NoError(t, err)
+	t.Logf("after the restart Prometheus reports %s %q", prometheusAlert, state)
 	e.complete(first) // the budget frees: only the gate holds the second node
 
-	for time.Since(restarted) < pending {
+	for time.Since(restarted) < pending+10*time.Second {
 		var nm lullv1alpha1.NodeMaintenance
 		require.NoError(t, e.c.Get(t.Context(), client.ObjectKey{Name: second}, &nm))
-		require.False(t, nm.Status.Phase.Disrupting(), "%s started %s after Prometheus restarted with %s pending: %s",
+		require.False(t, nm.Status.Phase.Disrupting(), "%s started %s after Prometheus restarted with %s firing (pending in the new one): %s",
 			second, time.Since(restarted).Round(time.Second), prometheusAlert, nm.Status.WaitingFor)
 		require.False(t, e.cordoned(second))
 		time.Sleep(500 * time.Millisecond)

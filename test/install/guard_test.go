@@ -220,6 +220,33 @@ func statusPatch(kind, name, patch string) []string {
 func TestGuard(t *testing.T) {
 	g := installGuarded(t)
 
+	// Issue 41, finding 5: the shipped writablePaths are what the shipped
+	// rules cover (chrony, registry hosts, units), not all of /etc. The
+	// steps below judge the other lists with /etc/** (an admin widens it).
+	t.Run("issue 41: the shipped writablePaths are narrow", func(t *testing.T) {
+		nc := func(name, path string) string {
+			return g.file("nc-w-"+name+".yaml", "apiVersion: lull.dev/v1alpha1\nkind: NodeConfig\nmetadata: {name: "+name+", namespace: lull-configs}\nspec:\n  files:\n"+
+				"  - {path: "+path+", contents: cG9vbCB4Cg==}\n")
+		}
+		g.steps(t, []guardStep{
+			{name: "a maintainer cannot write elsewhere in /etc", as: mo, args: []string{"create", "--dry-run=server", "-f", nc("w1", "/etc/lull-tour/greeting")},
+				refused: refusedBy("lull-nodeconfigs", "lull-agent may not write /etc/lull-tour/greeting: not in writablePaths (/etc/chrony.conf,"), eventually: true},
+			{name: "nor /etc/hosts", as: mo, args: []string{"create", "--dry-run=server", "-f", nc("w2", "/etc/hosts")},
+				refused: refusedBy("lull-nodeconfigs", "lull-agent may not write /etc/hosts: not in writablePaths")},
+			{name: "chrony's configuration is data a maintainer writes", as: mo, args: []string{"create", "--dry-run=server", "-f", nc("w3", "/etc/chrony/chrony.conf")}},
+			{name: "an admin widens the list", args: mergePatch("configmap", "lull-admission", `{"data":{"writablePaths":"/etc/**"}}`, "-n", "lull-system")},
+		})
+		// The guard reads its parameters from an informer: the wider list
+		// applies within moments.
+		var last error
+		if err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			_, last = g.kubectl(append(append([]string{}, mo...), "create", "--dry-run=server", "-f", nc("w4", "/etc/lull-tour/greeting"))...)
+			return last == nil, nil
+		}); err != nil {
+			t.Errorf("the widened writablePaths never let /etc/lull-tour/greeting through: %v", last)
+		}
+	})
+
 	// Finding 2: the maintenance label was guarded on nodes only; a user
 	// with nodes/status rights (node agents, CNI daemons, cloud
 	// controllers) could set or remove it through the status subresource.
