@@ -315,6 +315,10 @@ func TestGuard(t *testing.T) {
 		g.must("-n", "lull-system", "create", "role", "e2e-editor", "--verb=get,create,update,patch,delete",
 			"--resource=configmaps,secrets,pods,deployments.apps,daemonsets.apps,jobs.batch,serviceaccounts/token")
 		g.must("-n", "lull-system", "create", "rolebinding", "e2e-editor", "--role=e2e-editor", "--group="+framework.GuardOperators)
+		g.must("-n", "lull-system", "create", "role", "e2e-exec", "--verb=create,get", "--resource=pods/exec,pods/attach")
+		g.must("-n", "lull-system", "create", "rolebinding", "e2e-exec", "--role=e2e-exec", "--group="+framework.GuardOperators)
+		// A pod named as lull's are (the name is what an exec names).
+		g.must("-n", "lull-system", "run", "lull-drainer-e2e", "--image=registry.invalid/x", "--restart=Never")
 		runsAs := func(name, kind, account string) string {
 			pod := "{containers: [{name: c, image: registry.invalid/x}], serviceAccountName: " + account + "}"
 			switch kind {
@@ -341,6 +345,8 @@ func TestGuard(t *testing.T) {
 			{name: "nor a Deployment as lull-drainer", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("d1", "Deployment", "lull-drainer")}, refused: only("a Deployment that runs as lull's ServiceAccount")},
 			{name: "nor a DaemonSet as lull-scheduler", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("ds1", "DaemonSet", "lull-scheduler")}, refused: only("a DaemonSet that runs as lull's ServiceAccount")},
 			{name: "nor a Job as lull-drainer", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("j1", "Job", "lull-drainer")}, refused: only("a Job that runs as lull's ServiceAccount")},
+			{name: "nor exec into lull's pod", as: alice, args: []string{"-n", "lull-system", "exec", "lull-drainer-e2e", "--", "true"},
+				refused: only("a command in lull's pod lull-drainer-e2e (pods/exec)")},
 			{name: "an editor still runs a pod as another account", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("p2", "Pod", "default")}},
 			{name: "and writes other ConfigMaps", as: alice, args: []string{"-n", "lull-system", "create", "configmap", "e2e-other", "--from-literal=a=b"}},
 			{name: "an admin changes the guard's parameters", as: admin, args: mergePatch("configmap", "lull-admission", `{"metadata":{"annotations":{"e2e/touched":"yes"}}}`, "-n", "lull-system")},
