@@ -310,10 +310,10 @@ func TestGuard(t *testing.T) {
 	t.Run("issue 43: administration of lull needs an admin", func(t *testing.T) {
 		admin := guardAs("e2e-admin", "lull:admins")
 		only := func(what string) []string {
-			return refusedBy("lull-administration", what+` may be written only by cluster admins (system:masters) and members of group "lull:admins"`)
+			return refusedBy("lull-administration", what+` may be written only by lull's administrators (RBAC verb "administer" on lull.admin.lull.dev`)
 		}
 		g.must("-n", "lull-system", "create", "role", "e2e-editor", "--verb=get,create,update,patch,delete",
-			"--resource=configmaps,secrets,pods,deployments.apps,daemonsets.apps,jobs.batch,serviceaccounts/token")
+			"--resource=configmaps,secrets,pods,replicationcontrollers,deployments.apps,daemonsets.apps,jobs.batch,serviceaccounts/token")
 		g.must("-n", "lull-system", "create", "rolebinding", "e2e-editor", "--role=e2e-editor", "--group="+framework.GuardOperators)
 		g.must("-n", "lull-system", "create", "role", "e2e-exec", "--verb=create,get", "--resource=pods/exec,pods/attach")
 		g.must("-n", "lull-system", "create", "rolebinding", "e2e-exec", "--role=e2e-exec", "--group="+framework.GuardOperators)
@@ -331,14 +331,17 @@ func TestGuard(t *testing.T) {
 			return g.file(name+".yaml", "apiVersion: apps/v1\nkind: "+kind+"\nmetadata: {name: "+name+", namespace: lull-system}\nspec: {selector: {matchLabels: {a: b}}, "+
 				"template: {metadata: {labels: {a: b}}, spec: "+pod+"}}\n")
 		}
+		rc := g.file("rc.yaml", "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: rc1, namespace: lull-system}\nspec: {selector: {a: b}, "+
+			"template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: registry.invalid/x}], serviceAccountName: lull-drainer}}}\n")
+		g.must("create", "clusterrolebinding", "e2e-cluster-admin", "--clusterrole=cluster-admin", "--user=e2e-ca")
 		tokenSecret := g.file("sa-secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: minted, namespace: lull-system, annotations: {kubernetes.io/service-account.name: lull-agent}}\n"+
 			"type: kubernetes.io/service-account-token\n")
 		g.steps(t, []guardStep{
 			{name: "the administration guard is active (a dry run)", as: alice, args: mergePatch("configmap", "lull-admission", `{"data":{"maintainersGroup":"system:authenticated"}}`, "-n", "lull-system", "--dry-run=server"),
-				refused: only("the guard's parameters (ConfigMap lull-system/lull-admission)"), eventually: true},
+				refused: only("ConfigMap lull-system/lull-admission (lull's configuration)"), eventually: true},
 			{name: "an editor cannot make everyone a maintainer", as: alice, args: mergePatch("configmap", "lull-admission", `{"data":{"maintainersGroup":"system:authenticated"}}`, "-n", "lull-system"),
-				refused: only("the guard's parameters (ConfigMap lull-system/lull-admission)")},
-			{name: "nor delete the guard's parameters", as: alice, args: []string{"-n", "lull-system", "delete", "configmap", "lull-admission"}, refused: only("the guard's parameters (ConfigMap lull-system/lull-admission)")},
+				refused: only("ConfigMap lull-system/lull-admission (lull's configuration)")},
+			{name: "nor delete the guard's parameters", as: alice, args: []string{"-n", "lull-system", "delete", "configmap", "lull-admission"}, refused: only("ConfigMap lull-system/lull-admission (lull's configuration)")},
 			{name: "nor mint lull-drainer's token", as: alice, args: []string{"-n", "lull-system", "create", "token", "lull-drainer"}, refused: only("a token of ServiceAccount lull-drainer")},
 			{name: "nor a token Secret of lull-agent", as: alice, args: []string{"create", "--dry-run=server", "-f", tokenSecret}, refused: only("a token Secret of lull's ServiceAccount")},
 			{name: "nor run a pod as lull-agent", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("p1", "Pod", "lull-agent")}, refused: only("a Pod that runs as lull's ServiceAccount")},
@@ -347,11 +350,19 @@ func TestGuard(t *testing.T) {
 			{name: "nor a Job as lull-drainer", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("j1", "Job", "lull-drainer")}, refused: only("a Job that runs as lull's ServiceAccount")},
 			{name: "nor exec into lull's pod", as: alice, args: []string{"-n", "lull-system", "exec", "lull-drainer-e2e", "--", "true"},
 				refused: only("a command in lull's pod lull-drainer-e2e (pods/exec)")},
+			{name: "nor rewrite lull-scheduler's configuration", as: alice, args: mergePatch("configmap", "lull-scheduler-config", `{"data":{"x":"y"}}`, "-n", "lull-system", "--dry-run=server"),
+				refused: only("ConfigMap lull-system/lull-scheduler-config (lull's configuration)")},
+			{name: "nor a ReplicationController as lull-drainer", as: alice, args: []string{"create", "--dry-run=server", "-f", rc}, refused: only("a ReplicationController that runs as lull's ServiceAccount")},
+			{name: "nor change the image lull-drainer's pods run", as: alice, args: []string{"-n", "lull-system", "set", "image", "deployment/lull-drainer", "lull-drainer=registry.invalid/evil", "--dry-run=server"},
+				refused: only("a Deployment that runs as lull's ServiceAccount")},
+			{name: "an update that leaves the pods alone passes (helm uninstall's mark)", as: alice,
+				args: []string{"-n", "lull-system", "annotate", "deployment", "lull-drainer", "lull.dev/e2e-mark=x", "--dry-run=server"}},
 			{name: "an editor still runs a pod as another account", as: alice, args: []string{"create", "--dry-run=server", "-f", runsAs("p2", "Pod", "default")}},
 			{name: "and writes other ConfigMaps", as: alice, args: []string{"-n", "lull-system", "create", "configmap", "e2e-other", "--from-literal=a=b"}},
 			{name: "an admin changes the guard's parameters", as: admin, args: mergePatch("configmap", "lull-admission", `{"metadata":{"annotations":{"e2e/touched":"yes"}}}`, "-n", "lull-system")},
 			{name: "an admin runs a pod as lull-agent", as: admin, args: []string{"create", "--dry-run=server", "-f", runsAs("p3", "Pod", "lull-agent")}},
 			{name: "a cluster admin too", args: mergePatch("configmap", "lull-admission", `{"metadata":{"annotations":{"e2e/touched":"again"}}}`, "-n", "lull-system")},
+			{name: "and one bound to cluster-admin, not in system:masters", as: guardAs("e2e-ca"), args: mergePatch("configmap", "lull-admission", `{"metadata":{"annotations":{"e2e/touched":"thrice"}}}`, "-n", "lull-system")},
 		})
 	})
 
