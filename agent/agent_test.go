@@ -163,6 +163,19 @@ func (e *env) statusUpdate(ctx context.Context, c client.Client, sub string, obj
 	return nil
 }
 
+// failStatusWritesAfter lets the first n status writes through and
+// answers every later one with err: the stored request keeps what the
+// first n wrote.
+func (e *env) failStatusWritesAfter(n int, err error) {
+	writes := 0
+	e.statusUpdateErr = func() error {
+		if writes++; writes > n {
+			return err
+		}
+		return nil
+	}
+}
+
 func (e *env) reconcile(ctx context.Context, name string) (reconcile.Result, error) {
 	return e.a.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
 }
@@ -987,13 +1000,7 @@ func TestResumedWriteFilesStartsAgain(t *testing.T) {
 	e := newEnv(t, request(running), drainerLease(), node(bootID))
 	e.a.filesRecovered = true
 	e.a.recovered = &hostfiles.Recovery{ID: "died", State: hostfiles.JournalRolledBack, Files: []string{"/etc/chrony.conf"}}
-	writes := 0
-	e.statusUpdateErr = func() error {
-		if writes++; writes > 1 {
-			return errors.New("the API server is gone") // keep what the first write stored
-		}
-		return nil
-	}
+	e.failStatusWritesAfter(1, errors.New("the API server is gone")) // keep what the first write stored
 	_, _ = e.reconcile(e.ctx, testNode)
 	a := e.actions()[0]
 	require.Equal(t, lullv1alpha1.ActionRunning, a.State)

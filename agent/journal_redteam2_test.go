@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,14 +22,10 @@ import (
 // The Id that systemctl show printed (Id=lull-once.service) is what the
 // journal must be asked about.
 func TestRedteam2OneshotJournalByUnitWithoutSuffix(t *testing.T) {
-	dir := t.TempDir()
-	journal := filepath.Join(dir, "journal")
-	require.NoError(t, os.WriteFile(journal, []byte(journalRun("aea6aa64ac60427ca51dc15ccc4710da")), 0o644))
-	again := filepath.Join(dir, "again")
-	require.NoError(t, os.WriteFile(again, []byte(journalRun("d10d1d3f7bfe48a3bf9cd0339521ffeb")), 0o644))
+	_, journal, again := oneshotJournal(t)
 	// systemctl show resolves the name; journalctl UNIT= matches the field
 	// exactly, as systemd wrote it (the unit's Id).
-	unloaded := `echo "Id=${LULL_UNIT%.service}.service"; echo Type=oneshot; echo Result=success; echo LoadState=loaded; echo ActiveState=inactive; echo StateChangeTimestampMonotonic=0; echo InvocationID=`
+	unloaded := `echo "Id=${LULL_UNIT%.service}.service"; ` + unloadedOneshot
 	c := Commands{HostRoot: "/", Settle: 300 * time.Millisecond, UnitState: unloaded,
 		UnitJournal: `if [ "$LULL_UNIT" = lull-once.service ]; then cat ` + journal + `; fi`,
 		Restart:     "cat " + again + " >> " + journal}

@@ -44,32 +44,27 @@ func (a *Agent) claim(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.
 	if !ok || err != nil || nm.Status.Actions[i].Type != lullv1alpha1.StepWriteFiles {
 		return ok, reconcile.Result{}, err
 	}
-	// A WriteFiles an earlier agent did not finish starts again, with its
-	// whole timeout: the drainer held it while the agent was away (a set
-	// may be half on disk until recovery rolled it back or forward), and
-	// the new start, recorded before anything is written, says what
-	// recovery did.
+	return a.restartWrite(ctx, nm, i, now)
+}
+
+// restartWrite starts again a WriteFiles an earlier agent did not finish,
+// with its whole timeout: the drainer held it while the agent was away (a
+// set may be half on disk until recovery rolled it back or forward), and
+// the new start, recorded before anything is written, says what recovery
+// did. One resumed already, whose agent died in it again before the set
+// was written (a crashloop in the write itself: OOM, a hang the liveness
+// probe kills), fails instead — a third start would reset its timeout
+// forever — with the node's files as recovery put them back.
+func (a *Agent) restartWrite(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, i int, now time.Time) (bool, reconcile.Result, error) {
 	st := &nm.Status.Actions[i]
 	recovered, rolledForward := a.resumedWrite()
 	if strings.HasPrefix(st.Message, resumedPrefix) && !rolledForward {
-		// Resumed once already, and its agent died again before the set
-		// was written (a crashloop in the write itself: OOM, a hang the
-		// liveness probe kills): a third start would reset its timeout
-		// forever. Recovery put the files back: the step fails with the
-		// node's files as they were.
 		res, err := a.record(ctx, nm, i, lullv1alpha1.ActionFailed, fmt.Sprintf(
 			"lull-agent died during this WriteFiles again after it was resumed once (%s); %s: the node's files are as they were", st.Message, recovered))
 		return false, res, err
 	}
 	st.StartedAt, st.Message = &metav1.Time{Time: now}, recovered
-	if err := a.Client.Status().Update(ctx, nm); err != nil {
-		if apierrors.IsConflict(err) {
-			return false, reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: as in start
-		}
-		return false, reconcile.Result{}, fmt.Errorf("recording %s resumed: %w", st.Label(), err)
-	}
-	a.event(nm, corev1.EventTypeNormal, ReasonActionStarted, "lull-agent "+st.Message+": "+st.Label()+" starts again")
-	return true, reconcile.Result{}, nil
+	return a.saveStart(ctx, nm, st, "lull-agent "+st.Message+": "+st.Label()+" starts again")
 }
 
 // start records pending step i Running, with its start (now) and, for a
@@ -93,13 +88,20 @@ func (a *Agent) start(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, i i
 			return false, res, err
 		}
 	}
+	return a.saveStart(ctx, nm, st, "lull-agent started "+st.Label())
+}
+
+// saveStart records step st's start (a write the API server orders
+// against the drainer's: a conflict starts over from the newer request)
+// and raises event.
+func (a *Agent) saveStart(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.ActionStatus, event string) (bool, reconcile.Result, error) {
 	if err := a.Client.Status().Update(ctx, nm); err != nil {
 		if apierrors.IsConflict(err) {
 			return false, reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: retried with the queue's rate-limited backoff, which RequeueAfter (a fixed delay) does not give
 		}
 		return false, reconcile.Result{}, fmt.Errorf("recording %s started: %w", st.Label(), err)
 	}
-	a.event(nm, corev1.EventTypeNormal, ReasonActionStarted, "lull-agent started "+st.Label())
+	a.event(nm, corev1.EventTypeNormal, ReasonActionStarted, event)
 	return true, reconcile.Result{}, nil
 }
 

@@ -29,13 +29,7 @@ func TestRedteam2ResumedWriteFilesResumedForever(t *testing.T) {
 	e := newEnv(t, request(running), drainerLease(), node(bootID))
 	e.a.filesRecovered = true
 	e.a.recovered = &hostfiles.Recovery{ID: "died-again", State: hostfiles.JournalRolledBack, Files: []string{"/etc/chrony.conf"}}
-	writes := 0
-	e.statusUpdateErr = func() error {
-		if writes++; writes > 1 {
-			return errors.New("the agent dies again in the write") // keep what the claim stored
-		}
-		return nil
-	}
+	e.failStatusWritesAfter(1, errors.New("the agent dies again in the write")) // keep what the claim stored
 	_, _ = e.reconcile(e.ctx, testNode)
 	a := e.actions()[0]
 	require.False(t, a.State == lullv1alpha1.ActionRunning && a.StartedAt.Time.Equal(t0),

@@ -180,6 +180,23 @@ func journalRun(id string) string {
 `
 }
 
+// unloadedOneshot is what `systemctl show` prints, after its Id, of a
+// oneshot systemd unloaded once it ran: a unit that never ran.
+const unloadedOneshot = `echo Type=oneshot; echo Result=success; echo LoadState=loaded; echo ActiveState=inactive; echo StateChangeTimestampMonotonic=0; echo InvocationID=`
+
+// oneshotJournal writes, in a directory of its own, a journal holding
+// one run of lull-once.service and, beside it, the entries of another
+// run (again), which a restart command appends; it returns the three
+// paths.
+func oneshotJournal(t *testing.T) (dir, journal, again string) {
+	t.Helper()
+	dir = t.TempDir()
+	journal, again = filepath.Join(dir, "journal"), filepath.Join(dir, "again")
+	require.NoError(t, os.WriteFile(journal, []byte(journalRun("aea6aa64ac60427ca51dc15ccc4710da")), 0o644))
+	require.NoError(t, os.WriteFile(again, []byte(journalRun("d10d1d3f7bfe48a3bf9cd0339521ffeb")), 0o644))
+	return dir, journal, again
+}
+
 // systemd unloads a oneshot that ran to its end and that nothing
 // references: `systemctl show` after its restart prints a unit that never
 // ran (no InvocationID, every timestamp 0, Result=success), as on
@@ -188,12 +205,8 @@ func journalRun(id string) string {
 // failed restart, none is a restart that did not happen — and without a
 // journal command it cannot be seen at all.
 func TestRestartOneshotSystemdUnloaded(t *testing.T) {
-	dir := t.TempDir()
-	journal := filepath.Join(dir, "journal")
-	require.NoError(t, os.WriteFile(journal, []byte(journalRun("aea6aa64ac60427ca51dc15ccc4710da")), 0o644))
-	again := filepath.Join(dir, "again")
-	require.NoError(t, os.WriteFile(again, []byte(journalRun("d10d1d3f7bfe48a3bf9cd0339521ffeb")), 0o644))
-	unloaded := `echo "Id=$LULL_UNIT"; echo Type=oneshot; echo Result=success; echo LoadState=loaded; echo ActiveState=inactive; echo StateChangeTimestampMonotonic=0; echo InvocationID=`
+	dir, journal, again := oneshotJournal(t)
+	unloaded := `echo "Id=$LULL_UNIT"; ` + unloadedOneshot
 	step := Step{Action: lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepRestartService, Unit: "lull-once.service"}}
 	c := Commands{HostRoot: "/", Settle: 300 * time.Millisecond, UnitState: unloaded, UnitJournal: "cat " + journal,
 		Restart: "cat " + again + " >> " + journal}

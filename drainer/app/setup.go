@@ -32,7 +32,7 @@ import (
 // registers the NodeMaintenance controller. Tests call it with a fake clock.
 func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTickerAndDelayedExecution, o Options, reg prometheus.Registerer) error {
 	o.Settings = o.Settings.WithDefaults()
-	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: clk})
+	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: clk, AdmissionNamespace: o.Maintenance.AdmissionNamespace})
 	h := f.Handlers()
 	for obj, hd := range map[client.Object]toolscache.ResourceEventHandler{
 		&corev1.Node{}: h.Nodes, &coordinationv1.Lease{}: h.Leases,
@@ -40,13 +40,7 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		&lullv1alpha1.DisruptionPolicy{}: h.Policies,
 		// The guard's criticalUnits: the plans drain for the restarts the
 		// guard judges node-critical.
-		&corev1.ConfigMap{}: toolscache.FilteringResourceEventHandler{Handler: h.Admission, FilterFunc: func(obj interface{}) bool {
-			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			cm, ok := obj.(*corev1.ConfigMap)
-			return ok && cm.Namespace == o.Maintenance.AdmissionNamespace && cm.Name == settings.AdmissionConfigMap
-		}},
+		&corev1.ConfigMap{}: h.Admission,
 	} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {

@@ -6,16 +6,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/agentlease"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
@@ -33,10 +30,7 @@ import (
 func TestRedteam2HeldWriteFilesTimedOutWhenAgentComesBack(t *testing.T) {
 	now := t0()
 	// The new agent pod's heartbeat: renewed a moment ago, new holder.
-	heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name("n1"), Namespace: "agents",
-		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-newpod"), LeaseDurationSeconds: ptr.To[int32](40),
-			RenewTime: &metav1.MicroTime{Time: now.Add(-100 * time.Millisecond)}}}
+	heartbeat := agentHeartbeat("n1", "agents", "lull-agent-newpod", now.Add(-100*time.Millisecond))
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
 	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects([]client.Object{nm, heartbeat}...).WithStatusSubresource(nm).Build()
 	// The request as the drainer left it while the agent was away: the

@@ -28,10 +28,7 @@ import (
 func TestAgentGateAgreesWithPlan(t *testing.T) {
 	now := t0()
 	lease := func(node, ns string, renewed time.Time) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name(node), Namespace: ns,
-			Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-pod"), LeaseDurationSeconds: ptr.To[int32](40),
-				RenewTime: &metav1.MicroTime{Time: renewed}}}
+		return agentHeartbeat(node, ns, "lull-agent-pod", renewed)
 	}
 	reboot := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Spec: lullv1alpha1.DisruptionPolicySpec{Rules: []lullv1alpha1.DisruptionRule{
 		{Name: "kernel", Class: "kernel-update", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}}}}}
@@ -72,6 +69,15 @@ func TestAgentGateAgreesWithPlan(t *testing.T) {
 	}
 }
 
+// agentHeartbeat is lull-agent's heartbeat lease of node in namespace ns,
+// held by holder (its pod) and last renewed at renewed, for 40 s.
+func agentHeartbeat(node, ns, holder string, renewed time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name(node), Namespace: ns,
+		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](40),
+			RenewTime: &metav1.MicroTime{Time: renewed}}}
+}
+
 // A power-off is done when the machine is seen down: its node NotReady
 // and its lull-agent's heartbeat gone. A NotReady node whose agent still
 // renews its heartbeat is a machine still running (a power-off command
@@ -79,10 +85,7 @@ func TestAgentGateAgreesWithPlan(t *testing.T) {
 // times out.
 func TestPowerOffDoneWhenMachineDown(t *testing.T) {
 	now := t0()
-	heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name("n1"), Namespace: "agents",
-		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-pod"), LeaseDurationSeconds: ptr.To[int32](40),
-			RenewTime: &metav1.MicroTime{Time: now.Add(-5 * time.Second)}}}
+	heartbeat := agentHeartbeat("n1", "agents", "lull-agent-pod", now.Add(-5*time.Second))
 	for name, tc := range map[string]struct {
 		ready, heartbeat bool
 		started          time.Duration // before now
@@ -123,10 +126,7 @@ func TestPowerOffDoneWhenMachineDown(t *testing.T) {
 // there and did not finish times out as before.
 func TestWriteFilesHeldWhileAgentAway(t *testing.T) {
 	now := t0()
-	heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name("n1"), Namespace: "agents",
-		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-pod"), LeaseDurationSeconds: ptr.To[int32](40),
-			RenewTime: &metav1.MicroTime{Time: now.Add(-5 * time.Second)}}}
+	heartbeat := agentHeartbeat("n1", "agents", "lull-agent-pod", now.Add(-5*time.Second))
 	for name, tc := range map[string]struct {
 		heartbeat bool
 		started   time.Duration // before now

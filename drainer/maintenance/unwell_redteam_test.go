@@ -6,15 +6,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/agentlease"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
@@ -30,10 +27,7 @@ import (
 // node is going down: the next node of the window may start.
 func TestRedteamRebootFailedAsTheNodeGoesDown(t *testing.T) {
 	now := t0()
-	heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name("n1"), Namespace: "agents",
-		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-pod"), LeaseDurationSeconds: ptr.To[int32](40),
-			RenewTime: &metav1.MicroTime{Time: now.Add(-5 * time.Second)}}} // before the reboot was issued
+	heartbeat := agentHeartbeat("n1", "agents", "lull-agent-pod", now.Add(-5*time.Second)) // before the reboot was issued
 	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(heartbeat).Build()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
 		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-1"},
@@ -54,12 +48,9 @@ func TestRedteamRebootFailedAsTheNodeGoesDown(t *testing.T) {
 // it: the node going down is judged up, and the request ends Failed,
 // uncordoned, its slot freed.
 func TestRedteamRebootFailedHeartbeatSameSecond(t *testing.T) {
-	failedAt := t0().Add(900 * time.Millisecond)     // when the agent saw systemctl fail
-	stored := metav1.NewTime(failedAt).Rfc3339Copy() // what the API server keeps
-	heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: agentlease.Name("n1"), Namespace: "agents",
-		Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lull-agent-pod"), LeaseDurationSeconds: ptr.To[int32](40),
-			RenewTime: &metav1.MicroTime{Time: t0().Add(400 * time.Millisecond)}}} // before the failure
+	failedAt := t0().Add(900 * time.Millisecond)                                                  // when the agent saw systemctl fail
+	stored := metav1.NewTime(failedAt).Rfc3339Copy()                                              // what the API server keeps
+	heartbeat := agentHeartbeat("n1", "agents", "lull-agent-pod", t0().Add(400*time.Millisecond)) // before the failure
 	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(heartbeat).Build()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
 		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-1"},

@@ -207,13 +207,19 @@ func (f *Forecast) Decide(classes []string, changes *lullv1alpha1.Changes) lullv
 }
 
 // SetAdmission reads the node-critical units from the admission guard's
-// parameters (settings.AdmissionConfigMap), so that the forecast plans a
-// restart the way the guard judges it; other ConfigMaps are ignored.
+// parameters (settings.AdmissionConfigMap in Options.AdmissionNamespace),
+// so that the forecast plans a restart the way the guard judges it; any
+// other ConfigMap is ignored.
 func (f *Forecast) SetAdmission(cm *v1.ConfigMap) {
-	if cm.Name != settings.AdmissionConfigMap {
+	if !f.isAdmission(cm) {
 		return
 	}
 	f.setCritical(policy.CriticalUnitsParam(cm.Data, true))
+}
+
+// isAdmission reports whether cm is the admission guard's ConfigMap.
+func (f *Forecast) isAdmission(cm *v1.ConfigMap) bool {
+	return f.opts.AdmissionNamespace != "" && cm.Namespace == f.opts.AdmissionNamespace && cm.Name == settings.AdmissionConfigMap
 }
 
 // DeleteAdmission is the guard's parameters gone. The forecast keeps the

@@ -67,6 +67,11 @@ type Options struct {
 	settings.Settings
 	// Clock for lease expiry by observation and timed transitions.
 	Clock clock.WithTickerAndDelayedExecution
+	// AdmissionNamespace is where the admission guard's ConfigMap
+	// (settings.AdmissionConfigMap) is: its criticalUnits are the units
+	// whose restart the forecast plans behind a drain. Empty: no
+	// ConfigMap is the guard's (the shipped list applies).
+	AdmissionNamespace string
 }
 
 // work counts what events cost, in units that must not grow with the

@@ -116,10 +116,6 @@ type Sources struct {
 	// Nodes, if set, is a shared node informer to reuse (the scheduler's);
 	// otherwise one is created.
 	Nodes cache.SharedIndexInformer
-	// AdmissionNamespace, if set, is where the admission guard's
-	// ConfigMap (settings.AdmissionConfigMap) is watched, that one object
-	// alone: its criticalUnits are the units whose restart drains.
-	AdmissionNamespace string
 }
 
 // Run starts informers for leases (in the lease namespace only: the
@@ -151,8 +147,9 @@ func (f *Forecast) Run(ctx context.Context, src Sources) error {
 	if err != nil {
 		return err
 	}
-	if src.AdmissionNamespace != "" {
-		admission := informers.NewSharedInformerFactoryWithOptions(src.Client, 0, informers.WithNamespace(src.AdmissionNamespace),
+	if ns := f.opts.AdmissionNamespace; ns != "" {
+		// The guard's ConfigMap alone (Options.AdmissionNamespace).
+		admission := informers.NewSharedInformerFactoryWithOptions(src.Client, 0, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", settings.AdmissionConfigMap).String()
 			}))

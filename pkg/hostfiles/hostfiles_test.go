@@ -39,6 +39,15 @@ func write(p, previous, content string, mode int32) lullv1alpha1.ConfigFile {
 	}
 }
 
+// previousMode0644 is f as its NodeConfig records a file whose mode was
+// 0644 before: a table case's file.
+func previousMode0644(f lullv1alpha1.ConfigFile) func() lullv1alpha1.ConfigFile {
+	return func() lullv1alpha1.ConfigFile {
+		f.PreviousMode = ptr(0o644)
+		return f
+	}
+}
+
 func remove(p, previous string) lullv1alpha1.ConfigFile {
 	return lullv1alpha1.ConfigFile{Path: p, Previous: previous, Absent: true}
 }
@@ -720,43 +729,23 @@ func TestPreviousModeAndOwnerRecorded(t *testing.T) {
 		wantMode  fs.FileMode
 	}{{
 		name: "content and mode change at once", content: "a old\n", mode: 0o644,
-		file: func() lullv1alpha1.ConfigFile {
-			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)
-			f.PreviousMode = ptr(0o644)
-			return f
-		},
+		file:     previousMode0644(write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)),
 		wantMode: 0o600,
 	}, {
 		name: "content and mode change, already done (an agent that stopped)", content: "a new\n", mode: 0o600,
-		file: func() lullv1alpha1.ConfigFile {
-			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)
-			f.PreviousMode = ptr(0o644)
-			return f
-		},
+		file:     previousMode0644(write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)),
 		wantMode: 0o600,
 	}, {
 		name: "mode neither the previous nor the new one", content: "a old\n", mode: 0o640,
-		file: func() lullv1alpha1.ConfigFile {
-			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)
-			f.PreviousMode = ptr(0o644)
-			return f
-		},
+		file:      previousMode0644(write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)),
 		wantDrift: &Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"), Mode: &Mismatch{Want: "0644", Got: "0640"}},
 	}, {
 		name: "previous content with the new mode already", content: "a old\n", mode: 0o600,
-		file: func() lullv1alpha1.ConfigFile {
-			f := write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)
-			f.PreviousMode = ptr(0o644)
-			return f
-		},
+		file:      previousMode0644(write("/etc/a.conf", sha("a old\n"), "a new\n", 0o600)),
 		wantDrift: &Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"), Mode: &Mismatch{Want: "0644", Got: "0600"}},
 	}, {
 		name: "mode only, recorded: another mode by hand is drift", content: "a old\n", mode: 0o640,
-		file: func() lullv1alpha1.ConfigFile {
-			f := write("/etc/a.conf", sha("a old\n"), "a old\n", 0o600)
-			f.PreviousMode = ptr(0o644)
-			return f
-		},
+		file:      previousMode0644(write("/etc/a.conf", sha("a old\n"), "a old\n", 0o600)),
 		wantDrift: &Drift{Path: "/etc/a.conf", Want: sha("a old\n"), Got: sha("a old\n"), Mode: &Mismatch{Want: "0644", Got: "0640"}},
 	}, {
 		name: "content and owner change at once", content: "a old\n", mode: 0o644, uid: other, root: true,

@@ -17,6 +17,17 @@ import (
 // of Apply, so that nothing of Apply's own rollback runs.
 var errDied = errors.New("the agent died here")
 
+// diesAfter is an afterRename hook: the agent dies right after it renamed
+// path into place.
+func diesAfter(path string) func(string) error {
+	return func(p string) error {
+		if p == path {
+			panic(errDied)
+		}
+		return nil
+	}
+}
+
 // applyUntilDeath runs Apply and reports whether it died at a failpoint.
 func applyUntilDeath(t *testing.T, w *Writer, files []lullv1alpha1.ConfigFile) (died bool) {
 	t.Helper()
@@ -44,12 +55,7 @@ func TestDeathBetweenRenamesRolledBackAtStart(t *testing.T) {
 			w, root := newWriter(t)
 			files := failingSet(t, root)
 			before := snapshot(t, root)
-			w.afterRename = func(p string) error {
-				if p == at {
-					panic(errDied)
-				}
-				return nil
-			}
+			w.afterRename = diesAfter(at)
 			require.True(t, applyUntilDeath(t, w, files))
 			require.NotEqual(t, before, snapshot(t, root), "half written")
 			require.FileExists(t, journalPath(root, journalRecord))
@@ -112,12 +118,7 @@ func TestDeathAfterVerifyRolledForwardAtStart(t *testing.T) {
 func TestApplyRecoversFirst(t *testing.T) {
 	w, root := newWriter(t)
 	files := failingSet(t, root)
-	w.afterRename = func(p string) error {
-		if p == "/etc/new/sub/b.conf" {
-			panic(errDied)
-		}
-		return nil
-	}
+	w.afterRename = diesAfter("/etc/new/sub/b.conf")
 	require.True(t, applyUntilDeath(t, w, files))
 	w.afterRename = nil
 	require.NoError(t, w.Check(files), "a is new, c still there: as planned or as it will be")
@@ -132,12 +133,7 @@ func TestApplyRecoversFirst(t *testing.T) {
 func TestRecoverLeavesAFileChangedSince(t *testing.T) {
 	w, root := newWriter(t)
 	files := failingSet(t, root)
-	w.afterRename = func(p string) error {
-		if p == "/etc/new/sub/b.conf" {
-			panic(errDied)
-		}
-		return nil
-	}
+	w.afterRename = diesAfter("/etc/new/sub/b.conf")
 	require.True(t, applyUntilDeath(t, w, files))
 	put(t, root, "/etc/a.conf", "someone else's\n", 0o640)
 

@@ -54,7 +54,7 @@ func Load(ctx context.Context, c client.Reader, o Options) (*Cluster, error) {
 	if err := l.list(ctx, c, o); err != nil {
 		return nil, err
 	}
-	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: o.Clock})
+	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: o.Clock, AdmissionNamespace: o.AdmissionNamespace})
 	cl := &Cluster{Options: o, Now: o.Clock.Now(), Nodes: l.nodes.Items, Policies: l.policies.Items, Forecast: f, criticalUnread: l.unread,
 		Windows: map[string]*lullv1alpha1.MaintenanceWindow{}, Requests: map[string]*lullv1alpha1.NodeMaintenance{},
 		nms: l.nms.Items}

@@ -74,7 +74,7 @@ func NewWithClock(c clock.WithTickerAndDelayedExecution) func(context.Context, r
 		if err := config.ValidateNodeDisruptionArgs(nil, args); err != nil {
 			return nil, err
 		}
-		f := forecast.New(forecast.Options{Settings: args.Settings, Clock: c})
+		f := forecast.New(forecast.Options{Settings: args.Settings, Clock: c, AdmissionNamespace: admissionNamespace()})
 		pl := newPlugin(*args, h, f, c)
 		dyn, err := dynamic.NewForConfig(h.KubeConfig())
 		if err != nil {
@@ -86,7 +86,7 @@ func NewWithClock(c clock.WithTickerAndDelayedExecution) func(context.Context, r
 		// labelled node counts as open for maintenance (filtered).
 		go func() {
 			if err := f.Run(ctx, forecast.Sources{Client: h.ClientSet(), Dynamic: dyn,
-				Nodes: h.SharedInformerFactory().Core().V1().Nodes().Informer(), AdmissionNamespace: admissionNamespace()}); err != nil {
+				Nodes: h.SharedInformerFactory().Core().V1().Nodes().Informer()}); err != nil {
 				klog.FromContext(ctx).Error(err, "NodeDisruption forecast did not start")
 				return
 			}

@@ -194,6 +194,10 @@ func TestSystemAlertsGateHoldsAcrossAPrometheusRestart(t *testing.T) {
 	state, _, err := prom.alertState(hc)
 	require.NoError(t, err)
 	t.Logf("after the restart Prometheus reports %s %q", prometheusAlert, state)
+	// The control: the restarted Prometheus does not report the alert
+	// firing, so a gate that took its answer as it is would let the next
+	// node start (what happened before issue 43).
+	require.NotEqual(t, "firing", state, "the restarted Prometheus already reports %s firing: the scenario tests nothing", prometheusAlert)
 	e.complete(first) // the budget frees: only the gate holds the second node
 
 	for time.Since(restarted) < pending+10*time.Second {

@@ -128,19 +128,9 @@ scrape_configs:
 		addr := net.JoinHostPort(host, fmt.Sprint(port))
 		p.URL = "http://" + addr
 		p.bin, p.dir, p.addr, p.logFile = bin, dir, addr, logFile
-		exited, stop, err := runPrometheus(t, bin, dir, addr, logFile)
-		p.stop = stop
-		require.NoError(t, err)
-		deadline := time.Now().Add(60 * time.Second)
-		err = waitReady(p.URL+"/-/ready", exited, deadline)
-		if err == nil {
-			// Ready is not yet scraping: wait for the first good scrape, so
-			// that fire's latency is the steady state's, and a scrape that
-			// fails says so here.
-			if err = p.waitScraped(exited, deadline); err == nil {
-				t.Logf("prometheus: ready at %s, scraping %s (data and log in %s)", p.URL, p.MetricsURL, dir)
-				return p
-			}
+		if err = p.launch(t); err == nil {
+			t.Logf("prometheus: ready at %s, scraping %s (data and log in %s)", p.URL, p.MetricsURL, dir)
+			return p
 		}
 		log := logTail(logFile, 30)
 		if errors.Is(err, errExited) && strings.Contains(log, "address already in use") && attempt < 3 {
@@ -270,14 +260,9 @@ func (p *prometheus) restart(t *testing.T) {
 	p.stop()
 	require.NoError(t, os.RemoveAll(filepath.Join(p.dir, "data")))
 	for attempt := 1; ; attempt++ {
-		exited, stop, err := runPrometheus(t, p.bin, p.dir, p.addr, p.logFile)
-		require.NoError(t, err)
-		p.stop = stop
-		deadline := time.Now().Add(60 * time.Second)
-		if err = waitReady(p.URL+"/-/ready", exited, deadline); err == nil {
-			if err = p.waitScraped(exited, deadline); err == nil {
-				return
-			}
+		err := p.launch(t)
+		if err == nil {
+			return
 		}
 		if errors.Is(err, errExited) && strings.Contains(logTail(p.logFile, 30), "address already in use") && attempt < 5 {
 			time.Sleep(time.Second) // the old process's socket, going
@@ -285,6 +270,22 @@ func (p *prometheus) restart(t *testing.T) {
 		}
 		t.Fatalf("prometheus restarted at %s: %v; last lines of %s:\n%s", p.URL, err, p.logFile, logTail(p.logFile, 30))
 	}
+}
+
+// launch runs Prometheus as p says (p.stop stops it) and waits, bounded
+// (60 s), until it is ready and has scraped the gauge: ready is not yet
+// scraping, and waiting for the first good scrape makes fire's latency
+// the steady state's and a scrape that fails say so here.
+func (p *prometheus) launch(t *testing.T) error {
+	t.Helper()
+	exited, stop, err := runPrometheus(t, p.bin, p.dir, p.addr, p.logFile)
+	require.NoError(t, err)
+	p.stop = stop
+	deadline := time.Now().Add(60 * time.Second)
+	if err := waitReady(p.URL+"/-/ready", exited, deadline); err != nil {
+		return err
+	}
+	return p.waitScraped(exited, deadline)
 }
 
 // model is d as a Prometheus duration (whole seconds).

@@ -75,6 +75,14 @@ func powerOn(t *testing.T) {
 	require.NoError(t, err, "hack/real-node-1.sh start: %s", out)
 }
 
+// startUnit writes the unit file name (content in printf's notation,
+// without single quotes) into the machine's /etc/systemd/system, has
+// systemd read it and starts the unit.
+func startUnit(t *testing.T, name, content string) {
+	t.Helper()
+	shell(t, "sh", "-c", "printf '"+content+"' >/etc/systemd/system/"+name+" && systemctl daemon-reload && systemctl start "+name)
+}
+
 func poll(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
 	last := ""
@@ -249,8 +257,7 @@ func TestHostStepsOnSystemd(t *testing.T) {
 	// what systemd says of the unit before it acts, refuses, and the
 	// drainer falls back to a reboot with the node drained first.
 	t.Run("a unit that reboots when restarted: refused on the node, a drained reboot instead", func(t *testing.T) {
-		shell(t, "sh", "-c", "printf '[Unit]\\nSuccessAction=reboot-force\\n[Service]\\nExecStart=/bin/sleep infinity\\n' >/etc/systemd/system/lull-sneaky.service && "+
-			"systemctl daemon-reload && systemctl start lull-sneaky.service")
+		startUnit(t, "lull-sneaky.service", `[Unit]\nSuccessAction=reboot-force\n[Service]\nExecStart=/bin/sleep infinity\n`)
 		boot := node(t).Status.NodeInfo.BootID
 		nm, took := request(t, "e2e-sneaky", 5*time.Minute, lullv1alpha1.PhaseCompleted)
 		summary["a rebooting unit refused, drained reboot"] = took
@@ -268,8 +275,7 @@ func TestHostStepsOnSystemd(t *testing.T) {
 	// Nothing references lull-once.service, so systemd unloads it once it
 	// ran and its run is seen in the journal only.
 	t.Run("a oneshot service: ran again, no reboot", func(t *testing.T) {
-		shell(t, "sh", "-c", "printf '[Service]\\nType=oneshot\\nExecStart=/bin/sh -c \"date >>/var/lib/lull-once\"\\n' >/etc/systemd/system/lull-once.service && "+
-			"systemctl daemon-reload && systemctl start lull-once.service")
+		startUnit(t, "lull-once.service", `[Service]\nType=oneshot\nExecStart=/bin/sh -c "date >>/var/lib/lull-once"\n`)
 		boot := node(t).Status.NodeInfo.BootID
 		nm, took := request(t, "e2e-once", 2*time.Minute, lullv1alpha1.PhaseCompleted)
 		summary["oneshot restart"] = took
