@@ -286,6 +286,29 @@ func TestHostStepsOnSystemd(t *testing.T) {
 		require.Equal(t, boot, node(t).Status.NodeInfo.BootID, "no reboot")
 	})
 
+	// Issue 44: "restarted" for a unit the change removed is "stopped and
+	// gone": its file is removed and systemd reloaded (by the admin's own
+	// tooling here; the request declares the change, it does not write
+	// it), and RestartService of it succeeds without a fallback reboot.
+	t.Run("a removed unit: stopped and gone, no reboot", func(t *testing.T) {
+		const unit = "[Service]\nExecStart=/bin/sleep infinity\n"
+		startUnit(t, "lull-gone.service", strings.ReplaceAll(unit, "\n", `\n`))
+		shell(t, "sh", "-c", "systemctl stop lull-gone.service && rm /etc/systemd/system/lull-gone.service && systemctl daemon-reload")
+		require.Equal(t, "not-found inactive", shell(t, "sh", "-c", "systemctl show -p LoadState -p ActiveState --value lull-gone.service | paste -sd' '"))
+		boot := node(t).Status.NodeInfo.BootID
+		old := tree(t, map[string]string{"etc/systemd/system/lull-gone.service": unit, "etc/hostname": "real-node-1\n"})
+		next := tree(t, map[string]string{"etc/hostname": "real-node-1\n"})
+		nm, took := lullRequest(t, lullv1alpha1.PhaseCompleted, "--from", old, "--to", next)
+		summary["removed unit"] = took
+		require.Equal(t, "DaemonReload, RestartService lull-gone.service", stepsLine(nm.Status.Actions))
+		for _, a := range nm.Status.Actions {
+			require.Equal(t, lullv1alpha1.ActionSucceeded, a.State, "%s: %s", a.Label(), a.Message)
+		}
+		require.Contains(t, nm.Status.Actions[1].Message, "unit lull-gone.service is gone (LoadState=not-found) and not running: nothing to restart")
+		require.Equal(t, boot, node(t).Status.NodeInfo.BootID, "no reboot")
+		require.False(t, meta.IsStatusConditionTrue(nm.Status.Conditions, "FellBack"))
+	})
+
 	// Issue 30: planned from two configurations, the change written by
 	// lull-agent under the lease and verified on disk, then applied.
 	t.Run("a changed configuration file: written, verified, its unit restarted, no cordon", func(t *testing.T) {
