@@ -14,7 +14,8 @@
 #        release test installs kubectl-lull with it)
 #        Tests: prometheus (a real Prometheus whose alerts the e2e tests
 #        fire and clear), promtool (unit tests of lull's alert rules),
-#        alertmanager (a real Alertmanager behind the alerts gate)
+#        alertmanager (a real Alertmanager behind the alerts gate),
+#        capi-manager (Cluster API's core controllers, e2e)
 #        Lint: golangci-lint (hack/lint.sh, make verify)
 #        Codegen: conversion-gen, defaulter-gen (k8s.io/code-generator, for
 #        hack/update-codegen.sh beside controller-gen)
@@ -31,6 +32,7 @@ ALL=(etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler k
 ALL+=(helm krew)   # packaging: chart rendering and packaging, release test
 ALL+=(prometheus promtool)  # e2e: a real Prometheus evaluating alert rules; unit tests of lull's rules
 ALL+=(alertmanager)  # integration: a real Alertmanager behind the alerts gate
+ALL+=(capi-manager)  # e2e: Cluster API's real core controllers (Machines wait for lull)
 ALL+=(golangci-lint)  # lint: make verify (hack/lint.sh)
 ALL+=(conversion-gen defaulter-gen)  # codegen: hack/update-codegen.sh (plugin args)
 targets=("$@")
@@ -70,6 +72,7 @@ version_of() {
     krew) echo "$KREW_VERSION" ;;
     prometheus|promtool) echo "$PROMETHEUS_VERSION" ;;
     alertmanager) echo "$ALERTMANAGER_VERSION" ;;
+    capi-manager) echo "$CLUSTER_API_VERSION" ;;
     golangci-lint) echo "$GOLANGCI_LINT_VERSION" ;;
     *) echo "build-binaries: unknown binary '$1' (known: ${ALL[*]})" >&2; return 1 ;;
   esac
@@ -182,6 +185,15 @@ build_one() {
           -ldflags="-s -w -X github.com/prometheus/common/version.Version=${ALERTMANAGER_VERSION#v}" \
           -o "$out.tmp" ./cmd/alertmanager)
         rm -rf "$tmpsrc" ;;
+      capi-manager)
+        # Cluster API v1.14 is on Kubernetes v0.36 libraries and its go.mod
+        # replaces its api module with ./api (go install refuses that): it
+        # is built from a module of its own, hack/tools/cluster-api.
+        grep -q "sigs.k8s.io/cluster-api ${CLUSTER_API_VERSION}" "${ROOT}/hack/tools/cluster-api/go.mod" || {
+          echo "hack/tools/cluster-api/go.mod does not pin sigs.k8s.io/cluster-api ${CLUSTER_API_VERSION} (CLUSTER_API_VERSION)"; exit 1; }
+        cd "${ROOT}/hack/tools/cluster-api" && go build -trimpath \
+          -ldflags="-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION}" \
+          -o "$out.tmp" sigs.k8s.io/cluster-api/core ;;
       golangci-lint)
         # golangci-lint's go.mod has no replace directives: install it by
         # version, outside lull's modules (its many dependencies stay out

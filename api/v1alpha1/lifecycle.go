@@ -242,3 +242,13 @@ func (p Plan) HostSteps() bool {
 // pod, whatever the request's podSelector says (a narrower drain would
 // stop the other pods without their PodDisruptionBudgets being asked).
 func (p Plan) TakesNodeDown() bool { return p.Has(StepReboot) || p.Has(StepPowerOff) }
+
+// LeaseOperation is what the node's lease says lull does for the request:
+// "delete" for a Cluster API Machine's deletion (the node does not come
+// back), "drain" for every other request.
+func (nm *NodeMaintenance) LeaseOperation() string {
+	if nm.Annotations[RequestedByAnnotation] == RequestedByClusterAPI {
+		return "delete"
+	}
+	return "drain"
+}

@@ -22,11 +22,14 @@ const (
 	// RequestedByAnnotation on a NodeMaintenance says who made it:
 	// RequestedByLabel (the drainer, for a labelled node; removing the
 	// label completes it), RequestedByCLI (`kubectl lull request`) or
-	// RequestedBySentinel (lull-agent, for its node's reboot sentinel).
+	// RequestedBySentinel (lull-agent, for its node's reboot sentinel) or
+	// RequestedByClusterAPI (the drainer, for a governed Cluster API
+	// Machine being deleted: docs/cluster-api.md).
 	RequestedByAnnotation = "lull.dev/requested-by"
 	RequestedByLabel      = "label"
 	RequestedByCLI        = "kubectl-lull"
 	RequestedBySentinel   = "reboot-sentinel"
+	RequestedByClusterAPI = "cluster-api"
 	// UninstallAnnotation on the Deployment lull-drainer (its value: when,
 	// RFC 3339) asks lull-drainer to end every request because lull is
 	// about to be uninstalled (kubectl lull uninstall): lull's cordons

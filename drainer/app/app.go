@@ -180,6 +180,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	if err := SetupMaintenance(ctx, mgr, clk, o, crmetrics.Registry); err != nil {
 		return fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
+	if o.ClusterAPI {
+		if err := SetupClusterAPI(mgr, o, clk); err != nil {
+			return fmt.Errorf("setting up the Cluster API Machine controller: %w", err)
+		}
+	}
 	return nil
 }
 

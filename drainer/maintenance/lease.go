@@ -80,7 +80,7 @@ func (s *step) replicaHolds(ctx context.Context, holder string) (reconcile.Resul
 // acquire takes (or renews) the node's lease for this request.
 func (s *step) acquire(ctx context.Context) (*lease.Info, error) {
 	reason := fmt.Sprintf("NodeMaintenance %s (class %s)", s.nm.Name, s.nm.Spec.ClassNames())
-	return s.r.Leases.Acquire(ctx, s.node.Name, s.r.Options.Identity, "drain", reason, s.r.Options.LeaseDuration)
+	return s.r.Leases.Acquire(ctx, s.node.Name, s.r.Options.Identity, s.nm.LeaseOperation(), reason, s.r.Options.LeaseDuration)
 }
 
 // releaseIfHeld gives up a lease and a budget slot lull holds for a

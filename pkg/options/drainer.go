@@ -51,6 +51,13 @@ type Drainer struct {
 	// install for uninstalling and wait until every request has ended
 	// (ending them itself when no replica runs), then exit.
 	Uninstall bool
+	// ClusterAPI: govern Cluster API Machines labelled lull.dev/governed
+	// (drainer/machines), once the API server serves Machines.
+	ClusterAPI bool
+	// ClusterAPIRemediationDeadline: a remediation's request is gated by
+	// maintenance windows for this long after the Machine's deletion, and
+	// no longer (its spec.deadline); negative: like any other request.
+	ClusterAPIRemediationDeadline time.Duration
 	// Logs are component-base's logging options (-v, --vmodule,
 	// --logging-format).
 	Logs *logsapi.LoggingConfiguration
@@ -77,6 +84,7 @@ func NewDrainer() *Drainer {
 		QPS:              50,
 		Burst:            100,
 		UninstallTimeout: 45 * time.Second,
+		ClusterAPI:       true,
 		Logs:             logsapi.NewLoggingConfiguration(),
 	}
 }
@@ -102,6 +110,8 @@ func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.EndOnUninstall, "end-requests-on-uninstall", o.EndOnUninstall, "when lull is being uninstalled (the Deployment lull-drainer marked lull.dev/uninstall or deleted, its namespace or the NodeMaintenance CRD deleted), end every request: undo lull's cordons, release the node leases, keep the labels (the install's manifests set it)")
 	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", o.UninstallTimeout, "how long, after a signal, ending the requests of an uninstall may take (less than the pod's terminationGracePeriodSeconds)")
 	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")
+	fs.BoolVar(&o.ClusterAPI, "cluster-api", o.ClusterAPI, "govern Cluster API Machines labelled lull.dev/governed=true: their deletion waits for lull's drain (docs/cluster-api.md); starts once the API server serves cluster.x-k8s.io/v1beta2 Machines")
+	fs.DurationVar(&o.ClusterAPIRemediationDeadline, "cluster-api-remediation-deadline", o.ClusterAPIRemediationDeadline, "how long maintenance windows may hold a Machine a MachineHealthCheck remediates (its request's spec.deadline, from the Machine's deletion); budgets, gates, leases and PodDisruptionBudgets still apply; negative: windows gate it like any other request")
 	logsapi.AddFlags(o.Logs, fs)
 }
 

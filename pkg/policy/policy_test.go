@@ -111,7 +111,7 @@ func TestShippedDefaultPolicy(t *testing.T) {
 	require.Equal(t, "default/unknown-classes", eff[len(eff)-2].ShadowedBy, "its last class rule replaces the built-in default for classes")
 	require.Empty(t, eff[len(eff)-1].ShadowedBy)
 	require.Equal(t, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain "+
-		"chrony-config=RestartService:chronyd reboot-required=Drain+Reboot *=Drain+Reboot "+
+		"chrony-config=RestartService:chronyd reboot-required=Drain+Reboot cluster-api-rollout=Drain cluster-api-scale-down=Drain cluster-api-remediation=Drain cluster-api-delete=Drain *=Drain+Reboot "+
 		"files:/etc/containerd/certs.d/**=None files:/etc/chrony.conf,/etc/chrony.d/**=RestartService:chronyd "+
 		"files:/etc/chrony/**=RestartService:chrony sshKeys:*=None units:*=DaemonReload+RestartService:<unit> "+
 		"kernelArguments:*=Drain+Reboot osImage=Drain+Reboot files:/**=Drain+Reboot", Summary(p))

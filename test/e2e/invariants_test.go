@@ -359,18 +359,23 @@ func (iv *invariants) leftBehind(ctx context.Context) []string {
 			continue
 		}
 		var n corev1.Node
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		switch err := c.Get(ctx, client.ObjectKey{Name: name}, &n); {
+		case apierrors.IsNotFound(err):
+			// Deleted (a Cluster API Machine's node): its cordon went with
+			// it; its lease must not stay.
+		case err != nil:
 			out = append(out, err.Error())
 			continue
-		}
-		// A cordon someone else made before lull started stays; lull's
-		// goes with its request.
-		adminCordon := nmErr == nil && ptr.Deref(nm.Status.WasUnschedulable, false)
-		switch {
-		case adminCordon && !n.Spec.Unschedulable:
-			out = append(out, fmt.Sprintf("node %s: lull removed a cordon it did not make", name))
-		case !adminCordon && n.Spec.Unschedulable:
-			out = append(out, fmt.Sprintf("node %s left cordoned without an unfinished request", name))
+		default:
+			// A cordon someone else made before lull started stays; lull's
+			// goes with its request.
+			adminCordon := nmErr == nil && ptr.Deref(nm.Status.WasUnschedulable, false)
+			switch {
+			case adminCordon && !n.Spec.Unschedulable:
+				out = append(out, fmt.Sprintf("node %s: lull removed a cordon it did not make", name))
+			case !adminCordon && n.Spec.Unschedulable:
+				out = append(out, fmt.Sprintf("node %s left cordoned without an unfinished request", name))
+			}
 		}
 		var l coordinationv1.Lease
 		err = c.Get(ctx, client.ObjectKey{Namespace: lease.DefaultNamespace, Name: "node-" + name}, &l)

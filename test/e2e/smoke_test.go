@@ -21,6 +21,9 @@ import (
 var cluster *Cluster
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(forwardEnv); spec != "" {
+		os.Exit(forwardMain(spec)) // the Cluster API manager's way to the API server
+	}
 	ctrllog.SetLogger(klog.Background())
 	c, err := UpCluster(8) // the crash scenario uses 7 nodes at once
 	if err != nil {

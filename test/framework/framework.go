@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -103,4 +104,19 @@ func RunMain(m interface{ Run() int }, cp **ControlPlane) {
 		fmt.Fprintf(os.Stderr, "integration: stopping control plane: %v\n", err)
 	}
 	os.Exit(code)
+}
+
+// PinnedVersion is the value of key in hack/versions.env, the one place
+// pinned versions live; empty if the key is missing.
+func PinnedVersion(key string) string {
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "versions.env"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

@@ -59,6 +59,15 @@ var Rights = []Right{
 	{"lull-drainer", "list", "secrets", "lull-configs", false},
 	{"lull-drainer", "get", "secrets", "default", false},
 	{"lull-drainer", "list", "poddisruptionbudgets.policy", "default", true},
+	// Cluster API (docs/cluster-api.md): lull's hook on governed Machines;
+	// never a delete, never a write of what Cluster API decides.
+	{"lull-drainer", "patch", "machines.cluster.x-k8s.io", "capi", true},
+	{"lull-drainer", "watch", "machines.cluster.x-k8s.io", "capi", true},
+	{"lull-drainer", "delete", "machines.cluster.x-k8s.io", "capi", false},
+	{"lull-drainer", "update", "machines.cluster.x-k8s.io/status", "capi", false},
+	{"lull-drainer", "list", "machinedeployments.cluster.x-k8s.io", "capi", true},
+	{"lull-drainer", "patch", "machinedeployments.cluster.x-k8s.io", "capi", false},
+	{"lull-drainer", "update", "machinesets.cluster.x-k8s.io", "capi", false},
 	{"lull-drainer", "create", "nodemaintenances.lull.dev", "", true},
 	{"lull-drainer", "delete", "nodemaintenances.lull.dev", "", true},
 	{"lull-drainer", "deletecollection", "nodemaintenances.lull.dev", "", false},

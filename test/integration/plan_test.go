@@ -130,7 +130,7 @@ func TestDrainerAppliesDisruptionPolicy(t *testing.T) {
 		}
 		// The rules, then the built-in defaults for classes and for changes.
 		return p.Status.Order == 1 && len(p.Status.EffectiveRules) == len(p.Spec.Rules)+2 &&
-			strings.HasPrefix(p.Status.Summary, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain chrony-config=RestartService:chronyd reboot-required=Drain+Reboot *=Drain+Reboot files:"), nil
+			strings.HasPrefix(p.Status.Summary, "ssh-keys=None registry-mirror=None node-config=Cordon kernel-update=Drain kernel-*=Drain hardware=Drain chrony-config=RestartService:chronyd reboot-required=Drain+Reboot cluster-api-rollout=Drain cluster-api-scale-down=Drain cluster-api-remediation=Drain cluster-api-delete=Drain *=Drain+Reboot files:"), nil
 	}), "DisruptionPolicy status")
 
 	// None.

@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -35,14 +34,7 @@ func previousRelease(t *testing.T) (src, version string, images []string) {
 	}
 	require.NoError(t, err, "hack/previous-release.sh: %s", stderr)
 	src = strings.TrimSpace(string(out))
-	f, err := os.Open(filepath.Join(framework.RepoRoot(), "hack", "versions.env"))
-	require.NoError(t, err)
-	defer f.Close()
-	for s := bufio.NewScanner(f); s.Scan(); {
-		if v, ok := strings.CutPrefix(s.Text(), "LULL_PREVIOUS_VERSION="); ok {
-			version = v
-		}
-	}
+	version = framework.PinnedVersion("LULL_PREVIOUS_VERSION")
 	require.NotEmpty(t, version, "LULL_PREVIOUS_VERSION in hack/versions.env")
 	for _, i := range []string{"lull-scheduler", "lull-drainer", "lull-agent"} {
 		images = append(images, filepath.Join(filepath.Dir(src), "images", i+"-"+version+".tar"))

@@ -1,0 +1,326 @@
+// Package machines is lull-drainer's Cluster API controller: a Machine that
+// lull governs (pkg/capi.GovernedLabel) carries lull's pre-drain hook, and
+// when Cluster API deletes it (a rollout, a scale-down, a remediation, a
+// user's delete) its node becomes a lull request like any other: it waits
+// for the node's windows, gates, budget and lease, lull cordons and
+// drains it, and only then removes the hook, so Cluster API's own drain
+// finds nothing to evict. The request keeps the lease and the budget slot
+// until the node is gone. docs/cluster-api.md.
+package machines
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/capi"
+)
+
+// Event reasons on Machines.
+const (
+	ReasonHookAdded       = "LullHookAdded"
+	ReasonWaitingForLull  = "WaitingForLull"
+	ReasonDrainedByLull   = "DrainedByLull"
+	ReasonNodeHeldByOther = "NodeHeldByAnotherRequest"
+	ReasonLullFailed      = "LullRequestFailed"
+)
+
+// Reconciler keeps governed Machines' hooks and requests.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	// Finalizer is the NodeMaintenance finalizer the drainer sets on the
+	// requests it makes (maintenance.Finalizer).
+	Finalizer string
+	// RemediationDeadline: a remediation's request is not gated by
+	// maintenance windows once this long has passed since the Machine's
+	// deletion (its Deadline); negative: windows gate it like any other.
+	RemediationDeadline time.Duration
+}
+
+func newMachine() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capi.MachineKind)
+	return u
+}
+
+// SetupWithManager registers the controller: Machines, and the requests
+// made for them (by their lull.dev/machine annotation).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("cluster-api-machines").
+		For(newMachine()).
+		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			key := o.GetAnnotations()[capi.MachineAnnotation]
+			if key == "" {
+				return nil
+			}
+			ns, name, ok := splitKey(key)
+			if !ok {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+		})).
+		Complete(r)
+}
+
+func splitKey(key string) (string, string, bool) {
+	for i := range len(key) {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], i > 0 && i < len(key)-1
+		}
+	}
+	return "", "", false
+}
+
+// Reconcile brings one Machine's hook and request to what its state asks.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := klog.FromContext(ctx)
+	m := newMachine()
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.machineGone(ctx, req.NamespacedName)
+		}
+		return reconcile.Result{}, err
+	}
+	switch {
+	case capi.Deleting(m) && capi.HasHook(m):
+		// Being deleted with lull's hook: lull drains first, whether or
+		// not the label is still there (the hook is what Cluster API
+		// waits for).
+		return r.deleting(ctx, m)
+	case capi.Deleting(m):
+		return reconcile.Result{}, nil // lull is done with it, or never had it
+	case !capi.Governed(m):
+		// No longer governed (its label removed): lull's hook goes with
+		// it, and Cluster API decides alone.
+		if capi.HasHook(m) {
+			return reconcile.Result{}, r.setHook(ctx, m, false)
+		}
+		return reconcile.Result{}, nil
+	default:
+		// A governed Machine carries the hook from its creation (the
+		// lull-cluster-api admission policy); one that existed before
+		// lull governed it gets it here.
+		if !capi.HasHook(m) {
+			if err := r.setHook(ctx, m, true); err != nil {
+				return reconcile.Result{}, err
+			}
+			r.event(m, corev1.EventTypeNormal, ReasonHookAdded, "lull governs this Machine: its deletion waits for lull's drain (annotation %s)", capi.PreDrainHook)
+			logger.V(2).Info("Added lull's pre-drain hook")
+		}
+		return reconcile.Result{}, nil
+	}
+}
+
+// deleting handles a governed Machine being deleted that still carries
+// lull's hook.
+func (r *Reconciler) deleting(ctx context.Context, m *unstructured.Unstructured) (reconcile.Result, error) {
+	logger := klog.FromContext(ctx)
+	nodeName := capi.NodeName(m)
+	if nodeName == "" {
+		logger.V(2).Info("Machine has no node; nothing to drain, removing lull's hook")
+		return reconcile.Result{}, r.setHook(ctx, m, false)
+	}
+	var node corev1.Node
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: nodeName}, &node); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		logger.V(2).Info("Machine's node is gone; nothing to drain, removing lull's hook", "node", nodeName)
+		return reconcile.Result{}, r.setHook(ctx, m, false)
+	}
+	var nm lullv1alpha1.NodeMaintenance
+	err := r.Client.Get(ctx, client.ObjectKey{Name: nodeName}, &nm)
+	if apierrors.IsNotFound(err) {
+		return reconcile.Result{}, r.request(ctx, m, nodeName)
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if nm.Annotations[capi.MachineUIDAnnotation] != string(m.GetUID()) && nm.Status.Phase.Finished() && nm.DeletionTimestamp == nil {
+		// A finished request (a label's, an admin's) is a record: it
+		// makes way for this one, as it would for a new label.
+		if err := r.Client.Delete(ctx, &nm, client.Preconditions{UID: &nm.UID}); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting the finished request %s to make way for Machine %s/%s: %w", nm.Name, m.GetNamespace(), m.GetName(), err)
+		}
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	if nm.Annotations[capi.MachineUIDAnnotation] != string(m.GetUID()) {
+		// Another request has the node (an admin's, a label's, another
+		// Machine's of the same name): the Machine waits at lull's hook
+		// until it ends, and is requested then.
+		r.event(m, corev1.EventTypeNormal, ReasonNodeHeldByOther, "node %s has another lull request (NodeMaintenance %s, %s, phase %s); the Machine's deletion waits until it ends",
+			nodeName, nm.Name, nm.Spec.ClassNames(), nm.Status.Phase.OrPending())
+		return reconcile.Result{}, nil
+	}
+	switch phase := nm.Status.Phase; {
+	case phase == lullv1alpha1.PhaseDrained || phase == lullv1alpha1.PhaseCompleted || phase == lullv1alpha1.PhaseNodeNotFound:
+		if err := r.setHook(ctx, m, false); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.event(m, corev1.EventTypeNormal, ReasonDrainedByLull, "lull drained node %s (NodeMaintenance %s, phase %s) and removed its hook; lull holds the node's lease until the node is gone", nodeName, nm.Name, phase)
+		logger.Info("Node drained by lull; removed lull's pre-drain hook", "node", nodeName, "phase", phase)
+	case phase == lullv1alpha1.PhaseFailed:
+		// The hook stays: Cluster API would drain at once, at any hour.
+		// The request's status says what failed; deleting the request
+		// asks again.
+		r.event(m, corev1.EventTypeWarning, ReasonLullFailed, "lull's request for node %s failed (%s); the Machine waits at lull's hook: see `kubectl get nodemaintenance %s -o yaml`, delete it to ask again, or remove the annotation %s to let Cluster API drain",
+			nodeName, nm.Status.WaitingFor, nm.Name, capi.PreDrainHook)
+	}
+	return reconcile.Result{}, nil
+}
+
+// request makes the lull request for the Machine's node.
+func (r *Reconciler) request(ctx context.Context, m *unstructured.Unstructured, nodeName string) error {
+	cause, why, err := r.cause(ctx, m)
+	if err != nil {
+		return err
+	}
+	key := m.GetNamespace() + "/" + m.GetName()
+	nm := &lullv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: nodeName,
+			Annotations: map[string]string{
+				lullv1alpha1.RequestedByAnnotation: capi.RequestedBy,
+				capi.MachineAnnotation:             key,
+				capi.MachineUIDAnnotation:          string(m.GetUID()),
+			},
+			Finalizers: []string{r.Finalizer},
+		},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{
+			NodeName: nodeName,
+			Classes:  []string{string(cause)},
+			Reason:   fmt.Sprintf("Cluster API deletes Machine %s: %s", key, why),
+		},
+	}
+	if cause == capi.CauseRemediation && r.RemediationDeadline >= 0 {
+		at := m.GetDeletionTimestamp().Add(r.RemediationDeadline)
+		nm.Spec.Deadline = &metav1.Time{Time: at.UTC().Truncate(time.Second)}
+	}
+	if err := r.Client.Create(ctx, nm); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil // the request's event brings us back
+		}
+		return fmt.Errorf("requesting maintenance of node %s for Machine %s: %w", nodeName, key, err)
+	}
+	r.event(m, corev1.EventTypeNormal, ReasonWaitingForLull, "Cluster API's deletion of this Machine (%s) waits for lull: NodeMaintenance %s drains node %s when its windows, gates, budget and lease allow",
+		cause, nm.Name, nodeName)
+	klog.FromContext(ctx).Info("Requested maintenance for a Machine's deletion", "node", nodeName, "cause", cause)
+	return nil
+}
+
+// cause reads the Machine's MachineSet and MachineDeployment to tell why it
+// is deleted.
+func (r *Reconciler) cause(ctx context.Context, m *unstructured.Unstructured) (capi.Cause, string, error) {
+	var set, md *unstructured.Unstructured
+	active := 0
+	if name := capi.OwnerMachineSet(m); name != "" {
+		set = &unstructured.Unstructured{}
+		set.SetGroupVersionKind(capi.MachineSetKind)
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, set); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return "", "", err
+			}
+			set = nil
+		}
+	}
+	if set != nil {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
+		if err := r.Client.List(ctx, list, client.InNamespace(m.GetNamespace())); err != nil {
+			return "", "", err
+		}
+		for i := range list.Items {
+			if capi.OwnerMachineSet(&list.Items[i]) == set.GetName() && !capi.Deleting(&list.Items[i]) {
+				active++
+			}
+		}
+		if name := m.GetLabels()[capi.MachineDeploymentNameLabel]; name != "" {
+			md = &unstructured.Unstructured{}
+			md.SetGroupVersionKind(capi.MachineDeploymentKind)
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, md); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return "", "", err
+				}
+				md = nil
+			}
+		}
+	}
+	cause, why := capi.CauseOf(m, set, active, md)
+	return cause, why, nil
+}
+
+// machineGone ends what lull still has for a Machine that no longer
+// exists: its request is deleted once it has finished (its node gone), or
+// completed if its node outlived the Machine.
+func (r *Reconciler) machineGone(ctx context.Context, key types.NamespacedName) error {
+	var list lullv1alpha1.NodeMaintenanceList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		nm := &list.Items[i]
+		if nm.Annotations[capi.MachineAnnotation] != key.String() || nm.DeletionTimestamp != nil {
+			continue
+		}
+		if nm.Status.Phase.Finished() {
+			if err := r.Client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting request %s of the deleted Machine %s: %w", nm.Name, key, err)
+			}
+			continue
+		}
+		if !nm.Spec.Complete {
+			patch := client.MergeFrom(nm.DeepCopy())
+			nm.Spec.Complete = true
+			if err := r.Client.Patch(ctx, nm, patch); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("completing request %s of the deleted Machine %s: %w", nm.Name, key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// setHook adds or removes lull's pre-drain hook, and only lull's: a JSON
+// merge patch that names one annotation key, with the Machine's
+// resourceVersion so a concurrent change is read again first.
+func (r *Reconciler) setHook(ctx context.Context, m *unstructured.Unstructured, on bool) error {
+	var value any // nil removes the key
+	if on {
+		value = capi.HookOwner
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": m.GetResourceVersion(),
+		"annotations":     map[string]any{capi.PreDrainHook: value},
+	}})
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%s lull's hook on Machine %s/%s: %w", map[bool]string{true: "adding", false: "removing"}[on], m.GetNamespace(), m.GetName(), err)
+	}
+	return nil
+}
+
+func (r *Reconciler) event(m *unstructured.Unstructured, typ, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(m, nil, typ, reason, "ClusterAPI", format, args...)
+	}
+}

@@ -1,0 +1,370 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/capi"
+)
+
+// capiTaint keeps the other scenarios' pods off the Cluster API nodes.
+var capiTaint = corev1.Taint{Key: "e2e.lull.dev/capi", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// machineDeployment makes a MachineDeployment of replicas kwok Machines
+// from template; governed labels its Machines for lull. Cluster API's
+// defaulting webhooks do not run here, so every field is given.
+func (e *capiEnv) machineDeployment(t *testing.T, name string, replicas int, template string, governed bool) {
+	t.Helper()
+	labels := map[string]any{"cluster.x-k8s.io/cluster-name": capiCluster, "e2e.lull.dev/md": name}
+	if governed {
+		labels[capi.GovernedLabel] = "true"
+	}
+	spec := machineSpec(template, "KwokMachineTemplate")
+	md := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": capiGroup + "/v1beta2", "kind": "MachineDeployment",
+		"metadata": map[string]any{"name": name, "namespace": capiNamespace},
+		"spec": map[string]any{
+			"clusterName": capiCluster,
+			"replicas":    int64(replicas),
+			"selector":    map[string]any{"matchLabels": map[string]any{"e2e.lull.dev/md": name}},
+			// Cluster API alone would take three at a time.
+			"rollout": map[string]any{"strategy": map[string]any{"type": "RollingUpdate",
+				"rollingUpdate": map[string]any{"maxSurge": int64(3), "maxUnavailable": int64(3)}}},
+			"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": spec},
+		},
+	}}
+	_, err := e.dyn.Resource(gvrMD).Namespace(capiNamespace).Create(t.Context(), md, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// machines lists the MachineDeployment's Machines.
+func (e *capiEnv) machines(ctx context.Context, md string) ([]unstructured.Unstructured, error) {
+	list, err := e.dyn.Resource(gvrMachine).Namespace(capiNamespace).List(ctx, metav1.ListOptions{LabelSelector: "e2e.lull.dev/md=" + md})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// waitMachines waits until the MachineDeployment has want Machines, none
+// being deleted, each with its node, all from template; it returns their
+// nodes.
+func (e *capiEnv) waitMachines(t *testing.T, md string, want int, template string, timeout time.Duration) []string {
+	t.Helper()
+	var nodes []string
+	last := ""
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ms, err := e.machines(ctx, md)
+		if err != nil {
+			return false, nil
+		}
+		nodes = nodes[:0]
+		var states []string
+		for i := range ms {
+			m := &ms[i]
+			phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
+			states = append(states, fmt.Sprintf("%s(%s,node=%s,deleting=%v)", m.GetName(), phase, capi.NodeName(m), capi.Deleting(m)))
+			if capi.Deleting(m) || capi.NodeName(m) == "" {
+				continue
+			}
+			nodes = append(nodes, capi.NodeName(m))
+		}
+		last = strings.Join(states, " ")
+		if len(ms) != want || len(nodes) != want {
+			return false, nil
+		}
+		// Every Machine from the template: its infrastructure was cloned
+		// from it (KwokMachine spec.image says which).
+		for _, n := range nodes {
+			km, err := e.dyn.Resource(gvrKM).Namespace(capiNamespace).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			if img, _, _ := unstructured.NestedString(km.Object, "spec", "image"); "pool-"+img != template {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "MachineDeployment %s never had %d Machines from %s with nodes; last: %s; %s", md, want, template, last, cluster.LogsHint())
+	sort.Strings(nodes)
+	return nodes
+}
+
+// rollOut points the MachineDeployment at another infrastructure
+// template: Cluster API replaces every Machine.
+func (e *capiEnv) rollOut(t *testing.T, md, template string) {
+	t.Helper()
+	_, err := e.dyn.Resource(gvrMD).Namespace(capiNamespace).Patch(t.Context(), md, types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"spec":{"template":{"spec":{"infrastructureRef":{"name":%q}}}}}`, template)), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+// deleteMachineDeployment deletes it and waits (bounded) until its
+// Machines are gone.
+func (e *capiEnv) deleteMachineDeployment(t *testing.T, md string) {
+	ctx := context.Background()
+	_ = e.dyn.Resource(gvrMD).Namespace(capiNamespace).Delete(ctx, md, metav1.DeleteOptions{})
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ms, err := e.machines(ctx, md)
+		return err == nil && len(ms) == 0, nil
+	})
+}
+
+// hookWatch records, for each Machine whose lull hook goes while it is
+// being deleted, the pods still on its node at that moment (DaemonSets'
+// aside): lull's drain is done before Cluster API's begins.
+type hookWatch struct {
+	mu      sync.Mutex
+	removed map[string]int // node -> pods left when lull's hook went
+	hooked  map[string]bool
+}
+
+func (e *capiEnv) watchHooks(t *testing.T, md string) *hookWatch {
+	h := &hookWatch{removed: map[string]int{}, hooked: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			ms, err := e.machines(ctx, md)
+			if err == nil {
+				for i := range ms {
+					m := &ms[i]
+					node := capi.NodeName(m)
+					h.mu.Lock()
+					was := h.hooked[m.GetName()]
+					h.hooked[m.GetName()] = capi.HasHook(m)
+					h.mu.Unlock()
+					if was && !capi.HasHook(m) && capi.Deleting(m) && node != "" {
+						pods, err := cluster.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+						left := 0
+						if err == nil {
+							for _, p := range pods.Items {
+								if p.DeletionTimestamp == nil && !ownedByDaemonSet(&p) {
+									left++
+								}
+							}
+						}
+						h.mu.Lock()
+						h.removed[node] = left
+						h.mu.Unlock()
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return h
+}
+
+func ownedByDaemonSet(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// capiApp runs replicas pods on the Cluster API pool, tolerating its
+// taint, guarded by a PodDisruptionBudget of maxUnavailable 1.
+func capiApp(t *testing.T, name string, replicas int32) {
+	t.Helper()
+	cluster.GuardedApp(t, name, replicas, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, func(s *corev1.PodSpec) {
+		s.NodeSelector = map[string]string{"pool": "e2e-capi"}
+		s.Tolerations = []corev1.Toleration{{Key: capiTaint.Key, Operator: corev1.TolerationOpEqual, Value: capiTaint.Value, Effect: capiTaint.Effect}}
+	})
+}
+
+// Issue 42: a MachineDeployment rollout in a pool whose window is closed
+// waits at lull's hook; once the window opens, lull drains at most the
+// window's maxUnavailable at a time, PDB-safe, before Cluster API's own
+// drain; the rollout completes and no lease is left. The control: the
+// same rollout of Machines lull does not govern drains at once.
+func TestClusterAPIRolloutWaitsForLull(t *testing.T) {
+	e := newSysEnv(t)
+	ce := startClusterAPI(t)
+	ctx := t.Context()
+	start := time.Now().UTC().Add(12 * time.Hour).Format("15:04")
+	e.window(&lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-capi"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-capi"}},
+			Strategy:       lullv1alpha1.StrategySchedule,
+			MaxUnavailable: ptr.To(intstr.FromInt32(2)),
+			Schedule: &lullv1alpha1.Schedule{TimeZone: "UTC", StartTime: start, Duration: lullv1alpha1.Duration{Duration: time.Hour},
+				Recurrence: &lullv1alpha1.Recurrence{Frequency: lullv1alpha1.Daily}},
+		},
+	})
+	t.Run("control: Machines lull does not govern are drained at once", func(t *testing.T) {
+		ce.machineDeployment(t, "md-free", 2, "pool-v1", false)
+		t.Cleanup(func() { ce.deleteMachineDeployment(t, "md-free") })
+		old := ce.waitMachines(t, "md-free", 2, "pool-v1", 3*time.Minute)
+		ce.rollOut(t, "md-free", "pool-v2")
+		rolled := time.Now()
+		var disrupted string
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			for _, n := range old {
+				node, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+				if err != nil || node.Spec.Unschedulable {
+					disrupted = n
+					return true, nil
+				}
+			}
+			return false, nil
+		}), "Cluster API never cordoned or deleted an old node of md-free: the control case shows nothing")
+		t.Logf("control: Cluster API disrupted %s %v after the rollout began, its window closed", disrupted, time.Since(rolled).Round(time.Millisecond))
+		ce.waitMachines(t, "md-free", 2, "pool-v2", 3*time.Minute)
+		took := time.Since(rolled)
+		all, about := drainerRequests(t, rolled, time.Now())
+		t.Logf("measured: without lull, rollout of 2 Machines in %v (%v per Machine); lull-drainer sent %d request(s), %d about Cluster API objects",
+			took.Round(time.Millisecond), (took / 2).Round(time.Millisecond), all, about)
+	})
+
+	t.Run("governed: the rollout waits for the window, two at a time", func(t *testing.T) {
+		ce.machineDeployment(t, "md-gov", 6, "pool-v1", true)
+		// Cleanups run last first: the app goes before its nodes.
+		t.Cleanup(func() { ce.deleteMachineDeployment(t, "md-gov") })
+		old := ce.waitMachines(t, "md-gov", 6, "pool-v1", 3*time.Minute)
+		capiApp(t, "capi-app", 12)
+		ms, err := ce.machines(ctx, "md-gov")
+		require.NoError(t, err)
+		for i := range ms {
+			require.Equal(t, capi.HookOwner, ms[i].GetAnnotations()[capi.PreDrainHook], "Machine %s carries lull's hook from its creation", ms[i].GetName())
+		}
+		byNode := waitAppRunning(ctx, t, "capi-app", 12)
+		t.Logf("old nodes %v; app pods per node %v", old, byNode)
+		iv := e.watchInvariants(old...)
+		iv.budget("e2e-capi", 2, old...)
+		for _, n := range old {
+			iv.restrict(n)
+		}
+		hooks := ce.watchHooks(t, "md-gov")
+
+		ce.rollOut(t, "md-gov", "pool-v2")
+		rolled := time.Now()
+		// Cluster API deletes three old Machines (maxUnavailable 3); each
+		// becomes a request that waits for the window.
+		waiting := map[string]string{}
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			for _, n := range old {
+				var nm lullv1alpha1.NodeMaintenance
+				if e.c.Get(ctx, types.NamespacedName{Name: n}, &nm) == nil && nm.Status.Phase == lullv1alpha1.PhaseWaitingForWindow {
+					waiting[n] = nm.Spec.ClassNames()
+				}
+			}
+			return len(waiting) >= 3, nil
+		}), "three deleted Machines' nodes never waited for the window: %v; %s", waiting, cluster.LogsHint())
+		for n, class := range waiting {
+			require.Equal(t, string(capi.CauseRollout), class, "node %s: the request says why", n)
+		}
+		// Hold: the window is closed, nothing is cordoned, the Machines
+		// wait at lull's hook.
+		time.Sleep(15 * time.Second)
+		for _, n := range old {
+			node, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			require.NoError(t, err, "node %s deleted while its window was closed", n)
+			require.False(t, node.Spec.Unschedulable, "node %s cordoned while its window was closed", n)
+		}
+		ms, err = ce.machines(ctx, "md-gov")
+		require.NoError(t, err)
+		deleting := 0
+		for i := range ms {
+			if capi.Deleting(&ms[i]) {
+				deleting++
+				require.True(t, capi.HasHook(&ms[i]), "Machine %s waits at lull's hook", ms[i].GetName())
+			}
+		}
+		require.GreaterOrEqual(t, deleting, 3)
+
+		// The window opens.
+		opened := time.Now()
+		for _, n := range old {
+			iv.permit(n, opened)
+		}
+		e.editWindow("e2e-capi", func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Override = &lullv1alpha1.Override{Strategy: lullv1alpha1.OverridePermissive,
+				Until: metav1.Time{Time: time.Now().Add(time.Hour)}, Reason: "e2e: the rollout's window"}
+		})
+		ce.waitMachines(t, "md-gov", 6, "pool-v2", 6*time.Minute)
+		took := time.Since(opened)
+		all, about := drainerRequests(t, rolled, time.Now())
+		t.Logf("measured: with lull, window open -> rollout of 6 Machines done in %v (%v per Machine); lull-drainer sent %d request(s) from the rollout's start (%d per Machine), %d about Cluster API objects",
+			took.Round(time.Millisecond), (took / 6).Round(time.Millisecond), all, all/6, about)
+
+		iv.check()
+		require.LessOrEqual(t, iv.maxDisrupting("e2e-capi"), 2, "never more than the window's maxUnavailable")
+		require.Positive(t, iv.maxDisrupting("e2e-capi"))
+		hooks.mu.Lock()
+		defer hooks.mu.Unlock()
+		for _, n := range old {
+			left, ok := hooks.removed[n]
+			require.True(t, ok, "lull's hook on %s's Machine was removed by lull while it was deleted", n)
+			require.Zero(t, left, "node %s had pods left when lull removed its hook: Cluster API's drain found work", n)
+		}
+		// No lease left, no request unfinished: the old nodes are gone.
+		for _, n := range old {
+			_, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			require.Error(t, err, "old node %s is gone", n)
+			l, err := cluster.Clientset.CoordinationV1().Leases(lease.DefaultNamespace).Get(ctx, "node-"+n, metav1.GetOptions{})
+			if err == nil {
+				require.Empty(t, ptr.Deref(l.Spec.HolderIdentity, ""), "lease of %s left behind", n)
+			}
+		}
+		require.Eventually(t, func() bool {
+			var list lullv1alpha1.NodeMaintenanceList
+			if e.c.List(ctx, &list) != nil {
+				return false
+			}
+			return !slices.ContainsFunc(list.Items, func(nm lullv1alpha1.NodeMaintenance) bool { return slices.Contains(old, nm.Name) })
+		}, time.Minute, 500*time.Millisecond, "the requests of the deleted Machines are removed")
+	})
+}
+
+// drainerRequests counts lull-drainer's requests to the API server between
+// from and to, from the audit log (hack/lib/cluster.sh audits every request
+// of lull-drainer's), and those about Cluster API's objects.
+func drainerRequests(t *testing.T, from, to time.Time) (all, capiObjects int) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(cluster.Dir, "logs", "kube-apiserver-audit*.log"))
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, line := range bytesLines(raw) {
+			var a auditEvent
+			if json.Unmarshal(line, &a) != nil || !strings.HasPrefix(a.UserAgent, "lull-drainer/") || seen[a.AuditID] ||
+				a.RequestReceivedTimestamp.Before(from) || a.RequestReceivedTimestamp.After(to) {
+				continue
+			}
+			seen[a.AuditID] = true
+			all++
+			if strings.Contains(a.RequestURI, "/apis/"+capiGroup+"/") {
+				capiObjects++
+			}
+		}
+	}
+	return all, capiObjects
+}
