@@ -140,6 +140,10 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 		RetryPeriod:                         &o.RetryPeriod,
 		// Hand over quickly when the leader stops cleanly.
 		LeaderElectionReleaseOnCancel: true,
+		// Cluster API's objects are read as unstructured
+		// (drainer/machines): from the cache too, not one live request
+		// per read.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		// Only the lease namespace's Leases and lull-agent's: every
 		// kubelet renews its own heartbeat Lease every 10 s, and none of
 		// those concern us.
