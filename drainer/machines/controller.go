@@ -39,6 +39,14 @@ const (
 	ReasonLullFailed      = "LullRequestFailed"
 )
 
+// recheck is how soon a Machine is looked at again when what it waits for
+// is not watched (a request being deleted, a cache behind a create);
+// waitOther how often a Machine whose node another request holds is.
+const (
+	recheck   = 2 * time.Second
+	waitOther = 15 * time.Second
+)
+
 // Reconciler keeps governed Machines' hooks and requests.
 type Reconciler struct {
 	Client   client.Client
@@ -93,8 +101,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	m := newMachine()
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, r.machineGone(ctx, req.NamespacedName)
+			return reconcile.Result{}, r.endRequestsOf(ctx, req.NamespacedName, "")
 		}
+		return reconcile.Result{}, err
+	}
+	// A Machine of the same name made again: the old one's requests end.
+	if err := r.endRequestsOf(ctx, req.NamespacedName, m.GetUID()); err != nil {
 		return reconcile.Result{}, err
 	}
 	switch {
@@ -147,35 +159,47 @@ func (r *Reconciler) deleting(ctx context.Context, m *unstructured.Unstructured)
 	var nm lullv1alpha1.NodeMaintenance
 	err := r.Client.Get(ctx, client.ObjectKey{Name: nodeName}, &nm)
 	if apierrors.IsNotFound(err) {
-		return reconcile.Result{}, r.request(ctx, m, nodeName)
+		return r.request(ctx, m, nodeName)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if nm.Annotations[capi.MachineUIDAnnotation] != string(m.GetUID()) && nm.Status.Phase.Finished() && nm.DeletionTimestamp == nil {
-		// A finished request (a label's, an admin's) is a record: it
-		// makes way for this one, as it would for a new label.
+	if nm.DeletionTimestamp != nil {
+		// Being deleted (someone asks again, or it is being ended): its
+		// phase says nothing about this Machine's drain. The hook stays;
+		// the request is made again once this one is gone.
+		return reconcile.Result{RequeueAfter: recheck}, nil
+	}
+	ours := nm.Annotations[capi.MachineUIDAnnotation] == string(m.GetUID())
+	if nm.Status.Phase.Finished() && (!ours || nm.Status.Phase != lullv1alpha1.PhaseFailed) {
+		// A finished request with the node still there is a record: a
+		// label's or an admin's, or this Machine's own that ended without
+		// draining it (completed by hand while it waited, its Node object
+		// deleted and registered again). It makes way, and the Machine's
+		// node is requested again.
 		if err := r.Client.Delete(ctx, &nm, client.Preconditions{UID: &nm.UID}); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting the finished request %s to make way for Machine %s/%s: %w", nm.Name, m.GetNamespace(), m.GetName(), err)
 		}
-		return reconcile.Result{RequeueAfter: time.Second}, nil
+		return reconcile.Result{RequeueAfter: recheck}, nil
 	}
-	if nm.Annotations[capi.MachineUIDAnnotation] != string(m.GetUID()) {
+	if !ours {
 		// Another request has the node (an admin's, a label's, another
-		// Machine's of the same name): the Machine waits at lull's hook
+		// Machine's on the same node): the Machine waits at lull's hook
 		// until it ends, and is requested then.
 		r.event(m, corev1.EventTypeNormal, ReasonNodeHeldByOther, "node %s has another lull request (NodeMaintenance %s, %s, phase %s); the Machine's deletion waits until it ends",
 			nodeName, nm.Name, nm.Spec.ClassNames(), nm.Status.Phase.OrPending())
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: waitOther}, nil
 	}
-	switch phase := nm.Status.Phase; {
-	case phase == lullv1alpha1.PhaseDrained || phase == lullv1alpha1.PhaseCompleted || phase == lullv1alpha1.PhaseNodeNotFound:
+	switch nm.Status.Phase {
+	case lullv1alpha1.PhaseDrained:
+		// Drained under the node's windows, budget and lease, which the
+		// request holds until the node is gone: Cluster API may go on.
 		if err := r.setHook(ctx, m, false); err != nil {
 			return reconcile.Result{}, err
 		}
-		r.event(m, corev1.EventTypeNormal, ReasonDrainedByLull, "lull drained node %s (NodeMaintenance %s, phase %s) and removed its hook; lull holds the node's lease until the node is gone", nodeName, nm.Name, phase)
-		logger.Info("Node drained by lull; removed lull's pre-drain hook", "node", nodeName, "phase", phase)
-	case phase == lullv1alpha1.PhaseFailed:
+		r.event(m, corev1.EventTypeNormal, ReasonDrainedByLull, "lull drained node %s (NodeMaintenance %s) and removed its hook; lull holds the node's lease until the node is gone", nodeName, nm.Name)
+		logger.Info("Node drained by lull; removed lull's pre-drain hook", "node", nodeName)
+	case lullv1alpha1.PhaseFailed:
 		// The hook stays: Cluster API would drain at once, at any hour.
 		// The request's status says what failed; deleting the request
 		// asks again.
@@ -186,10 +210,10 @@ func (r *Reconciler) deleting(ctx context.Context, m *unstructured.Unstructured)
 }
 
 // request makes the lull request for the Machine's node.
-func (r *Reconciler) request(ctx context.Context, m *unstructured.Unstructured, nodeName string) error {
+func (r *Reconciler) request(ctx context.Context, m *unstructured.Unstructured, nodeName string) (reconcile.Result, error) {
 	cause, why, err := r.cause(ctx, m)
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	key := m.GetNamespace() + "/" + m.GetName()
 	nm := &lullv1alpha1.NodeMaintenance{
@@ -214,14 +238,15 @@ func (r *Reconciler) request(ctx context.Context, m *unstructured.Unstructured, 
 	}
 	if err := r.Client.Create(ctx, nm); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return nil // the request's event brings us back
+			// The cache had not seen it yet: look again.
+			return reconcile.Result{RequeueAfter: recheck}, nil
 		}
-		return fmt.Errorf("requesting maintenance of node %s for Machine %s: %w", nodeName, key, err)
+		return reconcile.Result{}, fmt.Errorf("requesting maintenance of node %s for Machine %s: %w", nodeName, key, err)
 	}
 	r.event(m, corev1.EventTypeNormal, ReasonWaitingForLull, "Cluster API's deletion of this Machine (%s) waits for lull: NodeMaintenance %s drains node %s when its windows, gates, budget and lease allow",
 		cause, nm.Name, nodeName)
 	klog.FromContext(ctx).Info("Requested maintenance for a Machine's deletion", "node", nodeName, "cause", cause)
-	return nil
+	return reconcile.Result{}, nil
 }
 
 // cause reads the Machine's MachineSet and MachineDeployment to tell why it
@@ -265,17 +290,19 @@ func (r *Reconciler) cause(ctx context.Context, m *unstructured.Unstructured) (c
 	return cause, why, nil
 }
 
-// machineGone ends what lull still has for a Machine that no longer
-// exists: its request is deleted once it has finished (its node gone), or
+// endRequestsOf ends what lull still has for a Machine key that no longer
+// exists (keep empty) or exists as another object (UID keep): each request
+// made for it is deleted once it has finished (its node gone), or
 // completed if its node outlived the Machine.
-func (r *Reconciler) machineGone(ctx context.Context, key types.NamespacedName) error {
+func (r *Reconciler) endRequestsOf(ctx context.Context, key types.NamespacedName, keep types.UID) error {
 	var list lullv1alpha1.NodeMaintenanceList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return err
 	}
 	for i := range list.Items {
 		nm := &list.Items[i]
-		if nm.Annotations[capi.MachineAnnotation] != key.String() || nm.DeletionTimestamp != nil {
+		if nm.Annotations[capi.MachineAnnotation] != key.String() || nm.DeletionTimestamp != nil ||
+			(keep != "" && nm.Annotations[capi.MachineUIDAnnotation] == string(keep)) {
 			continue
 		}
 		if nm.Status.Phase.Finished() {

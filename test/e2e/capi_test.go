@@ -26,6 +26,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/capi"
+	"lull.dev/lull/test/framework"
 )
 
 // capiTaint keeps the other scenarios' pods off the Cluster API nodes.
@@ -139,6 +140,10 @@ type hookWatch struct {
 	mu      sync.Mutex
 	removed map[string]int // node -> pods left when lull's hook went
 	hooked  map[string]bool
+	// lost: Machines whose hook went while they were not being deleted
+	// (Cluster API's server-side apply taking back the annotation the
+	// admission policy added, for one).
+	lost []string
 }
 
 func (e *capiEnv) watchHooks(t *testing.T, md string) *hookWatch {
@@ -156,6 +161,11 @@ func (e *capiEnv) watchHooks(t *testing.T, md string) *hookWatch {
 					was := h.hooked[m.GetName()]
 					h.hooked[m.GetName()] = capi.HasHook(m)
 					h.mu.Unlock()
+					if was && !capi.HasHook(m) && !capi.Deleting(m) && capi.Governed(m) {
+						h.mu.Lock()
+						h.lost = append(h.lost, m.GetName())
+						h.mu.Unlock()
+					}
 					if was && !capi.HasHook(m) && capi.Deleting(m) && node != "" {
 						pods, err := cluster.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 						left := 0
@@ -318,6 +328,7 @@ func TestClusterAPIRolloutWaitsForLull(t *testing.T) {
 		require.Positive(t, iv.maxDisrupting("e2e-capi"))
 		hooks.mu.Lock()
 		defer hooks.mu.Unlock()
+		require.Empty(t, hooks.lost, "a governed Machine lost lull's hook while not being deleted")
 		for _, n := range old {
 			left, ok := hooks.removed[n]
 			require.True(t, ok, "lull's hook on %s's Machine was removed by lull while it was deleted", n)
@@ -367,4 +378,16 @@ func drainerRequests(t *testing.T, from, to time.Time) (all, capiObjects int) {
 		}
 	}
 	return all, capiObjects
+}
+
+// lull-drainer's rights on Cluster API's objects are what docs/install.md
+// says, asked as an admin would once Cluster API is installed.
+func TestClusterAPIRights(t *testing.T) {
+	startClusterAPI(t)
+	for _, r := range framework.ClusterAPIRights {
+		out, _ := cluster.Kubectl(t.Context(), time.Minute, r.CanI()...) // exit 1 means "no"
+		if answer, got := framework.CanIAnswer(out); got != r.Want {
+			t.Errorf("%s %s %s (namespace %q): can-i says %q, docs/install.md says %v", r.Account, r.Verb, r.Resource, r.Namespace, answer, r.Want)
+		}
+	}
 }

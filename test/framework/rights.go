@@ -59,15 +59,6 @@ var Rights = []Right{
 	{"lull-drainer", "list", "secrets", "lull-configs", false},
 	{"lull-drainer", "get", "secrets", "default", false},
 	{"lull-drainer", "list", "poddisruptionbudgets.policy", "default", true},
-	// Cluster API (docs/cluster-api.md): lull's hook on governed Machines;
-	// never a delete, never a write of what Cluster API decides.
-	{"lull-drainer", "patch", "machines.cluster.x-k8s.io", "capi", true},
-	{"lull-drainer", "watch", "machines.cluster.x-k8s.io", "capi", true},
-	{"lull-drainer", "delete", "machines.cluster.x-k8s.io", "capi", false},
-	{"lull-drainer", "update", "machines.cluster.x-k8s.io/status", "capi", false},
-	{"lull-drainer", "list", "machinedeployments.cluster.x-k8s.io", "capi", true},
-	{"lull-drainer", "patch", "machinedeployments.cluster.x-k8s.io", "capi", false},
-	{"lull-drainer", "update", "machinesets.cluster.x-k8s.io", "capi", false},
 	{"lull-drainer", "create", "nodemaintenances.lull.dev", "", true},
 	{"lull-drainer", "delete", "nodemaintenances.lull.dev", "", true},
 	{"lull-drainer", "deletecollection", "nodemaintenances.lull.dev", "", false},
@@ -182,4 +173,32 @@ var Rights = []Right{
 	{MaintainerAccount, "delete", "nodeconfigs.lull.dev", "lull-configs", true},
 	{MaintainerAccount, "update", "nodeconfigs.lull.dev", "lull-configs", false}, // never changed once created
 	{MaintainerAccount, "get", "secrets", "lull-configs", false},
+}
+
+// ClusterAPIRights are lull-drainer's rights on Cluster API's objects
+// (docs/install.md, docs/cluster-api.md): lull's hook on governed
+// Machines; never a delete, never a write of what Cluster API decides.
+// kubectl auth can-i resolves a resource through discovery, so these are
+// asked where Cluster API's CRDs are installed (test/e2e, TestClusterAPIRights).
+var ClusterAPIRights = []Right{
+	{"lull-drainer", "patch", "machines.cluster.x-k8s.io", "capi", true},
+	{"lull-drainer", "watch", "machines.cluster.x-k8s.io", "capi", true},
+	{"lull-drainer", "delete", "machines.cluster.x-k8s.io", "capi", false},
+	{"lull-drainer", "create", "machines.cluster.x-k8s.io", "capi", false},
+	{"lull-drainer", "update", "machines.cluster.x-k8s.io/status", "capi", false},
+	{"lull-drainer", "list", "machinedeployments.cluster.x-k8s.io", "capi", true},
+	{"lull-drainer", "patch", "machinedeployments.cluster.x-k8s.io", "capi", false},
+	{"lull-drainer", "get", "machinesets.cluster.x-k8s.io", "capi", true},
+	{"lull-drainer", "update", "machinesets.cluster.x-k8s.io", "capi", false},
+	{"lull-drainer", "patch", "clusters.cluster.x-k8s.io", "capi", false},
+	{"lull-scheduler", "patch", "machines.cluster.x-k8s.io", "capi", false},
+	{"lull-agent", "patch", "machines.cluster.x-k8s.io", "capi", false},
+}
+
+// CanIAnswer reads kubectl auth can-i's output: the answer is its last
+// line (warnings come first); yes reports whether it is "yes".
+func CanIAnswer(out string) (answer string, yes bool) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	answer = strings.TrimSpace(lines[len(lines)-1])
+	return answer, answer == "yes"
 }

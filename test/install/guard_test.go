@@ -826,9 +826,8 @@ func (g *guarded) ruleSet(t *testing.T, role string) map[string]bool {
 func (g *guarded) canI(t *testing.T, r framework.Right) bool {
 	t.Helper()
 	out, _ := g.kubectl(r.CanI()...) // exit 1 means "no"
-	// The answer is the last line (warnings come first).
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	return strings.TrimSpace(lines[len(lines)-1]) == "yes"
+	_, yes := framework.CanIAnswer(out)
+	return yes
 }
 
 // Finding 8: the agent's policy named lull-agent's user in lull-system, so

@@ -304,11 +304,7 @@ func TestServiceAccountRights(t *testing.T) {
 			continue
 		}
 		out, _ := cluster.Kubectl(t.Context(), time.Minute, r.CanI()...) // exit 1 means "no"
-		// The answer is the last line (warnings about cluster-scoped
-		// resources come first).
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		answer := strings.TrimSpace(lines[len(lines)-1])
-		if got := answer == "yes"; got != r.Want {
+		if answer, got := framework.CanIAnswer(out); got != r.Want {
 			t.Errorf("%s %s %s (namespace %q): can-i says %q, docs/install.md says %v", r.Account, r.Verb, r.Resource, r.Namespace, answer, r.Want)
 		}
 	}
