@@ -45,7 +45,7 @@ func SetupClusterAPI(mgr ctrl.Manager, o Options, clk clock.WithTicker) error {
 					Recorder:            mgr.GetEventRecorder(settings.Drainer),
 					Finalizer:           lullv1alpha1.DrainerFinalizer,
 					RemediationDeadline: o.ClusterAPIRemediationDeadline,
-				}).SetupWithManager(mgr)
+				}).SetupWithManager(ctx, mgr)
 			}
 			select {
 			case <-ctx.Done():

@@ -67,23 +67,48 @@ func newMachine() *unstructured.Unstructured {
 }
 
 // SetupWithManager registers the controller: Machines, and the requests
-// made for them (by their lull.dev/machine annotation).
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+// for their nodes (made for a Machine, by its lull.dev/machine annotation,
+// or any other, by node).
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, newMachine(), capi.NodeIndex, NodeOf); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cluster-api-machines").
 		For(newMachine()).
-		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			key := o.GetAnnotations()[capi.MachineAnnotation]
-			if key == "" {
-				return nil
-			}
-			ns, name, ok := splitKey(key)
-			if !ok {
-				return nil
-			}
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
-		})).
+		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.machinesOf)).
 		Complete(r)
+}
+
+// NodeOf indexes a Machine by its node.
+func NodeOf(o client.Object) []string {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok || capi.NodeName(u) == "" {
+		return nil
+	}
+	return []string{capi.NodeName(u)}
+}
+
+// machinesOf are the Machines a request concerns: the one it was made for
+// and those on its node.
+func (r *Reconciler) machinesOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	if ns, name, ok := splitKey(o.GetAnnotations()[capi.MachineAnnotation]); ok {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	}
+	nm, ok := o.(*lullv1alpha1.NodeMaintenance)
+	if !ok {
+		return out
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
+	if err := r.Client.List(ctx, list, client.MatchingFields{capi.NodeIndex: nm.Spec.NodeName}); err != nil {
+		return out
+	}
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].GetNamespace(), Name: list.Items[i].GetName()}})
+	}
+	return out
 }
 
 func splitKey(key string) (string, string, bool) {
@@ -118,12 +143,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case capi.Deleting(m):
 		return reconcile.Result{}, nil // lull is done with it, or never had it
 	case !capi.Governed(m):
-		// No longer governed (its label removed): lull's hook goes with
-		// it, and Cluster API decides alone.
+		// No longer governed (its label removed): lull's hook and skip go
+		// with it, and Cluster API decides alone.
 		if capi.HasHook(m) {
 			return reconcile.Result{}, r.setHook(ctx, m, false)
 		}
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.syncSkipRemediation(ctx, m, false)
 	default:
 		// A governed Machine carries the hook from its creation (the
 		// lull-cluster-api admission policy); one that existed before
@@ -134,9 +159,71 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			r.event(m, corev1.EventTypeNormal, ReasonHookAdded, "lull governs this Machine: its deletion waits for lull's drain (annotation %s)", capi.PreDrainHook)
 			logger.V(2).Info("Added lull's pre-drain hook")
+			return reconcile.Result{}, nil // the patch brings the Machine back
 		}
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.syncSkipRemediation(ctx, m, true)
 	}
+}
+
+// heldDown reports whether lull takes or keeps the request's node down on
+// purpose: a plan with a Reboot or PowerOff while its host steps run, and
+// a powered-off node lull still holds.
+func heldDown(nm *lullv1alpha1.NodeMaintenance) bool {
+	switch nm.Status.Phase {
+	case lullv1alpha1.PhasePoweredOff:
+		return true
+	case lullv1alpha1.PhaseActing:
+		if d := nm.Status.Decision; d != nil {
+			for _, st := range d.Steps {
+				if st.Type == lullv1alpha1.StepReboot || st.Type == lullv1alpha1.StepPowerOff {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// syncSkipRemediation keeps MachineHealthChecks off a governed Machine
+// while lull holds its node down on purpose (the health check would see
+// it NotReady and replace it), and lets them back once lull lets go. lull
+// records that it set the annotation and removes only its own: one an
+// admin set stays. A Machine lull no longer governs loses lull's skip.
+func (r *Reconciler) syncSkipRemediation(ctx context.Context, m *unstructured.Unstructured, governed bool) error {
+	want := ""
+	if node := capi.NodeName(m); governed && node != "" {
+		var nm lullv1alpha1.NodeMaintenance
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: node}, &nm); err == nil && heldDown(&nm) {
+			want = nm.Name
+		} else if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	a := m.GetAnnotations()
+	_, skipped := a[capi.SkipRemediationAnnotation]
+	_, mine := a[capi.SkipRemediationByLull]
+	var set map[string]any
+	switch {
+	case want != "" && !skipped:
+		set = map[string]any{capi.SkipRemediationAnnotation: "", capi.SkipRemediationByLull: want}
+	case want == "" && mine:
+		set = map[string]any{capi.SkipRemediationAnnotation: nil, capi.SkipRemediationByLull: nil}
+	default:
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": m.GetResourceVersion(), "annotations": set}})
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("setting %s on Machine %s/%s: %w", capi.SkipRemediationAnnotation, m.GetNamespace(), m.GetName(), err)
+	}
+	if want != "" {
+		klog.FromContext(ctx).Info("lull holds the Machine's node down on purpose; MachineHealthChecks skip it", "request", want)
+	} else {
+		klog.FromContext(ctx).Info("lull let the Machine's node go; MachineHealthChecks may remediate it again")
+	}
+	return nil
 }
 
 // deleting handles a governed Machine being deleted that still carries

@@ -90,7 +90,8 @@ func newFixture(t *testing.T, objs ...client.Object) (*Reconciler, client.Client
 		s.AddKnownTypeWithName(capi.MachineKind.GroupVersion().WithKind(k), &unstructured.Unstructured{})
 		s.AddKnownTypeWithName(capi.MachineKind.GroupVersion().WithKind(k+"List"), &unstructured.UnstructuredList{})
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&lullv1alpha1.NodeMaintenance{}).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&lullv1alpha1.NodeMaintenance{}).
+		WithIndex(newMachine(), capi.NodeIndex, NodeOf).Build()
 	return &Reconciler{Client: c, Finalizer: lullv1alpha1.DrainerFinalizer, RemediationDeadline: 0}, c
 }
 
@@ -234,4 +235,53 @@ func TestFinishedRequestMakesWay(t *testing.T) {
 	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: "n1"}, &nm))
 	require.Equal(t, "uid-m", nm.Annotations[capi.MachineUIDAnnotation], "a finished request is a record: the Machine's request replaces it")
 	require.True(t, capi.HasHook(get(t, c, "m")))
+}
+
+func TestSkipRemediationWhileHeldDown(t *testing.T) {
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"hardware"}},
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDraining,
+			Decision: &lullv1alpha1.Decision{Steps: []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.ActionCordon}, {Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepPowerOff}}}}}
+	r, c := newFixture(t, newTestMachine("m", governed, hooked, onNode("n1")), node("n1"), nm)
+	phase := func(p lullv1alpha1.MaintenancePhase) {
+		t.Helper()
+		nm.Status.Phase = p
+		require.NoError(t, c.Status().Update(context.Background(), nm))
+		reconcileMachine(t, r, "m")
+	}
+	skipped := func() bool { _, ok := get(t, c, "m").GetAnnotations()[capi.SkipRemediationAnnotation]; return ok }
+	phase(lullv1alpha1.PhaseDraining)
+	require.False(t, skipped(), "draining: the node is up")
+	phase(lullv1alpha1.PhaseActing)
+	require.True(t, skipped(), "powering off: health checks stand down")
+	require.Equal(t, "n1", get(t, c, "m").GetAnnotations()[capi.SkipRemediationByLull], "lull records that it set it")
+	phase(lullv1alpha1.PhasePoweredOff)
+	require.True(t, skipped(), "held off")
+	phase(lullv1alpha1.PhaseCompleted)
+	require.False(t, skipped(), "let go: health checks are back")
+	require.NotContains(t, get(t, c, "m").GetAnnotations(), capi.SkipRemediationByLull)
+
+	// An admin's skip stays whatever lull does.
+	m := get(t, c, "m")
+	annotate(m, capi.SkipRemediationAnnotation, "")
+	require.NoError(t, c.Update(context.Background(), m))
+	phase(lullv1alpha1.PhasePoweredOff)
+	phase(lullv1alpha1.PhaseCompleted)
+	require.True(t, skipped(), "lull removes only the skip it set")
+
+	// Restarts only: not held down.
+	nm.Status.Decision.Steps = []lullv1alpha1.PlannedStep{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd"}}
+	require.NoError(t, c.Status().Update(context.Background(), nm))
+	require.False(t, heldDown(&lullv1alpha1.NodeMaintenance{Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseActing, Decision: nm.Status.Decision}}))
+}
+
+func TestRequestWakesTheMachinesOnItsNode(t *testing.T) {
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{capi.MachineAnnotation: "ns/old"}},
+		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1"}}
+	r, _ := newFixture(t, newTestMachine("m", governed, onNode("n1")), newTestMachine("other", governed, onNode("n2")))
+	got := r.machinesOf(context.Background(), nm)
+	require.ElementsMatch(t, []reconcile.Request{
+		{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "old"}},
+		{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m"}},
+	}, got)
 }

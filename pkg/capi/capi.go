@@ -71,6 +71,12 @@ const (
 	// names the Machine (namespace/name); MachineUIDAnnotation its UID.
 	MachineAnnotation    = "lull.dev/machine"
 	MachineUIDAnnotation = "lull.dev/machine-uid"
+	// SkipRemediationByLull on a Machine records that lull set its
+	// SkipRemediationAnnotation (its value: the request that holds the
+	// node down); lull removes the skip only where it recorded it.
+	SkipRemediationByLull = "lull.dev/skip-remediation"
+	// NodeIndex is the cache index of Machines by status.nodeRef.name.
+	NodeIndex = "status.nodeRef.name"
 	// RequestedBy is the lull.dev/requested-by of those requests.
 	RequestedBy = lullv1alpha1.RequestedByClusterAPI
 )

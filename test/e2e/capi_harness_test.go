@@ -99,8 +99,10 @@ var (
 	gvrMS      = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "machinesets"}
 	gvrMD      = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "machinedeployments"}
 	gvrCluster = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "clusters"}
+	gvrMHC     = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "machinehealthchecks"}
 	gvrKM      = schema.GroupVersionResource{Group: infraGroup, Version: "v1alpha1", Resource: "kwokmachines"}
 	gvrKMT     = schema.GroupVersionResource{Group: infraGroup, Version: "v1alpha1", Resource: "kwokmachinetemplates"}
+	gvrKC      = schema.GroupVersionResource{Group: infraGroup, Version: "v1alpha1", Resource: "kwokclusters"}
 )
 
 // capiEnv is Cluster API running against the local cluster, with one
@@ -304,11 +306,13 @@ func (e *capiEnv) createCluster(ctx context.Context) error {
 		gvr schema.GroupVersionResource
 		obj map[string]any
 	}{
+		{gvrKC, map[string]any{"apiVersion": infraGroup + "/v1alpha1", "kind": "KwokCluster",
+			"metadata": map[string]any{"name": capiCluster, "namespace": capiNamespace}, "spec": map[string]any{}}},
 		{gvrCluster, map[string]any{"apiVersion": capiGroup + "/v1beta2", "kind": "Cluster",
 			"metadata": map[string]any{"name": capiCluster, "namespace": capiNamespace},
-			// Where the workload cluster's API server is (Cluster API
-			// requires a non-empty spec).
-			"spec": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "127.0.0.1", "port": int64(apiPort)}}}},
+			// Where the workload cluster's API server is.
+			"spec": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "127.0.0.1", "port": int64(apiPort)},
+				"infrastructureRef": map[string]any{"apiGroup": infraGroup, "kind": "KwokCluster", "name": capiCluster}}}},
 		{gvrKMT, kwokTemplate("pool-v1", "e2e-capi", "v1")},
 		{gvrKMT, kwokTemplate("pool-v2", "e2e-capi", "v2")},
 		{gvrKM, map[string]any{"apiVersion": infraGroup + "/v1alpha1", "kind": "KwokMachine",
@@ -324,6 +328,10 @@ func (e *capiEnv) createCluster(ctx context.Context) error {
 		if _, err := e.dyn.Resource(o.gvr).Namespace(capiNamespace).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %s %s: %w", o.gvr.Resource, u.GetName(), err)
 		}
+	}
+	if _, err := e.dyn.Resource(gvrKC).Namespace(capiNamespace).Patch(ctx, capiCluster, types.MergePatchType,
+		[]byte(`{"status":{"ready":true,"initialization":{"provisioned":true}}}`), metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("provisioning KwokCluster %s: %w", capiCluster, err)
 	}
 	// The control plane is initialized once its Machine has its Node.
 	return wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {

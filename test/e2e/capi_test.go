@@ -391,3 +391,156 @@ func TestClusterAPIRights(t *testing.T) {
 		}
 	}
 }
+
+// Issue 42: a MachineHealthCheck stands down while lull holds a Machine's
+// node down on purpose. A PowerOff by lull leaves the node NotReady; the
+// real MachineHealthCheck (timeout 5 s) does not remediate it while lull
+// holds it, since lull set cluster.x-k8s.io/skip-remediation. Once the
+// request completes, lull's skip is gone, and the node, still off, is
+// remediated: the Machine is replaced (through lull's remediation request,
+// which windows do not hold).
+func TestClusterAPIHealthCheckStandsDownForPowerOff(t *testing.T) {
+	e := newSysEnv(t)
+	ce := startClusterAPI(t)
+	ctx := t.Context()
+	_, err := ce.dyn.Resource(gvrKMT).Namespace(capiNamespace).Create(ctx, &unstructured.Unstructured{Object: kwokTemplate("pool-mhc", "e2e-capi-mhc", "mhc")}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.window(&lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-capi-mhc"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-capi-mhc"}},
+			Strategy:       lullv1alpha1.StrategyPermissive,
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		},
+	})
+	p := &lullv1alpha1.DisruptionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-capi-off"}, Spec: lullv1alpha1.DisruptionPolicySpec{
+		Priority: 100,
+		Rules:    []lullv1alpha1.DisruptionRule{{Name: "off", Class: "e2e-capi-off", Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.StepPowerOff}}}},
+	}}
+	require.NoError(t, e.c.Create(ctx, p))
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), p) })
+
+	ce.machineDeployment(t, "md-mhc", 1, "pool-mhc", true)
+	t.Cleanup(func() { ce.deleteMachineDeployment(t, "md-mhc") })
+	node := ce.waitMachines(t, "md-mhc", 1, "pool-mhc", 3*time.Minute)[0]
+	mhc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": capiGroup + "/v1beta2", "kind": "MachineHealthCheck",
+		"metadata": map[string]any{"name": "mhc", "namespace": capiNamespace},
+		"spec": map[string]any{
+			"clusterName": capiCluster,
+			"selector":    map[string]any{"matchLabels": map[string]any{"e2e.lull.dev/md": "md-mhc"}},
+			"checks": map[string]any{"unhealthyNodeConditions": []any{
+				map[string]any{"type": "Ready", "status": "False", "timeoutSeconds": int64(5)},
+				map[string]any{"type": "Ready", "status": "Unknown", "timeoutSeconds": int64(5)},
+			}},
+		},
+	}}
+	_, err = ce.dyn.Resource(gvrMHC).Namespace(capiNamespace).Create(ctx, mhc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = ce.dyn.Resource(gvrMHC).Namespace(capiNamespace).Delete(context.Background(), "mhc", metav1.DeleteOptions{})
+	})
+	machineOf := func() *unstructured.Unstructured {
+		ms, err := ce.machines(ctx, "md-mhc")
+		require.NoError(t, err)
+		for i := range ms {
+			if capi.NodeName(&ms[i]) == node {
+				return &ms[i]
+			}
+		}
+		return nil
+	}
+	first := machineOf()
+	require.NotNil(t, first)
+
+	startSimAgent(t, node)
+	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":"e2e-capi-off"}}}`)
+	t.Cleanup(func() { e.readyAgain(node) })
+	e.waitNM(node, "PoweredOff", 2*time.Minute, inPhase(lullv1alpha1.PhasePoweredOff))
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	}), "the node is off")
+	m := machineOf()
+	require.NotNil(t, m)
+	require.Contains(t, m.GetAnnotations(), capi.SkipRemediationAnnotation, "lull holds the node down: health checks stand down")
+	require.Equal(t, node, m.GetAnnotations()[capi.SkipRemediationByLull])
+	// Four times the health check's timeout: not remediated.
+	time.Sleep(20 * time.Second)
+	m = machineOf()
+	require.NotNil(t, m, "the Machine is still there")
+	require.False(t, capi.Deleting(m), "a node lull holds off is not remediated")
+	require.Equal(t, first.GetUID(), m.GetUID())
+
+	// lull lets go; the node stays off, and is remediated now.
+	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
+	released := time.Now()
+	var remediated time.Duration
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if m := machineOf(); m != nil && !capi.Deleting(m) {
+			return false, nil
+		}
+		if remediated == 0 {
+			remediated = time.Since(released)
+		}
+		return true, nil
+	}), "the powered-off node was never remediated after lull let go; %s", cluster.LogsHint())
+	t.Logf("released -> remediation began in %v", remediated.Round(time.Millisecond))
+	replacement := ce.waitMachines(t, "md-mhc", 1, "pool-mhc", 3*time.Minute)
+	require.NotEqual(t, node, replacement[0], "the Machine was replaced")
+}
+
+// Issue 42: a scale-down that picks a node an admin holds (kubectl lull
+// lease acquire) waits at lull's hook, its request WaitingForLease naming
+// the holder, until the admin releases it.
+func TestClusterAPIScaleDownWaitsForTheAdminsLease(t *testing.T) {
+	e := newSysEnv(t)
+	ce := startClusterAPI(t)
+	ctx := t.Context()
+	e.window(&lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-capi-scale"},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-capi"}},
+			Strategy:       lullv1alpha1.StrategyPermissive,
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		},
+	})
+	ce.machineDeployment(t, "md-scale", 2, "pool-v1", true)
+	t.Cleanup(func() { ce.deleteMachineDeployment(t, "md-scale") })
+	nodes := ce.waitMachines(t, "md-scale", 2, "pool-v1", 3*time.Minute)
+	held := nodes[0]
+	out, code := lullctl(t, "lease", "acquire", held, "--holder", "fw-updater", "--operation", "firmware", "--reason", "BMC update", "--duration", "10m")
+	require.Equal(t, 0, code, out)
+	t.Cleanup(func() { _, _ = lullctl(t, "lease", "release", held, "--holder", "fw-updater") })
+	// Cluster API deletes the Machine marked for deletion first.
+	ms, err := ce.machines(ctx, "md-scale")
+	require.NoError(t, err)
+	for i := range ms {
+		if capi.NodeName(&ms[i]) == held {
+			_, err := ce.dyn.Resource(gvrMachine).Namespace(capiNamespace).Patch(ctx, ms[i].GetName(), types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"cluster.x-k8s.io/delete-machine":""}}}`), metav1.PatchOptions{})
+			require.NoError(t, err)
+		}
+	}
+	_, err = ce.dyn.Resource(gvrMD).Namespace(capiNamespace).Patch(ctx, "md-scale", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	nm := e.waitNM(held, "WaitingForLease", 2*time.Minute, inPhase(lullv1alpha1.PhaseWaitingForLease))
+	require.Equal(t, []string{string(capi.CauseScaleDown)}, nm.Spec.Classes)
+	require.Contains(t, nm.Status.WaitingFor, "fw-updater")
+	t.Logf("waiting: %s", nm.Status.WaitingFor)
+	time.Sleep(10 * time.Second)
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, held, metav1.GetOptions{})
+	require.NoError(t, err, "the held node is not deleted")
+	require.False(t, n.Spec.Unschedulable, "the held node is not cordoned")
+
+	out, code = lullctl(t, "lease", "release", held, "--holder", "fw-updater")
+	require.Equal(t, 0, code, out)
+	released := time.Now()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, held, metav1.GetOptions{})
+		return err != nil, nil
+	}), "the scale-down never went on after the admin released the lease; %s", cluster.LogsHint())
+	t.Logf("lease released -> node deleted in %v", time.Since(released).Round(time.Millisecond))
+	require.Equal(t, []string{nodes[1]}, ce.waitMachines(t, "md-scale", 1, "pool-v1", time.Minute), "the other Machine stays")
+}
