@@ -45,25 +45,41 @@ import (
 // For infrastructure, a provider of the test's own (kwokInfra): each
 // KwokMachine becomes a kwok Node with the matching provider ID.
 
-// forwardEnv, set to "<socket>,<port>", makes the test binary a forwarder
-// (TestMain): it listens on 127.0.0.1:<port> in its network namespace and
-// relays each connection to the Unix socket.
+// forwardEnv, set to "<socket>,<port>,<ready file>", makes the test binary
+// a forwarder (TestMain): it listens on 127.0.0.1:<port> in its network
+// namespace, creates the ready file, and relays each connection to the
+// Unix socket.
 const forwardEnv = "LULL_E2E_FORWARD"
 
 // forwardMain relays 127.0.0.1:port to the Unix socket sock until killed.
 func forwardMain(spec string) int {
-	// Die with the manager (the forwarder's parent, once sh exec'd it).
+	// Die with the manager (the forwarder's parent, once sh exec'd it),
+	// also when the death signal does not come (a parent already gone).
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	sock, port, ok := strings.Cut(spec, ",")
-	if !ok {
-		fmt.Fprintf(os.Stderr, "%s=%q: want <socket>,<port>\n", forwardEnv, spec)
+	go func(parent int) {
+		for range time.Tick(time.Second) {
+			if os.Getppid() != parent {
+				os.Exit(0)
+			}
+		}
+	}(os.Getppid())
+	parts := strings.Split(spec, ",")
+	if len(parts) != 3 {
+		fmt.Fprintf(os.Stderr, "%s=%q: want <socket>,<port>,<ready file>\n", forwardEnv, spec)
 		return 2
 	}
+	sock, port, ready := parts[0], parts[1], parts[2]
 	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The manager starts once this exists: its first request must find
+	// the forwarder listening.
+	if err := os.WriteFile(ready, nil, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -229,7 +245,7 @@ func (e *capiEnv) runManager() error {
 	if err != nil {
 		return err
 	}
-	script := `ip link set lo up && { "$FWD" & } && exec "$@"`
+	script := `ip link set lo up && { "$FWD" & } && while [ ! -e "$READY" ]; do sleep 0.05; done && exec "$@"`
 	args := []string{"--net", "--", "sh", "-c", script, "sh", filepath.Join(framework.BinDir(), "capi-manager"),
 		"--kubeconfig=" + cluster.Kubeconfig,
 		"--leader-elect=false",
@@ -240,7 +256,8 @@ func (e *capiEnv) runManager() error {
 		"--v=2",
 	}
 	cmd := exec.Command("unshare", args...)
-	cmd.Env = append(os.Environ(), "FWD="+self, forwardEnv+"="+sock+","+port)
+	ready := filepath.Join(dir, "forwarding")
+	cmd.Env = append(os.Environ(), "FWD="+self, "READY="+ready, forwardEnv+"="+sock+","+port+","+ready)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
