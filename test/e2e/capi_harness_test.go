@@ -112,7 +112,6 @@ var (
 	capiGroup  = "cluster.x-k8s.io"
 	infraGroup = "infrastructure.e2e.lull.dev"
 	gvrMachine = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "machines"}
-	gvrMS      = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "machinesets"}
 	gvrMD      = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "machinedeployments"}
 	gvrCluster = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "clusters"}
 	gvrMHC     = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "machinehealthchecks"}
