@@ -39,13 +39,17 @@ func SetupClusterAPI(mgr ctrl.Manager, o Options, clk clock.WithTicker) error {
 			case err != nil:
 				logger.V(2).Info("Cannot tell whether Cluster API Machines are served; asking again", "error", err, "in", clusterAPIPoll)
 			case served:
-				logger.Info("Cluster API Machines are served; governing those labelled " + capi.GovernedLabel + "=true")
-				return (&machines.Reconciler{
+				logger.Info("Cluster API Machines are served; governing the Machines and Clusters labelled " + capi.GovernedLabel + "=true")
+				rec := mgr.GetEventRecorder(settings.Drainer)
+				if err := (&machines.Reconciler{
 					Client:              mgr.GetClient(),
-					Recorder:            mgr.GetEventRecorder(settings.Drainer),
+					Recorder:            rec,
 					Finalizer:           lullv1alpha1.DrainerFinalizer,
 					RemediationDeadline: o.ClusterAPIRemediationDeadline,
-				}).SetupWithManager(ctx, mgr)
+				}).SetupWithManager(ctx, mgr); err != nil {
+					return err
+				}
+				return (&machines.ClusterReconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager(mgr)
 			}
 			select {
 			case <-ctx.Done():

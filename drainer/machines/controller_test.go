@@ -86,7 +86,7 @@ func capiObject(gvk string, name, revision string, replicas int64) *unstructured
 func newFixture(t *testing.T, objs ...client.Object) (*Reconciler, client.Client) {
 	t.Helper()
 	s := lullscheme.New()
-	for _, k := range []string{"Machine", "MachineSet", "MachineDeployment"} {
+	for _, k := range []string{"Machine", "MachineSet", "MachineDeployment", "Cluster"} {
 		s.AddKnownTypeWithName(capi.MachineKind.GroupVersion().WithKind(k), &unstructured.Unstructured{})
 		s.AddKnownTypeWithName(capi.MachineKind.GroupVersion().WithKind(k+"List"), &unstructured.UnstructuredList{})
 	}

@@ -90,6 +90,14 @@ func (p vap) matches(op, resource string) bool {
 // the names of the policies that refuse obj created by user.
 func guardAdmits(t *testing.T, obj map[string]any, username string, groups []string) []string {
 	t.Helper()
+	return guardVerdict(t, "CREATE", "nodemaintenances", "NodeMaintenance", obj, nil, username, groups)
+}
+
+// guardVerdict evaluates every ValidatingAdmissionPolicy of
+// manifests/admission that matches operation on resource (kind) for obj
+// (and oldObject old) as username, and returns the validations that fail.
+func guardVerdict(t *testing.T, operation, resource, kind string, obj, old map[string]any, username string, groups []string) []string {
+	t.Helper()
 	dir := "../../manifests/admission"
 	pb, err := os.ReadFile(filepath.Join(dir, "params.yaml"))
 	require.NoError(t, err)
@@ -114,8 +122,8 @@ func guardAdmits(t *testing.T, obj map[string]any, username string, groups []str
 	for i, g := range groups {
 		gs[i] = g
 	}
-	request := map[string]any{"operation": "CREATE", "name": obj["metadata"].(map[string]any)["name"],
-		"userInfo": map[string]any{"username": username, "groups": gs}}
+	request := map[string]any{"operation": operation, "name": obj["metadata"].(map[string]any)["name"],
+		"kind": map[string]any{"kind": kind}, "userInfo": map[string]any{"username": username, "groups": gs}}
 
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	require.NoError(t, err)
@@ -126,12 +134,16 @@ func guardAdmits(t *testing.T, obj map[string]any, username string, groups []str
 		require.NoError(t, err)
 		for _, doc := range strings.Split(string(b), "\n---") {
 			var p vap
-			if yaml.Unmarshal([]byte(doc), &p) != nil || p.Kind != "ValidatingAdmissionPolicy" || !p.matches("CREATE", "nodemaintenances") {
+			if yaml.Unmarshal([]byte(doc), &p) != nil || p.Kind != "ValidatingAdmissionPolicy" || !p.matches(operation, resource) {
 				continue
 			}
 			seen++
 			vars := map[string]any{}
-			act := map[string]any{"object": obj, "oldObject": nil, "request": request, "params": params, "variables": vars}
+			var oldObject any
+			if old != nil {
+				oldObject = old
+			}
+			act := map[string]any{"object": obj, "oldObject": oldObject, "request": request, "params": params, "variables": vars}
 			matched := true
 			for _, mc := range p.Spec.MatchConditions {
 				if eval(mc.Expression, act) != true {
@@ -151,7 +163,7 @@ func guardAdmits(t *testing.T, obj map[string]any, username string, groups []str
 			}
 		}
 	}
-	require.NotZero(t, seen, "no policy of the guard matched nodemaintenances")
+	require.NotZero(t, seen, "no policy of the guard matched %s", resource)
 	return refused
 }
 

@@ -29,6 +29,7 @@ var (
 	MachineKind           = schema.GroupVersionKind{Group: Group, Version: Version, Kind: "Machine"}
 	MachineSetKind        = schema.GroupVersionKind{Group: Group, Version: Version, Kind: "MachineSet"}
 	MachineDeploymentKind = schema.GroupVersionKind{Group: Group, Version: Version, Kind: "MachineDeployment"}
+	ClusterKind           = schema.GroupVersionKind{Group: Group, Version: Version, Kind: "Cluster"}
 	// MachineResource is what discovery must serve before lull watches
 	// Machines.
 	MachineResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "machines"}
@@ -39,6 +40,9 @@ const (
 	// PreDrainHookPrefix: a Machine being deleted is not drained while an
 	// annotation PreDrainHookPrefix/<name> is present.
 	PreDrainHookPrefix = "pre-drain.delete.hook.machine.cluster.x-k8s.io"
+	// BeforeUpgradeHookPrefix: a Cluster's topology upgrade does not start
+	// while an annotation BeforeUpgradeHookPrefix/<name> is present.
+	BeforeUpgradeHookPrefix = "before-upgrade.hook.cluster.cluster.x-k8s.io"
 	// SkipRemediationAnnotation keeps MachineHealthChecks off a Machine.
 	SkipRemediationAnnotation = "cluster.x-k8s.io/skip-remediation"
 	// RemediateMachineAnnotation asks for a Machine's remediation by hand.
@@ -67,6 +71,10 @@ const (
 	HookName     = "lull"
 	PreDrainHook = PreDrainHookPrefix + "/" + HookName
 	HookOwner    = "lull-drainer"
+	// BeforeUpgradeHook is lull's hook on a governed Cluster (label
+	// GovernedLabel on the Cluster): its value says which of lull's
+	// requests hold the upgrade.
+	BeforeUpgradeHook = BeforeUpgradeHookPrefix + "/" + HookName
 	// MachineAnnotation on a NodeMaintenance made for a Machine's deletion
 	// names the Machine (namespace/name); MachineUIDAnnotation its UID.
 	MachineAnnotation    = "lull.dev/machine"

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -118,6 +119,11 @@ var (
 	gvrKM      = schema.GroupVersionResource{Group: infraGroup, Version: "v1alpha1", Resource: "kwokmachines"}
 	gvrKMT     = schema.GroupVersionResource{Group: infraGroup, Version: "v1alpha1", Resource: "kwokmachinetemplates"}
 	gvrKC      = schema.GroupVersionResource{Group: infraGroup, Version: "v1alpha1", Resource: "kwokclusters"}
+	gvrKCT     = schema.GroupVersionResource{Group: infraGroup, Version: "v1alpha1", Resource: "kwokclustertemplates"}
+	cpGroup    = "controlplane.e2e.lull.dev"
+	gvrKCP     = schema.GroupVersionResource{Group: cpGroup, Version: "v1alpha1", Resource: "kwokcontrolplanes"}
+	gvrKCPT    = schema.GroupVersionResource{Group: cpGroup, Version: "v1alpha1", Resource: "kwokcontrolplanetemplates"}
+	gvrCC      = schema.GroupVersionResource{Group: capiGroup, Version: "v1beta2", Resource: "clusterclasses"}
 )
 
 // capiEnv is Cluster API running against the local cluster, with one
@@ -345,10 +351,6 @@ func (e *capiEnv) createCluster(ctx context.Context) error {
 			return fmt.Errorf("creating %s %s: %w", o.gvr.Resource, u.GetName(), err)
 		}
 	}
-	if _, err := e.dyn.Resource(gvrKC).Namespace(capiNamespace).Patch(ctx, capiCluster, types.MergePatchType,
-		[]byte(`{"status":{"ready":true,"initialization":{"provisioned":true}}}`), metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("provisioning KwokCluster %s: %w", capiCluster, err)
-	}
 	// The control plane is initialized once its Machine has its Node.
 	return wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		c, err := e.dyn.Resource(gvrCluster).Namespace(capiNamespace).Get(ctx, capiCluster, metav1.GetOptions{})
@@ -390,6 +392,8 @@ func kwokTemplate(name, pool, image string) map[string]any {
 func kwokInfra(dyn dynamic.Interface) {
 	ctx := context.Background()
 	for range time.Tick(300 * time.Millisecond) {
+		kwokClusters(ctx, dyn)
+		kwokControlPlanes(ctx, dyn)
 		list, err := dyn.Resource(gvrKM).Namespace(capiNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			continue
@@ -415,5 +419,46 @@ func kwokInfra(dyn dynamic.Interface) {
 			_, _ = dyn.Resource(gvrKM).Namespace(capiNamespace).Patch(ctx, name, types.MergePatchType,
 				[]byte(`{"status":{"ready":true,"initialization":{"provisioned":true}}}`), metav1.PatchOptions{}, "status")
 		}
+	}
+}
+
+// kwokClusters provisions every KwokCluster (the local cluster is there).
+func kwokClusters(ctx context.Context, dyn dynamic.Interface) {
+	list, err := dyn.Resource(gvrKC).Namespace(capiNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for i := range list.Items {
+		if done, _, _ := unstructured.NestedBool(list.Items[i].Object, "status", "initialization", "provisioned"); done {
+			continue
+		}
+		_, _ = dyn.Resource(gvrKC).Namespace(capiNamespace).Patch(ctx, list.Items[i].GetName(), types.MergePatchType,
+			[]byte(`{"status":{"ready":true,"initialization":{"provisioned":true}}}`), metav1.PatchOptions{}, "status")
+	}
+}
+
+// kwokControlPlanes plays each KwokControlPlane: initialized, its replicas
+// all up to date, and running the version its spec asks for, at once.
+func kwokControlPlanes(ctx context.Context, dyn dynamic.Interface) {
+	list, err := dyn.Resource(gvrKCP).Namespace(capiNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for i := range list.Items {
+		cp := &list.Items[i]
+		want, _, _ := unstructured.NestedString(cp.Object, "spec", "version")
+		have, _, _ := unstructured.NestedString(cp.Object, "status", "version")
+		replicas, found, _ := unstructured.NestedInt64(cp.Object, "spec", "replicas")
+		if !found {
+			replicas = 1
+		}
+		if want == have && want != "" {
+			continue
+		}
+		status := map[string]any{"status": map[string]any{"version": want, "initialization": map[string]any{"controlPlaneInitialized": true},
+			"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "upToDateReplicas": replicas,
+			"selector": "cluster.x-k8s.io/control-plane-name=" + cp.GetName()}}
+		b, _ := json.Marshal(status)
+		_, _ = dyn.Resource(gvrKCP).Namespace(capiNamespace).Patch(ctx, cp.GetName(), types.MergePatchType, b, metav1.PatchOptions{}, "status")
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -390,6 +393,19 @@ func TestClusterAPIRights(t *testing.T) {
 			t.Errorf("%s %s %s (namespace %q): can-i says %q, docs/install.md says %v", r.Account, r.Verb, r.Resource, r.Namespace, answer, r.Want)
 		}
 	}
+	// What RBAC's patch allows, the guard narrows to lull's annotations
+	// (server-side dry runs: admission runs, nothing is stored).
+	asDrainer := func(patch string) (string, error) {
+		return cluster.Kubectl(t.Context(), time.Minute, "-n", capiNamespace, "patch", "machine", "capi-cp-0", "--type=merge", "-p", patch,
+			"--dry-run=server", "--as=system:serviceaccount:lull-system:lull-drainer")
+	}
+	out, err := asDrainer(`{"metadata":{"annotations":{"cluster.x-k8s.io/skip-remediation":"","lull.dev/skip-remediation":"capi-cp-0"}}}`)
+	require.NoError(t, err, "lull's own annotations: %s", out)
+	for _, patch := range []string{`{"metadata":{"labels":{"e2e":"x"}}}`, `{"spec":{"version":"v1.38.0"}}`, `{"metadata":{"annotations":{"other":"x"}}}`} {
+		out, err := asDrainer(patch)
+		require.Error(t, err, "lull-drainer changed a Machine beyond its annotations: %s", patch)
+		require.Contains(t, out, "lull-cluster-api-writes", patch)
+	}
 }
 
 // Issue 42: a MachineHealthCheck stands down while lull holds a Machine's
@@ -544,4 +560,129 @@ func TestClusterAPIScaleDownWaitsForTheAdminsLease(t *testing.T) {
 	}), "the scale-down never went on after the admin released the lease; %s", cluster.LogsHint())
 	t.Logf("lease released -> node deleted in %v", time.Since(released).Round(time.Millisecond))
 	require.Equal(t, []string{nodes[1]}, ce.waitMachines(t, "md-scale", 1, "pool-v1", time.Minute), "the other Machine stays")
+}
+
+// Issue 42: a ClusterClass topology upgrade waits while lull has a request
+// in progress on the Cluster's nodes. lull sets its before-upgrade hook on
+// the governed Cluster (saying which request), Cluster API's real topology
+// controller does not start the upgrade (the control plane keeps its
+// version), and the upgrade proceeds once the request completes.
+func TestClusterAPITopologyUpgradeWaitsForRequests(t *testing.T) {
+	e := newSysEnv(t)
+	ce := startClusterAPI(t)
+	ctx := t.Context()
+	const name = "e2e-topo"
+	e.window(&lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
+			Strategy:       lullv1alpha1.StrategyPermissive,
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		},
+	})
+	kc, err := os.ReadFile(cluster.Kubeconfig)
+	require.NoError(t, err)
+	_, err = cluster.Clientset.CoreV1().Secrets(capiNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Labels: map[string]string{capi.ClusterNameLabel: name}},
+		Type:       "cluster.x-k8s.io/secret", Data: map[string][]byte{"value": kc},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, portStr, err := net.SplitHostPort(strings.TrimPrefix(cluster.Config.Host, "https://"))
+	require.NoError(t, err)
+	port, err := strconv.Atoi(portStr)
+	require.NoError(t, err)
+	objs := []struct {
+		gvr schema.GroupVersionResource
+		obj map[string]any
+	}{
+		{gvrKCT, map[string]any{"apiVersion": infraGroup + "/v1alpha1", "kind": "KwokClusterTemplate",
+			"metadata": map[string]any{"name": "kwok", "namespace": capiNamespace}, "spec": map[string]any{"template": map[string]any{"spec": map[string]any{}}}}},
+		{gvrKCPT, map[string]any{"apiVersion": cpGroup + "/v1alpha1", "kind": "KwokControlPlaneTemplate",
+			"metadata": map[string]any{"name": "kwok", "namespace": capiNamespace}, "spec": map[string]any{"template": map[string]any{"spec": map[string]any{}}}}},
+		{gvrCC, map[string]any{"apiVersion": capiGroup + "/v1beta2", "kind": "ClusterClass",
+			"metadata": map[string]any{"name": "kwok", "namespace": capiNamespace},
+			"spec": map[string]any{
+				"infrastructure": map[string]any{"templateRef": map[string]any{"apiVersion": infraGroup + "/v1alpha1", "kind": "KwokClusterTemplate", "name": "kwok"}},
+				"controlPlane":   map[string]any{"templateRef": map[string]any{"apiVersion": cpGroup + "/v1alpha1", "kind": "KwokControlPlaneTemplate", "name": "kwok"}},
+			}}},
+		{gvrCluster, map[string]any{"apiVersion": capiGroup + "/v1beta2", "kind": "Cluster",
+			"metadata": map[string]any{"name": name, "namespace": capiNamespace, "labels": map[string]any{capi.GovernedLabel: "true"}},
+			"spec": map[string]any{
+				"controlPlaneEndpoint": map[string]any{"host": "127.0.0.1", "port": int64(port)},
+				"topology": map[string]any{"classRef": map[string]any{"name": "kwok"}, "version": "v1.37.0",
+					"controlPlane": map[string]any{"replicas": int64(1)}},
+			}}},
+		{gvrKM, map[string]any{"apiVersion": infraGroup + "/v1alpha1", "kind": "KwokMachine",
+			"metadata": map[string]any{"name": "topo-w0", "namespace": capiNamespace}, "spec": map[string]any{"pool": name}}},
+		{gvrMachine, map[string]any{"apiVersion": capiGroup + "/v1beta2", "kind": "Machine",
+			"metadata": map[string]any{"name": "topo-w0", "namespace": capiNamespace, "labels": map[string]any{capi.ClusterNameLabel: name}},
+			"spec": map[string]any{"clusterName": name, "version": "v1.37.0", "bootstrap": map[string]any{"dataSecretName": "kwok-bootstrap"},
+				"infrastructureRef": map[string]any{"apiGroup": infraGroup, "kind": "KwokMachine", "name": "topo-w0"}}}},
+	}
+	for _, o := range objs {
+		_, err := ce.dyn.Resource(o.gvr).Namespace(capiNamespace).Create(ctx, &unstructured.Unstructured{Object: o.obj}, metav1.CreateOptions{})
+		require.NoError(t, err, "creating %s", o.gvr.Resource)
+	}
+	t.Cleanup(func() {
+		_ = ce.dyn.Resource(gvrCluster).Namespace(capiNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	cpVersion := func() (string, string) {
+		c, err := ce.dyn.Resource(gvrCluster).Namespace(capiNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", ""
+		}
+		ref, _, _ := unstructured.NestedString(c.Object, "spec", "controlPlaneRef", "name")
+		if ref == "" {
+			return "", ""
+		}
+		cp, err := ce.dyn.Resource(gvrKCP).Namespace(capiNamespace).Get(ctx, ref, metav1.GetOptions{})
+		if err != nil {
+			return "", ""
+		}
+		v, _, _ := unstructured.NestedString(cp.Object, "spec", "version")
+		hook := c.GetAnnotations()[capi.BeforeUpgradeHook]
+		return v, hook
+	}
+	poll := func(what string, timeout time.Duration, cond func() bool) {
+		t.Helper()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }),
+			"%s; %s", what, cluster.LogsHint())
+	}
+	poll("the topology's control plane at v1.37.0", 2*time.Minute, func() bool { v, _ := cpVersion(); return v == "v1.37.0" })
+	var node string
+	poll("the Machine's node", 2*time.Minute, func() bool {
+		m, err := ce.dyn.Resource(gvrMachine).Namespace(capiNamespace).Get(ctx, "topo-w0", metav1.GetOptions{})
+		if err == nil {
+			node = capi.NodeName(m)
+		}
+		return node != ""
+	})
+
+	// A request in progress on the Cluster's node: lull holds the upgrade.
+	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":"kernel-update"}}}`)
+	t.Cleanup(func() { e.patchNodeBg(node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`) })
+	e.waitNM(node, "Drained", time.Minute, inPhase(lullv1alpha1.PhaseDrained))
+	var hook string
+	poll("lull's before-upgrade hook on the Cluster", time.Minute, func() bool { _, hook = cpVersion(); return hook != "" })
+	require.Contains(t, hook, "node "+node+" (kernel-update, Drained)", "the hook says which request holds the upgrade")
+	_, err = ce.dyn.Resource(gvrCluster).Namespace(capiNamespace).Patch(ctx, name, types.MergePatchType,
+		[]byte(`{"spec":{"topology":{"version":"v1.37.1"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	time.Sleep(15 * time.Second)
+	v, _ := cpVersion()
+	require.Equal(t, "v1.37.0", v, "the upgrade does not start while lull's request is in progress")
+	c, err := ce.dyn.Resource(gvrCluster).Namespace(capiNamespace).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	conds, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions")
+	for _, cd := range conds {
+		if m, ok := cd.(map[string]any); ok && m["type"] == "TopologyReconciled" {
+			t.Logf("Cluster API says: TopologyReconciled=%v %v: %v", m["status"], m["reason"], m["message"])
+		}
+	}
+
+	// The request completes: the upgrade goes on.
+	e.patchNode(node, `{"metadata":{"labels":{"lull.dev/maintenance":null}}}`)
+	done := time.Now()
+	poll("the upgrade after the request completed", 2*time.Minute, func() bool { v, hook := cpVersion(); return v == "v1.37.1" && hook == "" })
+	t.Logf("request completed -> upgrade started in %v", time.Since(done).Round(time.Millisecond))
 }

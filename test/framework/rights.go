@@ -190,7 +190,9 @@ var ClusterAPIRights = []Right{
 	{"lull-drainer", "patch", "machinedeployments.cluster.x-k8s.io", "capi", false},
 	{"lull-drainer", "get", "machinesets.cluster.x-k8s.io", "capi", true},
 	{"lull-drainer", "update", "machinesets.cluster.x-k8s.io", "capi", false},
-	{"lull-drainer", "patch", "clusters.cluster.x-k8s.io", "capi", false},
+	{"lull-drainer", "patch", "clusters.cluster.x-k8s.io", "capi", true}, // the before-upgrade hook
+	{"lull-drainer", "delete", "clusters.cluster.x-k8s.io", "capi", false},
+	{"lull-drainer", "create", "clusters.cluster.x-k8s.io", "capi", false},
 	{"lull-scheduler", "patch", "machines.cluster.x-k8s.io", "capi", false},
 	{"lull-agent", "patch", "machines.cluster.x-k8s.io", "capi", false},
 }
