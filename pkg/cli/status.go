@@ -14,6 +14,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/capi"
 	"lull.dev/lull/pkg/plan"
 )
 
@@ -37,14 +38,17 @@ type NodeStatus struct {
 	WaitingFor string                        `json:"waitingFor,omitempty"`
 	// Actions are the host steps and how far lull-agent has got with each
 	// (status.actions).
-	Actions    []lullv1alpha1.ActionStatus `json:"actions,omitempty"`
-	Lease      *LeaseState                 `json:"lease,omitempty"`
-	Windows    *plan.Windows               `json:"windows,omitempty"`
-	Pods       *lullv1alpha1.PodCounts     `json:"pods,omitempty"`
-	Blockers   []lullv1alpha1.Blocker      `json:"blockers,omitempty"`
-	Cordoned   bool                        `json:"cordoned"`
-	Reason     string                      `json:"reason,omitempty"`
-	Conditions []metav1.Condition          `json:"-"`
+	Actions  []lullv1alpha1.ActionStatus `json:"actions,omitempty"`
+	Lease    *LeaseState                 `json:"lease,omitempty"`
+	Windows  *plan.Windows               `json:"windows,omitempty"`
+	Pods     *lullv1alpha1.PodCounts     `json:"pods,omitempty"`
+	Blockers []lullv1alpha1.Blocker      `json:"blockers,omitempty"`
+	Cordoned bool                        `json:"cordoned"`
+	Reason   string                      `json:"reason,omitempty"`
+	// Machine is the Cluster API Machine (namespace/name) whose deletion
+	// waits for this request (docs/cluster-api.md).
+	Machine    string             `json:"machine,omitempty"`
+	Conditions []metav1.Condition `json:"-"`
 }
 
 // LeaseState is a node's held disruption lease.
@@ -138,6 +142,7 @@ func nodeStatus(cl *plan.Cluster, n *corev1.Node) NodeStatus {
 			st.Class = "changes: " + nm.Spec.Changes.Summary()
 		}
 		st.Pods, st.Blockers, st.Actions = nm.Status.Pods, nm.Status.Blockers, nm.Status.Actions
+		st.Machine = nm.Annotations[capi.MachineAnnotation]
 		if d := nm.Status.Decision; d != nil {
 			st.Action, st.Rule, st.Steps = d.Action, d.RuleRef(), d.Steps
 		}
