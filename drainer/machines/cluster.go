@@ -86,9 +86,11 @@ func (r *ClusterReconciler) clustersOf(ctx context.Context, o client.Object) []r
 }
 
 // holdsUpgrade reports whether a request holds its Cluster's upgrade: one
-// lull has started and not finished, except Cluster API's own deletions.
+// lull has started and not finished (also while it waits to take the
+// node's lease again, its cordon in place), except Cluster API's own
+// deletions (the guard keeps requested-by cluster-api to lull-drainer).
 func holdsUpgrade(nm *lullv1alpha1.NodeMaintenance) bool {
-	return nm.Status.Phase.Disrupting() && nm.Annotations[lullv1alpha1.RequestedByAnnotation] != capi.RequestedBy
+	return nm.Status.HoldsSlot() && nm.Annotations[lullv1alpha1.RequestedByAnnotation] != capi.RequestedBy
 }
 
 // Reconcile sets or removes lull's before-upgrade hook on one Cluster.

@@ -118,7 +118,9 @@ func TestGuardKeepsTheDrainerToItsAnnotations(t *testing.T) {
 		{"a topology upgrade", func(o map[string]any) {
 			o["spec"].(map[string]any)["topology"].(map[string]any)["version"] = "v1.38.0"
 		}, drainer, false},
-		{"another tool's annotation", func(o map[string]any) { delete(o["metadata"].(map[string]any)["annotations"].(map[string]any), "other") }, drainer, false},
+		{"another tool's annotation", func(o map[string]any) {
+			delete(o["metadata"].(map[string]any)["annotations"].(map[string]any), "other")
+		}, drainer, false},
 		{"a label", func(o map[string]any) { o["metadata"].(map[string]any)["labels"].(map[string]any)["a"] = "c" }, drainer, false},
 		{"a finalizer", func(o map[string]any) { o["metadata"].(map[string]any)["finalizers"] = []any{"x"} }, drainer, false},
 		{"anyone else is not this policy's business", func(o map[string]any) {

@@ -166,18 +166,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // heldDown reports whether lull takes or keeps the request's node down on
-// purpose: a plan with a Reboot or PowerOff while its host steps run, and
-// a powered-off node lull still holds.
+// purpose, until the request finishes: a powered-off node it holds, a
+// power-off begun, a reboot (planned, or a fallback) not yet seen back,
+// also while the request waits to take the node's lease again; and a plan
+// with a Reboot or PowerOff whose host steps run.
 func heldDown(nm *lullv1alpha1.NodeMaintenance) bool {
-	switch nm.Status.Phase {
-	case lullv1alpha1.PhasePoweredOff:
+	st := &nm.Status
+	if st.Phase.Finished() {
+		return false
+	}
+	if st.Phase == lullv1alpha1.PhasePoweredOff {
 		return true
-	case lullv1alpha1.PhaseActing:
-		if d := nm.Status.Decision; d != nil {
-			for _, st := range d.Steps {
-				if st.Type == lullv1alpha1.StepReboot || st.Type == lullv1alpha1.StepPowerOff {
-					return true
-				}
+	}
+	for _, a := range st.Actions {
+		switch {
+		case a.Type == lullv1alpha1.StepPowerOff && a.State != lullv1alpha1.ActionPending && a.State != "":
+			return true
+		case a.Type == lullv1alpha1.StepReboot && a.State == lullv1alpha1.ActionRunning:
+			return true
+		}
+	}
+	if st.Phase == lullv1alpha1.PhaseActing && st.Decision != nil {
+		for _, step := range st.Decision.Steps {
+			if step.Type == lullv1alpha1.StepReboot || step.Type == lullv1alpha1.StepPowerOff {
+				return true
 			}
 		}
 	}
@@ -200,14 +212,19 @@ func (r *Reconciler) syncSkipRemediation(ctx context.Context, m *unstructured.Un
 		}
 	}
 	a := m.GetAnnotations()
-	_, skipped := a[capi.SkipRemediationAnnotation]
+	value, skipped := a[capi.SkipRemediationAnnotation]
 	_, mine := a[capi.SkipRemediationByLull]
 	var set map[string]any
 	switch {
 	case want != "" && !skipped:
-		set = map[string]any{capi.SkipRemediationAnnotation: "", capi.SkipRemediationByLull: want}
+		set = map[string]any{capi.SkipRemediationAnnotation: capi.HookOwner, capi.SkipRemediationByLull: want}
 	case want == "" && mine:
-		set = map[string]any{capi.SkipRemediationAnnotation: nil, capi.SkipRemediationByLull: nil}
+		// The record goes; the skip too, unless someone wrote their own
+		// over lull's meanwhile: it is theirs now.
+		set = map[string]any{capi.SkipRemediationByLull: nil}
+		if value == capi.HookOwner {
+			set[capi.SkipRemediationAnnotation] = nil
+		}
 	default:
 		return nil
 	}
