@@ -257,7 +257,9 @@ func (e *capiEnv) runManager() error {
 		"--webhook-cert-dir=" + dir,
 		"--health-addr=127.0.0.1:9440",
 		"--diagnostics-address=127.0.0.1:8443", "--insecure-diagnostics",
-		"--feature-gates=ClusterTopology=true",
+		// RuntimeSDK: the topology controller reads before-upgrade
+		// hooks only with it (docs/cluster-api.md).
+		"--feature-gates=ClusterTopology=true,RuntimeSDK=true",
 		"--v=2",
 	}
 	cmd := exec.Command("unshare", args...)
