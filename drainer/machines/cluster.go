@@ -1,6 +1,7 @@
 package machines
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,8 +16,10 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/capi"
@@ -34,8 +37,16 @@ const (
 // says which on the Cluster. Cluster API's own deletions are not counted:
 // they are part of Cluster API's work.
 type ClusterReconciler struct {
+	// Client reads lull's objects; Machines reads and writes Cluster
+	// API's (nil: Client's API server), as for Reconciler.
 	Client   client.Client
+	Machines client.Client
+	// Recorder records events on Clusters, in their API server.
 	Recorder events.EventRecorder
+}
+
+func (r *ClusterReconciler) machines() client.Client {
+	return cmp.Or[client.Client](r.Machines, r.Client)
 }
 
 func newCluster() *unstructured.Unstructured {
@@ -44,16 +55,21 @@ func newCluster() *unstructured.Unstructured {
 	return u
 }
 
-// SetupWithManager registers the controller: Clusters, their Machines,
-// and the requests on their nodes (through the Machines' node index the
-// Machine controller registers).
-func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the controller: Clusters and their Machines
+// (from capiCluster, or mgr's own when nil), and the requests on their
+// nodes (through the Machines' node index the Machine controller
+// registers).
+func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager, capiCluster cluster.Cluster) error {
+	var from cluster.Cluster = mgr
+	if capiCluster != nil {
+		from = capiCluster
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cluster-api-clusters").
-		For(newCluster()).
-		Watches(newMachine(), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		WatchesRawSource(source.Kind(from.GetCache(), newCluster(), &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
+		WatchesRawSource(source.Kind(from.GetCache(), newMachine(), handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *unstructured.Unstructured) []reconcile.Request {
 			return clusterOf(o)
-		})).
+		}))).
 		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.clustersOf)).
 		Complete(r)
 }
@@ -75,7 +91,7 @@ func (r *ClusterReconciler) clustersOf(ctx context.Context, o client.Object) []r
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
-	if err := r.Client.List(ctx, list, client.MatchingFields{capi.NodeIndex: nm.Spec.NodeName}); err != nil {
+	if err := r.machines().List(ctx, list, client.MatchingFields{capi.NodeIndex: nm.Spec.NodeName}); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
@@ -96,7 +112,7 @@ func holdsUpgrade(nm *lullv1alpha1.NodeMaintenance) bool {
 // Reconcile sets or removes lull's before-upgrade hook on one Cluster.
 func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	c := newCluster()
-	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
+	if err := r.machines().Get(ctx, req.NamespacedName, c); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	var why string
@@ -134,7 +150,7 @@ const maxNamed = 5
 func (r *ClusterReconciler) inProgress(ctx context.Context, c *unstructured.Unstructured) (string, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
-	if err := r.Client.List(ctx, list, client.InNamespace(c.GetNamespace()), client.MatchingLabels{capi.ClusterNameLabel: c.GetName()}); err != nil {
+	if err := r.machines().List(ctx, list, client.InNamespace(c.GetNamespace()), client.MatchingLabels{capi.ClusterNameLabel: c.GetName()}); err != nil {
 		return "", err
 	}
 	var holding []string
@@ -179,7 +195,7 @@ func (r *ClusterReconciler) setHold(ctx context.Context, c *unstructured.Unstruc
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	if err := r.machines().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("setting lull's before-upgrade hook on Cluster %s/%s: %w", c.GetNamespace(), c.GetName(), err)
 	}
 	return nil

@@ -9,6 +9,7 @@
 package machines
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,8 +24,10 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/capi"
@@ -49,7 +52,13 @@ const (
 
 // Reconciler keeps governed Machines' hooks and requests.
 type Reconciler struct {
-	Client   client.Client
+	// Client reads and writes lull's objects and Nodes.
+	Client client.Client
+	// Machines reads and writes Cluster API's objects: the management
+	// cluster's (--cluster-api-kubeconfig), or nil for Client's own API
+	// server (a self-managed cluster).
+	Machines client.Client
+	// Recorder records events on Machines, in their API server.
 	Recorder events.EventRecorder
 	// Finalizer is the NodeMaintenance finalizer the drainer sets on the
 	// requests it makes (maintenance.Finalizer).
@@ -66,16 +75,24 @@ func newMachine() *unstructured.Unstructured {
 	return u
 }
 
-// SetupWithManager registers the controller: Machines, and the requests
+// machines is the client of Cluster API's objects.
+func (r *Reconciler) machines() client.Client { return cmp.Or[client.Client](r.Machines, r.Client) }
+
+// SetupWithManager registers the controller: Machines (from capiCluster,
+// the management cluster, or from mgr's own when nil), and the requests
 // for their nodes (made for a Machine, by its lull.dev/machine annotation,
 // or any other, by node).
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, newMachine(), capi.NodeIndex, NodeOf); err != nil {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, capiCluster cluster.Cluster) error {
+	var from cluster.Cluster = mgr
+	if capiCluster != nil {
+		from = capiCluster
+	}
+	if err := from.GetFieldIndexer().IndexField(ctx, newMachine(), capi.NodeIndex, NodeOf); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cluster-api-machines").
-		For(newMachine()).
+		WatchesRawSource(source.Kind(from.GetCache(), newMachine(), &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		Watches(&lullv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.machinesOf)).
 		Complete(r)
 }
@@ -102,7 +119,7 @@ func (r *Reconciler) machinesOf(ctx context.Context, o client.Object) []reconcil
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
-	if err := r.Client.List(ctx, list, client.MatchingFields{capi.NodeIndex: nm.Spec.NodeName}); err != nil {
+	if err := r.machines().List(ctx, list, client.MatchingFields{capi.NodeIndex: nm.Spec.NodeName}); err != nil {
 		return out
 	}
 	for i := range list.Items {
@@ -124,7 +141,7 @@ func splitKey(key string) (string, string, bool) {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := klog.FromContext(ctx)
 	m := newMachine()
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+	if err := r.machines().Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, r.endRequestsOf(ctx, req.NamespacedName, "")
 		}
@@ -232,7 +249,7 @@ func (r *Reconciler) syncSkipRemediation(ctx context.Context, m *unstructured.Un
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	if err := r.machines().Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("setting %s on Machine %s/%s: %w", capi.SkipRemediationAnnotation, m.GetNamespace(), m.GetName(), err)
 	}
 	if want != "" {
@@ -361,7 +378,7 @@ func (r *Reconciler) cause(ctx context.Context, m *unstructured.Unstructured) (c
 	if name := capi.OwnerMachineSet(m); name != "" {
 		set = &unstructured.Unstructured{}
 		set.SetGroupVersionKind(capi.MachineSetKind)
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, set); err != nil {
+		if err := r.machines().Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, set); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return "", "", err
 			}
@@ -371,7 +388,7 @@ func (r *Reconciler) cause(ctx context.Context, m *unstructured.Unstructured) (c
 	if set != nil {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
-		if err := r.Client.List(ctx, list, client.InNamespace(m.GetNamespace())); err != nil {
+		if err := r.machines().List(ctx, list, client.InNamespace(m.GetNamespace())); err != nil {
 			return "", "", err
 		}
 		for i := range list.Items {
@@ -382,7 +399,7 @@ func (r *Reconciler) cause(ctx context.Context, m *unstructured.Unstructured) (c
 		if name := m.GetLabels()[capi.MachineDeploymentNameLabel]; name != "" {
 			md = &unstructured.Unstructured{}
 			md.SetGroupVersionKind(capi.MachineDeploymentKind)
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, md); err != nil {
+			if err := r.machines().Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, md); err != nil {
 				if !apierrors.IsNotFound(err) {
 					return "", "", err
 				}
@@ -441,7 +458,7 @@ func (r *Reconciler) setHook(ctx context.Context, m *unstructured.Unstructured, 
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := r.machines().Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -54,6 +54,10 @@ type Drainer struct {
 	// ClusterAPI: govern Cluster API Machines labelled lull.dev/governed
 	// (drainer/machines), once the API server serves Machines.
 	ClusterAPI bool
+	// ClusterAPIKubeconfig is the kubeconfig of the API server that serves
+	// the Cluster API objects of lull's nodes (a management cluster); empty:
+	// lull's own (a self-managed cluster).
+	ClusterAPIKubeconfig string
 	// ClusterAPIRemediationDeadline: a remediation's request is gated by
 	// maintenance windows for this long after the Machine's deletion, and
 	// no longer (its spec.deadline); negative: like any other request.
@@ -111,6 +115,7 @@ func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", o.UninstallTimeout, "how long, after a signal, ending the requests of an uninstall may take (less than the pod's terminationGracePeriodSeconds)")
 	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")
 	fs.BoolVar(&o.ClusterAPI, "cluster-api", o.ClusterAPI, "govern Cluster API Machines labelled lull.dev/governed=true: their deletion waits for lull's drain (docs/cluster-api.md); starts once the API server serves cluster.x-k8s.io/v1beta2 Machines")
+	fs.StringVar(&o.ClusterAPIKubeconfig, "cluster-api-kubeconfig", o.ClusterAPIKubeconfig, "kubeconfig of the Cluster API management cluster whose Machines and Clusters are this cluster's nodes (empty: this cluster's own API server, a self-managed cluster; docs/cluster-api.md)")
 	fs.DurationVar(&o.ClusterAPIRemediationDeadline, "cluster-api-remediation-deadline", o.ClusterAPIRemediationDeadline, "how long maintenance windows may hold a Machine a MachineHealthCheck remediates (its request's spec.deadline, from the Machine's deletion); budgets, gates, leases and PodDisruptionBudgets still apply; negative: windows gate it like any other request")
 	logsapi.AddFlags(o.Logs, fs)
 }

@@ -160,7 +160,7 @@ func bringUpClusterAPI() (*capiEnv, error) {
 	if _, err := os.Stat(manager); err != nil {
 		return nil, fmt.Errorf("%s: %w (hack/build-binaries.sh capi-manager builds it)", manager, err)
 	}
-	crds, err := capiCRDs()
+	crds, err := framework.ClusterAPICRDs()
 	if err != nil {
 		return nil, err
 	}
@@ -185,24 +185,6 @@ func bringUpClusterAPI() (*capiEnv, error) {
 		return nil, err
 	}
 	return e, nil
-}
-
-// capiCRDs is the directory of Cluster API's CRDs in the Go module cache
-// (the module build-binaries.sh built the manager from).
-func capiCRDs() (string, error) {
-	version := framework.PinnedVersion("CLUSTER_API_VERSION")
-	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/cluster-api@"+version)
-	cmd.Dir = filepath.Join(framework.RepoRoot(), "hack", "tools", "cluster-api")
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download sigs.k8s.io/cluster-api@%s: %w", version, err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), `"Dir": "`); ok {
-			return filepath.Join(strings.TrimSuffix(v, `",`), "core", "config", "crd", "bases"), nil
-		}
-	}
-	return "", fmt.Errorf("go mod download sigs.k8s.io/cluster-api@%s: no Dir in %s", version, out)
 }
 
 // runManager starts the Cluster API manager in a network namespace of its

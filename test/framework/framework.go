@@ -4,8 +4,10 @@
 package framework
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -47,6 +49,12 @@ type ControlPlane struct {
 // Start starts etcd and kube-apiserver and installs the CRDs in
 // manifests/crds. Callers Stop it when done (usually from TestMain).
 func Start() (*ControlPlane, error) {
+	return StartWith(filepath.Join(RepoRoot(), "manifests", "crds"))
+}
+
+// StartWith starts etcd and kube-apiserver and installs the CRDs in
+// crdDirs (another cluster than lull's: a Cluster API management cluster).
+func StartWith(crdDirs ...string) (*ControlPlane, error) {
 	bin := BinDir()
 	for _, b := range []string{"etcd", "kube-apiserver", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -55,7 +63,7 @@ func Start() (*ControlPlane, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: bin,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "manifests", "crds")},
+		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
 	}
@@ -119,4 +127,22 @@ func PinnedVersion(key string) string {
 		}
 	}
 	return ""
+}
+
+// ClusterAPICRDs is the directory of Cluster API's CRDs (CLUSTER_API_VERSION)
+// in the Go module cache: the module hack/build-binaries.sh builds
+// capi-manager from, downloaded if need be.
+func ClusterAPICRDs() (string, error) {
+	version := PinnedVersion("CLUSTER_API_VERSION")
+	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/cluster-api@"+version)
+	cmd.Dir = filepath.Join(RepoRoot(), "hack", "tools", "cluster-api")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download sigs.k8s.io/cluster-api@%s: %w", version, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("go mod download sigs.k8s.io/cluster-api@%s: no Dir in %s", version, out)
+	}
+	return filepath.Join(mod.Dir, "core", "config", "crd", "bases"), nil
 }
