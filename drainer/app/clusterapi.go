@@ -3,9 +3,11 @@ package app
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,8 +35,11 @@ func SetupClusterAPI(mgr ctrl.Manager, o Options, clk clock.WithTicker) error {
 	// The Machines of this cluster's nodes: in a management cluster of
 	// their own (--cluster-api-kubeconfig), or here.
 	var capiCluster cluster.Cluster
+	var only *types.NamespacedName
 	cfg := mgr.GetConfig()
 	if o.ClusterAPIKubeconfig != "" {
+		ns, name, _ := strings.Cut(o.ClusterAPICluster, "/") // validated
+		only = &types.NamespacedName{Namespace: ns, Name: name}
 		var err error
 		if cfg, err = clientcmd.BuildConfigFromFlags("", o.ClusterAPIKubeconfig); err != nil {
 			return fmt.Errorf("--cluster-api-kubeconfig: %w", err)
@@ -75,13 +80,14 @@ func SetupClusterAPI(mgr ctrl.Manager, o Options, clk clock.WithTicker) error {
 				if err := (&machines.Reconciler{
 					Client:              mgr.GetClient(),
 					Machines:            from.GetClient(),
+					Cluster:             only,
 					Recorder:            rec,
 					Finalizer:           lullv1alpha1.DrainerFinalizer,
 					RemediationDeadline: o.ClusterAPIRemediationDeadline,
 				}).SetupWithManager(ctx, mgr, capiCluster); err != nil {
 					return err
 				}
-				return (&machines.ClusterReconciler{Client: mgr.GetClient(), Machines: from.GetClient(), Recorder: rec}).SetupWithManager(mgr, capiCluster)
+				return (&machines.ClusterReconciler{Client: mgr.GetClient(), Machines: from.GetClient(), Cluster: only, Recorder: rec}).SetupWithManager(mgr, capiCluster)
 			}
 			select {
 			case <-ctx.Done():

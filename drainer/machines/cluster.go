@@ -41,6 +41,9 @@ type ClusterReconciler struct {
 	// API's (nil: Client's API server), as for Reconciler.
 	Client   client.Client
 	Machines client.Client
+	// Cluster, when set, is the one Cluster lull governs (as for
+	// Reconciler).
+	Cluster *types.NamespacedName
 	// Recorder records events on Clusters, in their API server.
 	Recorder events.EventRecorder
 }
@@ -114,6 +117,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	c := newCluster()
 	if err := r.machines().Get(ctx, req.NamespacedName, c); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ofCluster(r.Cluster, c) {
+		return reconcile.Result{}, nil // another workload cluster's
 	}
 	var why string
 	if capi.Governed(c) && c.GetDeletionTimestamp() == nil {

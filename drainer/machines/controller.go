@@ -58,6 +58,10 @@ type Reconciler struct {
 	// cluster's (--cluster-api-kubeconfig), or nil for Client's own API
 	// server (a self-managed cluster).
 	Machines client.Client
+	// Cluster, when set, is the one Cluster (in Machines' API server)
+	// whose Machines are this cluster's nodes: a management cluster's
+	// other Machines are other lulls' and left alone.
+	Cluster *types.NamespacedName
 	// Recorder records events on Machines, in their API server.
 	Recorder events.EventRecorder
 	// Finalizer is the NodeMaintenance finalizer the drainer sets on the
@@ -146,6 +150,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, r.endRequestsOf(ctx, req.NamespacedName, "")
 		}
 		return reconcile.Result{}, err
+	}
+	if !ofCluster(r.Cluster, m) {
+		return reconcile.Result{}, nil // another workload cluster's
 	}
 	// A Machine of the same name made again: the old one's requests end.
 	if err := r.endRequestsOf(ctx, req.NamespacedName, m.GetUID()); err != nil {
@@ -471,4 +478,17 @@ func (r *Reconciler) event(m *unstructured.Unstructured, typ, reason, format str
 	if r.Recorder != nil {
 		r.Recorder.Eventf(m, nil, typ, reason, "ClusterAPI", format, args...)
 	}
+}
+
+// ofCluster reports whether o (a Machine, or a Cluster) belongs to only,
+// when only is set.
+func ofCluster(only *types.NamespacedName, o *unstructured.Unstructured) bool {
+	if only == nil {
+		return true
+	}
+	name := o.GetLabels()[capi.ClusterNameLabel]
+	if o.GroupVersionKind().Kind == capi.ClusterKind.Kind {
+		name = o.GetName()
+	}
+	return o.GetNamespace() == only.Namespace && name == only.Name
 }

@@ -285,3 +285,24 @@ func TestRequestWakesTheMachinesOnItsNode(t *testing.T) {
 		{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m"}},
 	}, got)
 }
+
+func TestOfCluster(t *testing.T) {
+	only := &types.NamespacedName{Namespace: "ns", Name: "c1"}
+	require.True(t, ofCluster(nil, newTestMachine("m")), "self-managed: every Machine")
+	require.True(t, ofCluster(only, newTestMachine("m", inCluster)))
+	require.False(t, ofCluster(only, newTestMachine("m")), "no cluster label")
+	other := newTestMachine("m", inCluster)
+	other.SetNamespace("elsewhere")
+	require.False(t, ofCluster(only, other), "another namespace's c1")
+	require.True(t, ofCluster(only, testCluster(true, nil)))
+	c2 := testCluster(true, nil)
+	c2.SetName("c2")
+	require.False(t, ofCluster(only, c2))
+}
+
+func TestOtherClustersMachineIsLeftAlone(t *testing.T) {
+	r, c := newFixture(t, newTestMachine("m", governed))
+	r.Cluster = &types.NamespacedName{Namespace: "ns", Name: "c1"}
+	reconcileMachine(t, r, "m")
+	require.False(t, capi.HasHook(get(t, c, "m")), "a management cluster's Machine of another workload cluster is another lull's")
+}

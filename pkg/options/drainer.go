@@ -1,6 +1,8 @@
 package options
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -58,6 +60,11 @@ type Drainer struct {
 	// the Cluster API objects of lull's nodes (a management cluster); empty:
 	// lull's own (a self-managed cluster).
 	ClusterAPIKubeconfig string
+	// ClusterAPICluster (namespace/name) is this cluster's Cluster object
+	// in the management cluster: lull governs its Machines only (another
+	// workload cluster's are another lull's). Required with
+	// ClusterAPIKubeconfig.
+	ClusterAPICluster string
 	// ClusterAPIRemediationDeadline: a remediation's request is gated by
 	// maintenance windows for this long after the Machine's deletion, and
 	// no longer (its spec.deadline); negative: like any other request.
@@ -116,6 +123,7 @@ func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")
 	fs.BoolVar(&o.ClusterAPI, "cluster-api", o.ClusterAPI, "govern Cluster API Machines labelled lull.dev/governed=true: their deletion waits for lull's drain (docs/cluster-api.md); starts once the API server serves cluster.x-k8s.io/v1beta2 Machines")
 	fs.StringVar(&o.ClusterAPIKubeconfig, "cluster-api-kubeconfig", o.ClusterAPIKubeconfig, "kubeconfig of the Cluster API management cluster whose Machines and Clusters are this cluster's nodes (empty: this cluster's own API server, a self-managed cluster; docs/cluster-api.md)")
+	fs.StringVar(&o.ClusterAPICluster, "cluster-api-cluster", o.ClusterAPICluster, "with --cluster-api-kubeconfig: this cluster's Cluster object in the management cluster, as namespace/name; lull governs only its Machines")
 	fs.DurationVar(&o.ClusterAPIRemediationDeadline, "cluster-api-remediation-deadline", o.ClusterAPIRemediationDeadline, "how long maintenance windows may hold a Machine a MachineHealthCheck remediates (its request's spec.deadline, from the Machine's deletion); budgets, gates, leases and PodDisruptionBudgets still apply; negative: windows gate it like any other request")
 	logsapi.AddFlags(o.Logs, fs)
 }
@@ -127,6 +135,11 @@ func (o *Drainer) Validate() []error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, o.Maintenance.Validate()...)
+	if o.ClusterAPIKubeconfig != "" {
+		if ns, name, ok := strings.Cut(o.ClusterAPICluster, "/"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Errorf("--cluster-api-cluster=%q: with --cluster-api-kubeconfig, name this cluster's Cluster object in the management cluster as namespace/name (lull governs its Machines only)", o.ClusterAPICluster))
+		}
+	}
 	if err := logsapi.Validate(o.Logs, nil, nil).ToAggregate(); err != nil {
 		errs = append(errs, err)
 	}

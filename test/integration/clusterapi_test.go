@@ -49,7 +49,8 @@ func TestClusterAPIManagementCluster(t *testing.T) {
 		HealthProbeBindAddress: "0", Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}}})
 	require.NoError(t, err)
 	o := *app.NewOptions()
-	o.ClusterAPIKubeconfig = kubeconfig
+	o.ClusterAPIKubeconfig, o.ClusterAPICluster = kubeconfig, "capi/c1"
+	require.Empty(t, o.Validate())
 	require.NoError(t, app.SetupClusterAPI(mgr, o, clock.RealClock{}))
 	go func() { _ = mgr.Start(ctx) }()
 
@@ -82,7 +83,21 @@ func TestClusterAPIManagementCluster(t *testing.T) {
 			return cond(), nil
 		}), what)
 	}
+	// Another workload cluster's governed Machine, which another lull
+	// governs: this one leaves it alone.
+	other := m.DeepCopy()
+	other.SetName("other")
+	other.SetResourceVersion("")
+	other.SetLabels(map[string]string{capi.GovernedLabel: "true", capi.ClusterNameLabel: "c2"})
+	_ = unstructured.SetNestedField(other.Object, "c2", "spec", "clusterName")
+	unstructured.RemoveNestedField(other.Object, "status")
+	other.SetFinalizers(nil)
+	require.NoError(t, mgmt.Client.Create(ctx, other))
 	poll("lull's hook on the management cluster's Machine", func() bool { return capi.HasHook(machine()) })
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(capi.MachineKind)
+	require.NoError(t, mgmt.Client.Get(ctx, client.ObjectKey{Namespace: "capi", Name: "other"}, got))
+	require.False(t, capi.HasHook(got), "another workload cluster's Machine is another lull's")
 
 	require.NoError(t, mgmt.Client.Delete(ctx, machine()))
 	var nm lullv1alpha1.NodeMaintenance
