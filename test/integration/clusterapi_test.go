@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
@@ -60,6 +62,18 @@ func TestClusterAPIManagementCluster(t *testing.T) {
 	require.NoError(t, cp.Client.Create(ctx, node))
 	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), node) })
 	require.NoError(t, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "capi"}}))
+	// The guard's hook at create, as docs/cluster-api.md says to install
+	// it in the management cluster.
+	hookPolicy, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "manifests", "admission", "cluster-api.yaml"))
+	require.NoError(t, err)
+	for _, doc := range strings.Split(string(hookPolicy), "\n---") {
+		if !strings.Contains(doc, "name: lull-cluster-api-hook") {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj.Object))
+		require.NoError(t, mgmt.Client.Create(ctx, obj))
+	}
 	m := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": capi.Group + "/" + capi.Version, "kind": "Machine",
 		"metadata": map[string]any{"name": "m1", "namespace": "capi", "finalizers": []any{"machine.cluster.x-k8s.io"},
@@ -84,20 +98,29 @@ func TestClusterAPIManagementCluster(t *testing.T) {
 		}), what)
 	}
 	// Another workload cluster's governed Machine, which another lull
-	// governs: this one leaves it alone.
+	// governs: the admission policy gives it the hook at create (this lull
+	// never touches it), and this lull leaves it alone, also when it is
+	// deleted with a node of the same name here.
 	other := m.DeepCopy()
 	other.SetName("other")
 	other.SetResourceVersion("")
 	other.SetLabels(map[string]string{capi.GovernedLabel: "true", capi.ClusterNameLabel: "c2"})
 	_ = unstructured.SetNestedField(other.Object, "c2", "spec", "clusterName")
 	unstructured.RemoveNestedField(other.Object, "status")
-	other.SetFinalizers(nil)
 	require.NoError(t, mgmt.Client.Create(ctx, other))
+	require.True(t, capi.HasHook(other), "the hook from the first second: the admission policy, at create")
+	_ = unstructured.SetNestedField(other.Object, "mgmt-n1", "status", "nodeRef", "name")
+	require.NoError(t, mgmt.Client.Status().Update(ctx, other))
 	poll("lull's hook on the management cluster's Machine", func() bool { return capi.HasHook(machine()) })
+	require.NoError(t, mgmt.Client.Delete(ctx, other))
+	time.Sleep(2 * time.Second)
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(capi.MachineKind)
 	require.NoError(t, mgmt.Client.Get(ctx, client.ObjectKey{Namespace: "capi", Name: "other"}, got))
-	require.False(t, capi.HasHook(got), "another workload cluster's Machine is another lull's")
+	require.True(t, capi.HasHook(got), "another workload cluster's deleting Machine is another lull's: its hook stays")
+	require.Error(t, cp.Client.Get(ctx, client.ObjectKey{Name: "mgmt-n1"}, &lullv1alpha1.NodeMaintenance{}), "and it is no request here")
+	got.SetFinalizers(nil)
+	require.NoError(t, mgmt.Client.Update(ctx, got))
 
 	require.NoError(t, mgmt.Client.Delete(ctx, machine()))
 	var nm lullv1alpha1.NodeMaintenance
