@@ -151,12 +151,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
-	if !ofCluster(r.Cluster, m) {
-		return reconcile.Result{}, nil // another workload cluster's
-	}
-	// A Machine of the same name made again: the old one's requests end.
+	// A Machine of the same name made again (also another cluster's):
+	// the old one's requests, this cluster's, end.
 	if err := r.endRequestsOf(ctx, req.NamespacedName, m.GetUID()); err != nil {
 		return reconcile.Result{}, err
+	}
+	if !ofCluster(r.Cluster, m) {
+		return reconcile.Result{}, nil // another workload cluster's
 	}
 	switch {
 	case capi.Deleting(m) && capi.HasHook(m):

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -61,9 +62,9 @@ type Drainer struct {
 	// lull's own (a self-managed cluster).
 	ClusterAPIKubeconfig string
 	// ClusterAPICluster (namespace/name) is this cluster's Cluster object
-	// in the management cluster: lull governs its Machines only (another
-	// workload cluster's are another lull's). Required with
-	// ClusterAPIKubeconfig.
+	// among the Cluster API objects lull reads: lull governs its Machines
+	// only (another workload cluster's are another lull's). Required with
+	// ClusterAPIKubeconfig; empty: every Machine.
 	ClusterAPICluster string
 	// ClusterAPIRemediationDeadline: a remediation's request is gated by
 	// maintenance windows for this long after the Machine's deletion, and
@@ -123,7 +124,7 @@ func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")
 	fs.BoolVar(&o.ClusterAPI, "cluster-api", o.ClusterAPI, "govern Cluster API Machines labelled lull.dev/governed=true: their deletion waits for lull's drain (docs/cluster-api.md); starts once the API server serves cluster.x-k8s.io/v1beta2 Machines")
 	fs.StringVar(&o.ClusterAPIKubeconfig, "cluster-api-kubeconfig", o.ClusterAPIKubeconfig, "kubeconfig of the Cluster API management cluster whose Machines and Clusters are this cluster's nodes (empty: this cluster's own API server, a self-managed cluster; docs/cluster-api.md)")
-	fs.StringVar(&o.ClusterAPICluster, "cluster-api-cluster", o.ClusterAPICluster, "with --cluster-api-kubeconfig: this cluster's Cluster object in the management cluster, as namespace/name; lull governs only its Machines")
+	fs.StringVar(&o.ClusterAPICluster, "cluster-api-cluster", o.ClusterAPICluster, "this cluster's Cluster object among the Cluster API objects lull reads, as namespace/name: lull governs only its Machines and it (required with --cluster-api-kubeconfig; empty: every Machine of this API server)")
 	fs.DurationVar(&o.ClusterAPIRemediationDeadline, "cluster-api-remediation-deadline", o.ClusterAPIRemediationDeadline, "how long maintenance windows may hold a Machine a MachineHealthCheck remediates (its request's spec.deadline, from the Machine's deletion); budgets, gates, leases and PodDisruptionBudgets still apply; negative: windows gate it like any other request")
 	logsapi.AddFlags(o.Logs, fs)
 }
@@ -135,10 +136,15 @@ func (o *Drainer) Validate() []error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, o.Maintenance.Validate()...)
-	if o.ClusterAPIKubeconfig != "" {
-		if ns, name, ok := strings.Cut(o.ClusterAPICluster, "/"); !ok || ns == "" || name == "" {
-			errs = append(errs, fmt.Errorf("--cluster-api-cluster=%q: with --cluster-api-kubeconfig, name this cluster's Cluster object in the management cluster as namespace/name (lull governs its Machines only)", o.ClusterAPICluster))
+	switch {
+	case o.ClusterAPICluster != "":
+		ns, name, _ := strings.Cut(o.ClusterAPICluster, "/")
+		if bad := append(validation.IsDNS1123Label(ns), validation.IsDNS1035Label(name)...); len(bad) > 0 {
+			errs = append(errs, fmt.Errorf("--cluster-api-cluster=%q: give this cluster's Cluster object as namespace/name (lull governs its Machines only): %s",
+				o.ClusterAPICluster, strings.Join(bad, "; ")))
 		}
+	case o.ClusterAPIKubeconfig != "":
+		errs = append(errs, fmt.Errorf("--cluster-api-cluster is required with --cluster-api-kubeconfig: name this cluster's Cluster object in the management cluster as namespace/name (lull governs its Machines only)"))
 	}
 	if err := logsapi.Validate(o.Logs, nil, nil).ToAggregate(); err != nil {
 		errs = append(errs, err)
