@@ -3,7 +3,6 @@ package machines
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -92,14 +91,13 @@ func (r *ClusterReconciler) clustersOf(ctx context.Context, o client.Object) []r
 	if !ok {
 		return nil
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
-	if err := r.machines().List(ctx, list, client.MatchingFields{capi.NodeIndex: nm.Spec.NodeName}); err != nil {
+	ms, err := machinesOnNode(ctx, r.machines(), nm.Spec.NodeName)
+	if err != nil {
 		return nil
 	}
 	var out []reconcile.Request
-	for i := range list.Items {
-		out = append(out, clusterOf(&list.Items[i])...)
+	for i := range ms {
+		out = append(out, clusterOf(&ms[i])...)
 	}
 	return out
 }
@@ -154,8 +152,7 @@ const maxNamed = 5
 // inProgress says which of lull's requests on the Cluster's nodes hold its
 // upgrade, empty when none does.
 func (r *ClusterReconciler) inProgress(ctx context.Context, c *unstructured.Unstructured) (string, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
+	list := newMachineList()
 	if err := r.machines().List(ctx, list, client.InNamespace(c.GetNamespace()), client.MatchingLabels{capi.ClusterNameLabel: c.GetName()}); err != nil {
 		return "", err
 	}
@@ -194,21 +191,12 @@ func (r *ClusterReconciler) setHold(ctx context.Context, c *unstructured.Unstruc
 	if why != "" {
 		value = why
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": c.GetResourceVersion(),
-		"annotations":     map[string]any{capi.BeforeUpgradeHook: value},
-	}})
-	if err != nil {
-		return err
-	}
-	if err := r.machines().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	if err := patchAnnotations(ctx, r.machines(), c, map[string]any{capi.BeforeUpgradeHook: value}); err != nil {
 		return fmt.Errorf("setting lull's before-upgrade hook on Cluster %s/%s: %w", c.GetNamespace(), c.GetName(), err)
 	}
 	return nil
 }
 
 func (r *ClusterReconciler) event(c *unstructured.Unstructured, typ, reason, format string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(c, nil, typ, reason, "ClusterAPI", format, args...)
-	}
+	eventOn(r.Recorder, c, typ, reason, format, args...)
 }

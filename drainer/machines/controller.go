@@ -11,8 +11,8 @@ package machines
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,31 +114,21 @@ func NodeOf(o client.Object) []string {
 // and those on its node.
 func (r *Reconciler) machinesOf(ctx context.Context, o client.Object) []reconcile.Request {
 	var out []reconcile.Request
-	if ns, name, ok := splitKey(o.GetAnnotations()[capi.MachineAnnotation]); ok {
+	if ns, name, ok := strings.Cut(o.GetAnnotations()[capi.MachineAnnotation], "/"); ok && ns != "" && name != "" {
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 	}
 	nm, ok := o.(*lullv1alpha1.NodeMaintenance)
 	if !ok {
 		return out
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
-	if err := r.machines().List(ctx, list, client.MatchingFields{capi.NodeIndex: nm.Spec.NodeName}); err != nil {
+	ms, err := machinesOnNode(ctx, r.machines(), nm.Spec.NodeName)
+	if err != nil {
 		return out
 	}
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].GetNamespace(), Name: list.Items[i].GetName()}})
+	for i := range ms {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ms[i].GetNamespace(), Name: ms[i].GetName()}})
 	}
 	return out
-}
-
-func splitKey(key string) (string, string, bool) {
-	for i := range len(key) {
-		if key[i] == '/' {
-			return key[:i], key[i+1:], i > 0 && i < len(key)-1
-		}
-	}
-	return "", "", false
 }
 
 // Reconcile brings one Machine's hook and request to what its state asks.
@@ -253,11 +243,7 @@ func (r *Reconciler) syncSkipRemediation(ctx context.Context, m *unstructured.Un
 	default:
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": m.GetResourceVersion(), "annotations": set}})
-	if err != nil {
-		return err
-	}
-	if err := r.machines().Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	if err := patchAnnotations(ctx, r.machines(), m, set); err != nil {
 		return fmt.Errorf("setting %s on Machine %s/%s: %w", capi.SkipRemediationAnnotation, m.GetNamespace(), m.GetName(), err)
 	}
 	if want != "" {
@@ -394,8 +380,7 @@ func (r *Reconciler) cause(ctx context.Context, m *unstructured.Unstructured) (c
 		}
 	}
 	if set != nil {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(capi.MachineKind.GroupVersion().WithKind("MachineList"))
+		list := newMachineList()
 		if err := r.machines().List(ctx, list, client.InNamespace(m.GetNamespace())); err != nil {
 			return "", "", err
 		}
@@ -459,26 +444,14 @@ func (r *Reconciler) setHook(ctx context.Context, m *unstructured.Unstructured, 
 	if on {
 		value = capi.HookOwner
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": m.GetResourceVersion(),
-		"annotations":     map[string]any{capi.PreDrainHook: value},
-	}})
-	if err != nil {
-		return err
-	}
-	if err := r.machines().Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
+	if err := patchAnnotations(ctx, r.machines(), m, map[string]any{capi.PreDrainHook: value}); err != nil {
 		return fmt.Errorf("%s lull's hook on Machine %s/%s: %w", map[bool]string{true: "adding", false: "removing"}[on], m.GetNamespace(), m.GetName(), err)
 	}
 	return nil
 }
 
 func (r *Reconciler) event(m *unstructured.Unstructured, typ, reason, format string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(m, nil, typ, reason, "ClusterAPI", format, args...)
-	}
+	eventOn(r.Recorder, m, typ, reason, format, args...)
 }
 
 // ofCluster reports whether o (a Machine, or a Cluster) belongs to only,

@@ -244,15 +244,16 @@ func (e eviction) node(b *blockedDrains) string {
 	return b.seen[e.namespace+"/"+e.pod]
 }
 
-// drainerEvictions reads lull-drainer's eviction requests from the API
-// server's audit log (the rotated files first).
-func drainerEvictions() ([]eviction, error) {
+// loggedDrainerRequests reads lull-drainer's requests from the API server's audit
+// log (hack/lib/cluster.sh audits every request of lull-drainer's), the
+// rotated files first, each request once.
+func loggedDrainerRequests() ([]auditEvent, error) {
 	path := filepath.Join(cluster.Dir, "logs", "kube-apiserver-audit.log")
 	rotated, err := filepath.Glob(filepath.Join(cluster.Dir, "logs", "kube-apiserver-audit-*.log"))
 	if err != nil {
 		return nil, err
 	}
-	var out []eviction
+	var out []auditEvent
 	seen := map[string]bool{}
 	for _, f := range append(rotated, path) {
 		raw, err := os.ReadFile(f)
@@ -265,9 +266,22 @@ func drainerEvictions() ([]eviction, error) {
 				continue
 			}
 			seen[a.AuditID] = true
-			if o := a.ObjectRef; a.Verb == "create" && o != nil && o.Resource == "pods" && o.Subresource == "eviction" {
-				out = append(out, eviction{namespace: o.Namespace, pod: o.Name, at: a.RequestReceivedTimestamp})
-			}
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// drainerEvictions are lull-drainer's eviction requests (loggedDrainerRequests).
+func drainerEvictions() ([]eviction, error) {
+	all, err := loggedDrainerRequests()
+	if err != nil {
+		return nil, err
+	}
+	var out []eviction
+	for _, a := range all {
+		if o := a.ObjectRef; a.Verb == "create" && o != nil && o.Resource == "pods" && o.Subresource == "eviction" {
+			out = append(out, eviction{namespace: o.Namespace, pod: o.Name, at: a.RequestReceivedTimestamp})
 		}
 	}
 	return out, nil

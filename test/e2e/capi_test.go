@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -357,27 +355,18 @@ func TestClusterAPIRolloutWaitsForLull(t *testing.T) {
 }
 
 // drainerRequests counts lull-drainer's requests to the API server between
-// from and to, from the audit log (hack/lib/cluster.sh audits every request
-// of lull-drainer's), and those about Cluster API's objects.
+// from and to (loggedDrainerRequests), and those about Cluster API's objects.
 func drainerRequests(t *testing.T, from, to time.Time) (all, capiObjects int) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(cluster.Dir, "logs", "kube-apiserver-audit*.log"))
+	requests, err := loggedDrainerRequests()
 	require.NoError(t, err)
-	seen := map[string]bool{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		require.NoError(t, err)
-		for _, line := range bytesLines(raw) {
-			var a auditEvent
-			if json.Unmarshal(line, &a) != nil || !strings.HasPrefix(a.UserAgent, "lull-drainer/") || seen[a.AuditID] ||
-				a.RequestReceivedTimestamp.Before(from) || a.RequestReceivedTimestamp.After(to) {
-				continue
-			}
-			seen[a.AuditID] = true
-			all++
-			if strings.Contains(a.RequestURI, "/apis/"+capiGroup+"/") {
-				capiObjects++
-			}
+	for _, a := range requests {
+		if a.RequestReceivedTimestamp.Before(from) || a.RequestReceivedTimestamp.After(to) {
+			continue
+		}
+		all++
+		if strings.Contains(a.RequestURI, "/apis/"+capiGroup+"/") {
+			capiObjects++
 		}
 	}
 	return all, capiObjects

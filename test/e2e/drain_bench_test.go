@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -313,27 +311,14 @@ func drainerAudit(b *testing.B, from, to time.Time) *drainAudit {
 	var events []auditEvent
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		// The API server rotates the log at 100 MB (a 5,000-node wave
-		// writes more): the rotated files first, then the current one.
-		rotated, err := filepath.Glob(filepath.Join(cluster.Dir, "logs", "kube-apiserver-audit-*.log"))
+		// writes more): loggedDrainerRequests reads the rotated files too.
+		all, err := loggedDrainerRequests()
 		if err != nil {
 			return false, err
 		}
-		var raw []byte
-		for _, f := range append(rotated, path) {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return false, err
-			}
-			raw = append(raw, b...)
-		}
 		events = events[:0]
-		seen, past := map[string]bool{}, false
-		for _, line := range bytesLines(raw) {
-			var a auditEvent
-			if json.Unmarshal(line, &a) != nil || !strings.HasPrefix(a.UserAgent, "lull-drainer/") || seen[a.AuditID] {
-				continue
-			}
-			seen[a.AuditID] = true // a watch is logged when it starts and when it ends
+		past := false
+		for _, a := range all {
 			past = past || a.RequestReceivedTimestamp.After(to)
 			if !a.RequestReceivedTimestamp.Before(from) && !a.RequestReceivedTimestamp.After(to) {
 				events = append(events, a)
