@@ -15,7 +15,8 @@
 #        Tests: prometheus (a real Prometheus whose alerts the e2e tests
 #        fire and clear), promtool (unit tests of lull's alert rules),
 #        alertmanager (a real Alertmanager behind the alerts gate),
-#        capi-manager (Cluster API's core controllers, e2e)
+#        capi-manager (Cluster API's core controllers, e2e),
+#        karpenter-kwok (Karpenter with its kwok cloud provider, e2e)
 #        Lint: golangci-lint (hack/lint.sh, make verify)
 #        Codegen: conversion-gen, defaulter-gen (k8s.io/code-generator, for
 #        hack/update-codegen.sh beside controller-gen)
@@ -33,6 +34,7 @@ ALL+=(helm krew)   # packaging: chart rendering and packaging, release test
 ALL+=(prometheus promtool)  # e2e: a real Prometheus evaluating alert rules; unit tests of lull's rules
 ALL+=(alertmanager)  # integration: a real Alertmanager behind the alerts gate
 ALL+=(capi-manager)  # e2e: Cluster API's real core controllers (Machines wait for lull)
+ALL+=(karpenter-kwok)  # e2e: Karpenter's real controllers (consolidation and drift beside lull)
 ALL+=(golangci-lint)  # lint: make verify (hack/lint.sh)
 ALL+=(conversion-gen defaulter-gen)  # codegen: hack/update-codegen.sh (plugin args)
 targets=("$@")
@@ -73,6 +75,7 @@ version_of() {
     prometheus|promtool) echo "$PROMETHEUS_VERSION" ;;
     alertmanager) echo "$ALERTMANAGER_VERSION" ;;
     capi-manager) echo "$CLUSTER_API_VERSION" ;;
+    karpenter-kwok) echo "$KARPENTER_VERSION" ;;
     golangci-lint) echo "$GOLANGCI_LINT_VERSION" ;;
     *) echo "build-binaries: unknown binary '$1' (known: ${ALL[*]})" >&2; return 1 ;;
   esac
@@ -194,6 +197,13 @@ build_one() {
         cd "${ROOT}/hack/tools/cluster-api" && go build -trimpath \
           -ldflags="-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION}" \
           -o "$out.tmp" sigs.k8s.io/cluster-api/core ;;
+      karpenter-kwok)
+        # Karpenter v1.14 is on Kubernetes v0.35 libraries: built from a
+        # module of its own, hack/tools/karpenter, like Cluster API.
+        grep -q "sigs.k8s.io/karpenter ${KARPENTER_VERSION}" "${ROOT}/hack/tools/karpenter/go.mod" || {
+          echo "hack/tools/karpenter/go.mod does not pin sigs.k8s.io/karpenter ${KARPENTER_VERSION} (KARPENTER_VERSION)"; exit 1; }
+        cd "${ROOT}/hack/tools/karpenter" && go build -trimpath -ldflags="-s -w" \
+          -o "$out.tmp" sigs.k8s.io/karpenter/kwok ;;
       golangci-lint)
         # golangci-lint's go.mod has no replace directives: install it by
         # version, outside lull's modules (its many dependencies stay out

@@ -97,6 +97,31 @@ type MaintenanceWindowSpec struct {
 	// checked holds (fails closed). Gates never stop work already started.
 	// +optional
 	Gates *Gates `json:"gates,omitempty"`
+	// Karpenter, when set, makes the window govern Karpenter's voluntary
+	// disruption (consolidation, drift, emptiness) of the NodePools whose
+	// nodes it selects: outside the window's permitted periods lull keeps
+	// them from disrupting any node (a budget entry of its own,
+	// nodes "0", in each NodePool's spec.disruption.budgets); inside, the
+	// entry bounds Karpenter by the room left in the window's
+	// maxUnavailable. Without it Karpenter disrupts at any hour (lull
+	// still counts the nodes it disrupts against the window's budget and
+	// waits for them). docs/interop.md.
+	// +optional
+	Karpenter *KarpenterGovernance `json:"karpenter,omitempty"`
+}
+
+// KarpenterGovernance is how a window governs Karpenter.
+type KarpenterGovernance struct {
+	// GovernDisruption opts the window in: lull writes (and alone
+	// removes) its budget entry in the NodePools whose nodes the window
+	// selects.
+	GovernDisruption bool `json:"governDisruption"`
+}
+
+// GovernsKarpenter reports whether the window governs Karpenter's
+// voluntary disruption of its nodes.
+func (s *MaintenanceWindowSpec) GovernsKarpenter() bool {
+	return s.Karpenter != nil && s.Karpenter.GovernDisruption
 }
 
 // Gates hold a window's nodes from starting while the cluster is unwell.

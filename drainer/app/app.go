@@ -189,6 +189,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 			return fmt.Errorf("setting up the Cluster API Machine controller: %w", err)
 		}
 	}
+	if o.Karpenter {
+		if err := SetupKarpenter(mgr, o, clk); err != nil {
+			return fmt.Errorf("setting up the Karpenter NodePool controller: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -125,17 +124,5 @@ func setupClusterAPIControllers(ctx context.Context, mgr ctrl.Manager, o Options
 }
 
 func machinesServed(dc discovery.DiscoveryInterface) (bool, error) {
-	res, err := dc.ServerResourcesForGroupVersion(capi.MachineResource.GroupVersion().String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	for _, r := range res.APIResources {
-		if r.Name == capi.MachineResource.Resource {
-			return true, nil
-		}
-	}
-	return false, nil
+	return served(dc, capi.MachineResource.GroupVersion().String(), capi.MachineResource.Resource)
 }

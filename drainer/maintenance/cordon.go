@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/disruptors"
+	"lull.dev/lull/pkg/gate"
 )
 
 // The cordon unit: Cordoning → Cordoned / Draining / Acting. It cordons
@@ -143,6 +145,13 @@ func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
 		}
 	}
 	s.status.CordonedByLull = !ptr.Deref(s.status.WasUnschedulable, false)
+	if d, ok := disruptors.Of(s.node); ok {
+		// Another tool marked the node between the lease gate's look and
+		// this write (the patch returns the node as it is now): two
+		// disruptors on one node is what the lease is for, so lull
+		// yields before it evicts anything.
+		return s.yield(ctx, d)
+	}
 	msg := "node cordoned by lull"
 	if !s.status.CordonedByLull {
 		msg = "node was already cordoned by someone else; lull will leave that cordon in place"
@@ -158,6 +167,20 @@ func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
 	}
 	s.cond(ConditionCordoned, true, "Cordoned", msg)
 	return s.afterCordon(ctx)
+}
+
+// yield gives the node to another tool that began disrupting it as lull
+// started: lull's lease and budget slot go, its cordon stays (still lull's
+// to undo), and the request waits for the tool as for any other holder.
+func (s *step) yield(ctx context.Context, d disruptors.Disruption) (reconcile.Result, error) {
+	held := d.Held(s.node.Name, otherDisruptorRetry)
+	s.logger.Info("Another tool began disrupting the node as lull started; yielding", "holder", d.By, "what", d.What)
+	s.releaseIfHeld(ctx)
+	s.record(eventWaitingForLease(held.Error()))
+	s.status.LeaseHolder = held.Holder
+	s.status.WaitingFor = held.Error()
+	s.cond(ConditionLeaseHeld, false, gate.ReasonHeldByOther, held.Error())
+	return s.save(ctx, lullv1alpha1.PhaseWaitingForLease, reconcile.Result{RequeueAfter: otherDisruptorRetry})
 }
 
 // hold keeps a drained (or, for action Cordon, cordoned) node's lease

@@ -14,8 +14,14 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/disruptors"
 	"lull.dev/lull/pkg/gate"
 )
+
+// otherDisruptorRetry is how often a request waiting for another tool's
+// disruption of its node looks again by itself; the node's changes wake
+// it sooner.
+const otherDisruptorRetry = 30 * time.Second
 
 // The gate unit: a request waiting to start (Pending, WaitingFor*) is
 // taken through pkg/gate's gates and either keeps waiting, holding nothing,
@@ -35,6 +41,12 @@ func (s *step) gate(ctx context.Context) (reconcile.Result, error) {
 		Health: s.health,
 		Budget: s.reserveBudget,
 		Lease: func(ctx context.Context) (*lease.HeldError, error) {
+			// Another tool disrupting the node holds it as far as lull is
+			// concerned: lull takes no lease beside it (pkg/disruptors).
+			// Its mark going (or the node) wakes the request.
+			if d, ok := disruptors.Of(s.node); ok {
+				return d.Held(s.node.Name, otherDisruptorRetry), nil
+			}
 			info, err := s.acquire(ctx)
 			if held, ok := lease.IsHeld(err); ok {
 				return held, nil

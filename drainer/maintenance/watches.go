@@ -22,6 +22,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/pkg/disruptors"
 	"lull.dev/lull/pkg/gate"
 )
 
@@ -36,8 +37,12 @@ func nodeChanged(label string) predicate.Funcs {
 			if !ok1 || !ok2 {
 				return true
 			}
-			// A reboot shows as a new boot ID and Ready going and coming.
-			return o.Labels[label] != n.Labels[label] ||
+			// A reboot shows as a new boot ID and Ready going and coming;
+			// another tool's disruption starting or ending decides the
+			// lease gate (pkg/disruptors).
+			_, otherBefore := disruptors.Of(o)
+			_, otherNow := disruptors.Of(n)
+			return o.Labels[label] != n.Labels[label] || otherBefore != otherNow ||
 				hasLabel(o, label) != hasLabel(n, label) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
 				o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || nodeReady(o) != nodeReady(n)
 		},

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/disruptors"
 	"lull.dev/lull/pkg/window"
 )
 
@@ -144,10 +145,35 @@ func Check(ctx context.Context, live, cached client.Reader, req Request) (Result
 	}
 	var act actives
 	addRequests(&act, all.Items, req.Node)
+	if err := addDisrupted(ctx, cached, &act, req.Node); err != nil {
+		return Result{}, err
+	}
 	for _, n := range req.Also {
 		act.add(n)
 	}
 	return evaluate(ctx, cached, req, act.list())
+}
+
+// addDisrupted adds the nodes another tool is disrupting (Karpenter,
+// cluster-autoscaler: pkg/disruptors), except node: each counts against
+// every budget its labels put it in, whoever disrupts it. A list that
+// fails fails the check (closed).
+func addDisrupted(ctx context.Context, cached client.Reader, act *actives, node string) error {
+	others, err := disruptors.Disrupted(ctx, cached)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(others))
+	for n := range others {
+		if n != node {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		act.add(n)
+	}
+	return nil
 }
 
 // addRequests adds the requests using budget, except node's, with the
@@ -166,21 +192,9 @@ func addRequests(act *actives, items []lullv1alpha1.NodeMaintenance, node string
 // disrupted. An active node counts against every budget recorded for it
 // and every budget its labels put it in now.
 func evaluate(ctx context.Context, cached client.Reader, req Request, active []Active) (Result, error) {
-	// The labels of the nodes in use: a node that is gone is in no
-	// window by its labels (it still counts where it is recorded); any
-	// other read error fails the check (closed), since the node might
-	// count against the budget.
-	inUseLabels := make(map[string]labels.Set, len(active))
-	for _, a := range active {
-		var n corev1.Node
-		err := cached.Get(ctx, client.ObjectKey{Name: a.Node}, &n)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return Result{}, fmt.Errorf("reading node %s, in use by a request: %w", a.Node, err)
-		default:
-			inUseLabels[a.Node] = labels.Set(n.Labels)
-		}
+	inUseLabels, err := labelsOf(ctx, cached, active)
+	if err != nil {
+		return Result{}, err
 	}
 	room := math.MaxInt
 	if len(req.Windows) == 0 || req.Default {
@@ -207,20 +221,12 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []A
 		room = min(room, req.DefaultMaxUnavailable-len(inUse)-1)
 	}
 	for _, w := range req.Windows {
-		sel := WindowSelector(w)
-		var selected corev1.NodeList // counted only: not copied
-		if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-			return Result{}, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
-		}
-		maxUnavailable, err := MaxUnavailable(w, len(selected.Items))
+		maxUnavailable, inUse, err := windowUse(ctx, cached, w, active, inUseLabels)
 		if err != nil {
-			return Result{Message: fmt.Sprintf("window %s: %v", w.Name, err)}, nil
+			return Result{}, err
 		}
-		var inUse []string
-		for _, a := range active {
-			if l, ok := inUseLabels[a.Node]; slices.Contains(a.Budgets, w.Name) || (ok && sel.Matches(l)) {
-				inUse = append(inUse, a.Node)
-			}
+		if maxUnavailable < 0 {
+			return Result{Message: fmt.Sprintf("window %s: %v", w.Name, errBudget(w))}, nil
 		}
 		if maxUnavailable == 0 {
 			// Only 0 and 0% resolve to no node: a freeze. Say so,
@@ -233,6 +239,79 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []A
 		room = min(room, maxUnavailable-len(inUse)-1)
 	}
 	return Result{Free: true, Room: room}, nil
+}
+
+// labelsOf reads the labels of the nodes in use: a node that is gone is
+// in no window by its labels (it still counts where it is recorded); any
+// other read error fails the check (closed), since the node might count
+// against the budget.
+func labelsOf(ctx context.Context, cached client.Reader, active []Active) (map[string]labels.Set, error) {
+	out := make(map[string]labels.Set, len(active))
+	for _, a := range active {
+		var n corev1.Node
+		err := cached.Get(ctx, client.ObjectKey{Name: a.Node}, &n)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading node %s, in use by a request: %w", a.Node, err)
+		default:
+			out[a.Node] = labels.Set(n.Labels)
+		}
+	}
+	return out, nil
+}
+
+// windowUse is window w's maxUnavailable (-1: not resolvable, errBudget
+// says why) and the nodes in active using it: those recorded against it
+// and those its selector selects now.
+func windowUse(ctx context.Context, cached client.Reader, w *lullv1alpha1.MaintenanceWindow, active []Active, inUseLabels map[string]labels.Set) (int, []string, error) {
+	sel := WindowSelector(w)
+	var selected corev1.NodeList // counted only: not copied
+	if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, nil, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
+	}
+	var inUse []string
+	for _, a := range active {
+		if l, ok := inUseLabels[a.Node]; slices.Contains(a.Budgets, w.Name) || (ok && sel.Matches(l)) {
+			inUse = append(inUse, a.Node)
+		}
+	}
+	maxUnavailable, err := MaxUnavailable(w, len(selected.Items))
+	if err != nil {
+		return -1, inUse, nil
+	}
+	return maxUnavailable, inUse, nil
+}
+
+// errBudget is why window w's maxUnavailable does not resolve.
+func errBudget(w *lullv1alpha1.MaintenanceWindow) error {
+	_, err := MaxUnavailable(w, 0)
+	return err
+}
+
+// Left is how many more nodes window w's budget takes now, as cached
+// shows the requests using budget and the nodes other tools disrupt (0
+// when full, frozen or not resolvable), and the nodes using it. It is the
+// room lull leaves to another disruptor the window governs (Karpenter:
+// drainer/karpenter); lull's own starts are decided by Ledger.Reserve.
+func Left(ctx context.Context, cached client.Reader, w *lullv1alpha1.MaintenanceWindow) (int, []string, error) {
+	var act actives
+	if err := cachedActive(ctx, cached, "", nil, &act); err != nil {
+		return 0, nil, err
+	}
+	if err := addDisrupted(ctx, cached, &act, ""); err != nil {
+		return 0, nil, err
+	}
+	active := act.list()
+	inUseLabels, err := labelsOf(ctx, cached, active)
+	if err != nil {
+		return 0, nil, err
+	}
+	maxUnavailable, inUse, err := windowUse(ctx, cached, w, active, inUseLabels)
+	if err != nil {
+		return 0, nil, err
+	}
+	return max(0, maxUnavailable-len(inUse)), inUse, nil
 }
 
 // WindowSelector is the set of nodes a window selects: all of them when it

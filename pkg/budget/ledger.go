@@ -115,6 +115,9 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 		if err := cachedActive(ctx, cached, req.Node, l.settledUIDs(), &act); err != nil {
 			return Result{}, err
 		}
+		if err := addDisrupted(ctx, cached, &act, req.Node); err != nil {
+			return Result{}, err
+		}
 		for _, n := range req.Also {
 			act.add(n)
 		}
@@ -220,6 +223,9 @@ func (l *Ledger) fullByLast(ctx context.Context, cached client.Reader, nm *lullv
 		if e.UID == "" || (cached.Get(ctx, client.ObjectKey{Name: e.Request}, &holder) == nil && holder.UID == e.UID && holder.Status.HoldsSlot()) {
 			held.add(node, e.Budgets...)
 		}
+	}
+	if err := addDisrupted(ctx, cached, &held, req.Node); err != nil {
+		return Result{}, false, err
 	}
 	for _, n := range req.Also {
 		held.add(n)

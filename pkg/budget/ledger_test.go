@@ -510,3 +510,41 @@ func countingLedgerReads(c client.Client) (client.Client, *int) {
 		},
 	}), reads
 }
+
+// A node another tool disrupts (Karpenter's taint) uses a slot of every
+// window that selects it: lull does not start a node beside it, by the
+// live count (Check), the ledger (Reserve) or the cached look (Left).
+func TestOtherDisruptorUsesTheSlot(t *testing.T) {
+	c, w, nms := ledgerFixture(t)
+	ctx := context.Background()
+	var b corev1.Node
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: "b"}, &b))
+	b.Spec.Taints = []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}
+	require.NoError(t, c.Update(ctx, &b))
+
+	res, err := Check(ctx, c, c, inWindow(w)("a"))
+	require.NoError(t, err)
+	assert.False(t, res.Free)
+	assert.Equal(t, []string{"b"}, res.InUse)
+	l := &Ledger{Client: c, Live: c, Namespace: "lull-system"}
+	res, err = l.Reserve(ctx, c, nms["a"], inWindow(w)("a"))
+	require.NoError(t, err)
+	assert.False(t, res.Free, "the ledger refuses the slot Karpenter uses")
+	assert.Contains(t, res.Message, "window pool allows 1 node(s) disrupted at once; 1 in use")
+	left, inUse, err := Left(ctx, c, w)
+	require.NoError(t, err)
+	assert.Equal(t, 0, left)
+	assert.Equal(t, []string{"b"}, inUse)
+
+	// Its own request is not kept from the budget by its own mark (the
+	// lease gate, not the budget, makes it wait for Karpenter).
+	res, err = Check(ctx, c, c, inWindow(w)("b"))
+	require.NoError(t, err)
+	assert.True(t, res.Free)
+
+	b.Spec.Taints = nil
+	require.NoError(t, c.Update(ctx, &b))
+	res, err = l.Reserve(ctx, c, nms["a"], inWindow(w)("a"))
+	require.NoError(t, err)
+	assert.True(t, res.Free, "the slot is free once Karpenter is done")
+}

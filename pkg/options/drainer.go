@@ -57,6 +57,10 @@ type Drainer struct {
 	// ClusterAPI: govern Cluster API Machines labelled lull.dev/governed
 	// (drainer/machines), once the API server serves Machines.
 	ClusterAPI bool
+	// Karpenter: keep lull's entry in the disruption budgets of the
+	// Karpenter NodePools that windows with spec.karpenter.governDisruption
+	// select; starts once the API server serves karpenter.sh/v1 NodePools.
+	Karpenter bool
 	// ClusterAPIKubeconfig is the kubeconfig of the API server that serves
 	// the Cluster API objects of lull's nodes (a management cluster); empty:
 	// lull's own (a self-managed cluster).
@@ -97,6 +101,7 @@ func NewDrainer() *Drainer {
 		Burst:            100,
 		UninstallTimeout: 45 * time.Second,
 		ClusterAPI:       true,
+		Karpenter:        true,
 		Logs:             logsapi.NewLoggingConfiguration(),
 	}
 }
@@ -122,6 +127,7 @@ func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.EndOnUninstall, "end-requests-on-uninstall", o.EndOnUninstall, "when lull is being uninstalled (the Deployment lull-drainer marked lull.dev/uninstall or deleted, its namespace or the NodeMaintenance CRD deleted), end every request: undo lull's cordons, release the node leases, keep the labels (the install's manifests set it)")
 	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", o.UninstallTimeout, "how long, after a signal, ending the requests of an uninstall may take (less than the pod's terminationGracePeriodSeconds)")
 	fs.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "do not run the controllers: mark the Deployment lull-drainer lull.dev/uninstall, wait until every request has ended (ending them here if no replica is ready) for --uninstall-timeout, and exit (the Helm chart's pre-delete hook)")
+	fs.BoolVar(&o.Karpenter, "karpenter", o.Karpenter, "let windows with spec.karpenter.governDisruption govern Karpenter's voluntary disruption through an entry of lull's in the NodePools' disruption budgets (docs/interop.md); starts once the API server serves karpenter.sh/v1 NodePools")
 	fs.BoolVar(&o.ClusterAPI, "cluster-api", o.ClusterAPI, "govern Cluster API Machines labelled lull.dev/governed=true: their deletion waits for lull's drain (docs/cluster-api.md); starts once the API server serves cluster.x-k8s.io/v1beta2 Machines")
 	fs.StringVar(&o.ClusterAPIKubeconfig, "cluster-api-kubeconfig", o.ClusterAPIKubeconfig, "kubeconfig of the Cluster API management cluster whose Machines and Clusters are this cluster's nodes (empty: this cluster's own API server, a self-managed cluster; docs/cluster-api.md)")
 	fs.StringVar(&o.ClusterAPICluster, "cluster-api-cluster", o.ClusterAPICluster, "this cluster's Cluster object among the Cluster API objects lull reads, as namespace/name: lull governs only its Machines and it (required with --cluster-api-kubeconfig; empty: every Machine of this API server)")

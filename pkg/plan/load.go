@@ -16,6 +16,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/pkg/disruptors"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/pkg/window"
@@ -43,6 +44,9 @@ type Cluster struct {
 	// (empty: they were, or there are none): a preview of an undrained
 	// restart warns with it.
 	criticalUnread string
+	// others are the nodes another tool disrupts (pkg/disruptors), read
+	// from Nodes on first use.
+	others map[string]disruptors.Disruption
 }
 
 // Load reads nodes, NodeMaintenances, MaintenanceWindows,

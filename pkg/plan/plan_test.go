@@ -137,6 +137,23 @@ func TestPreviewBudgetAcrossPlannedNodes(t *testing.T) {
 	require.Equal(t, lullv1alpha1.DefaultRuleName, res.Nodes[0].Rule, "no policy: the default drains")
 }
 
+// Issue 45: a node Karpenter disrupts is held by Karpenter in the
+// preview as in the drainer, and uses a slot of its window: the other
+// node waits for the budget, naming it.
+func TestPreviewOtherDisruptor(t *testing.T) {
+	pool := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "pool-b"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+		Strategy: lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}}}
+	b := map[string]string{"pool": "b"}
+	k := node("b2", b)
+	k.Spec.Taints = []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}
+	res := preview(t, Request{Nodes: []string{"b1", "b2"}, Classes: []string{"hardware"}}, node("b1", b), k, pool)
+	require.Equal(t, StartBudget, res.Nodes[0].Start)
+	require.Equal(t, []string{"b2"}, res.Nodes[0].HeldBy)
+	require.Equal(t, StartHolder, res.Nodes[1].Start)
+	require.Contains(t, res.Nodes[1].WaitingFor, `leased by "karpenter" for disruption`)
+}
+
 func TestPreviewForeignLeaseAndShortWindow(t *testing.T) {
 	held := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease.Name("n1"), Namespace: lease.DefaultNamespace},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("fw-updater"), LeaseDurationSeconds: ptr.To[int32](600),

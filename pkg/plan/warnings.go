@@ -9,6 +9,7 @@ import (
 
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/disruptors"
 	"lull.dev/lull/pkg/forecast"
 )
 
@@ -49,6 +50,19 @@ func (cl *Cluster) warnLease(p *Node, fc *forecast.Node) {
 // holds, as the drainer's acquire would report it; nil when it is free or
 // lull's.
 func (cl *Cluster) heldByOther(p *Node, fc *forecast.Node) *lease.HeldError {
+	if cl.others == nil {
+		cl.others = map[string]disruptors.Disruption{}
+		for i := range cl.Nodes {
+			if d, ok := disruptors.Of(&cl.Nodes[i]); ok {
+				cl.others[cl.Nodes[i].Name] = d
+			}
+		}
+	}
+	if d, ok := cl.others[p.Node]; ok {
+		// Another tool disrupting the node holds it, as the drainer's
+		// lease gate says.
+		return d.Held(p.Node, 0)
+	}
 	if !p.ForeignLease {
 		return nil
 	}

@@ -198,6 +198,25 @@ func (e *capiEnv) runManager() error {
 	if err := selfSignedCert(dir); err != nil {
 		return err
 	}
+	return runIsolated(dir, "capi-manager", nil, filepath.Join(framework.BinDir(), "capi-manager"),
+		"--kubeconfig="+cluster.Kubeconfig,
+		"--leader-elect=false",
+		"--webhook-cert-dir="+dir,
+		"--health-addr=127.0.0.1:9440",
+		"--diagnostics-address=127.0.0.1:8443", "--insecure-diagnostics",
+		// RuntimeSDK: the topology controller reads before-upgrade
+		// hooks only with it (docs/cluster-api.md).
+		"--feature-gates=ClusterTopology=true,RuntimeSDK=true",
+		"--v=2",
+	)
+}
+
+// runIsolated starts argv (a controller of another project) in a network
+// namespace of its own whose only way out is a forwarder to the local
+// cluster's API server through a Unix socket in dir: whatever it serves,
+// on whatever address, is reachable from nowhere else. Its output goes to
+// logs/<name>.log; it is stopped when the test binary ends (Pdeathsig).
+func runIsolated(dir, name string, env []string, argv ...string) error {
 	sock := filepath.Join(dir, "api.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -228,29 +247,19 @@ func (e *capiEnv) runManager() error {
 	if err != nil {
 		return err
 	}
-	logf, err := os.Create(filepath.Join(cluster.Dir, "logs", "capi-manager.log"))
+	logf, err := os.Create(filepath.Join(cluster.Dir, "logs", name+".log"))
 	if err != nil {
 		return err
 	}
 	script := `ip link set lo up && { "$FWD" & } && while [ ! -e "$READY" ]; do sleep 0.05; done && exec "$@"`
-	args := []string{"--net", "--", "sh", "-c", script, "sh", filepath.Join(framework.BinDir(), "capi-manager"),
-		"--kubeconfig=" + cluster.Kubeconfig,
-		"--leader-elect=false",
-		"--webhook-cert-dir=" + dir,
-		"--health-addr=127.0.0.1:9440",
-		"--diagnostics-address=127.0.0.1:8443", "--insecure-diagnostics",
-		// RuntimeSDK: the topology controller reads before-upgrade
-		// hooks only with it (docs/cluster-api.md).
-		"--feature-gates=ClusterTopology=true,RuntimeSDK=true",
-		"--v=2",
-	}
+	args := append([]string{"--net", "--", "sh", "-c", script, "sh"}, argv...)
 	cmd := exec.Command("unshare", args...)
 	ready := filepath.Join(dir, "forwarding")
-	cmd.Env = append(os.Environ(), "FWD="+self, "READY="+ready, forwardEnv+"="+sock+","+port+","+ready)
+	cmd.Env = append(append(os.Environ(), env...), "FWD="+self, "READY="+ready, forwardEnv+"="+sock+","+port+","+ready)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting capi-manager: %w", err)
+		return fmt.Errorf("starting %s: %w", name, err)
 	}
 	go func() { _ = cmd.Wait(); _ = logf.Close() }()
 	return nil

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -22,6 +23,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/disruptors"
 	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
@@ -63,6 +65,8 @@ type invariants struct {
 	phases     map[string]lullv1alpha1.MaintenancePhase
 	windows    map[string][]string // node -> windows its request recorded
 	removals   []removal
+	nodeLabels map[string]labels.Set // every node's labels (Node informer)
+	others     map[string]bool       // nodes another tool disrupts
 	seenPods   map[string]bool
 	pdbLow     []string
 	pdbUp      map[string]bool // PodDisruptionBudget UID -> seen healthy
@@ -75,9 +79,12 @@ type invariants struct {
 type interval struct{ from, to time.Time } // to zero: still open
 
 type budgetGroup struct {
-	name    string
-	max     int
-	nodes   map[string]bool
+	name  string
+	max   int
+	nodes map[string]bool
+	// sel, when set, puts every node whose labels it matches in the
+	// group too (nodes another tool creates: Karpenter's).
+	sel     labels.Selector
 	maxSeen int
 }
 
@@ -103,6 +110,7 @@ func newInvariants(t testing.TB, nodes ...string) *invariants {
 	t.Helper()
 	iv := &invariants{t: t, nodes: nodes, mine: map[string]bool{}, restricted: map[string][]interval{},
 		phases: map[string]lullv1alpha1.MaintenancePhase{}, windows: map[string][]string{}, seenPods: map[string]bool{}, pdbUp: map[string]bool{},
+		nodeLabels: map[string]labels.Set{}, others: map[string]bool{},
 		fencing: NewStepFencing(nodes...), blocked: newBlockedDrains(nodes...)}
 	for _, n := range nodes {
 		iv.mine[n] = true
@@ -119,6 +127,10 @@ func newInvariants(t testing.TB, nodes ...string) *invariants {
 		&lullv1alpha1.NodeMaintenance{}: toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { iv.nm(o, false) }, UpdateFunc: func(_, o any) { iv.nm(o, false) },
 			DeleteFunc: func(o any) { iv.nm(o, true) },
+		},
+		&corev1.Node{}: toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) { iv.node(o, false) }, UpdateFunc: func(_, o any) { iv.node(o, false) },
+			DeleteFunc: func(o any) { iv.node(o, true) },
 		},
 	}
 	for _, more := range []map[client.Object]toolscache.ResourceEventHandler{iv.fencing.Handlers(), iv.blocked.handlers()} {
@@ -155,6 +167,15 @@ func (iv *invariants) closes(node string, at time.Time) {
 	if len(ivs) > 0 && ivs[len(ivs)-1].to.IsZero() {
 		ivs[len(ivs)-1].to = at
 	}
+}
+
+// budgetSelecting watches that at most limit of the nodes whose labels
+// match (a window's, whoever made them) disrupt at once, lull's requests
+// and other tools' disruptions (pkg/disruptors) counted alike.
+func (iv *invariants) budgetSelecting(window string, limit int, match map[string]string) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	iv.budgets = append(iv.budgets, &budgetGroup{name: window, max: limit, nodes: map[string]bool{}, sel: labels.SelectorFromSet(match)})
 }
 
 // budget watches that at most limit of nodes (a window's) disrupt at once.
@@ -245,10 +266,52 @@ func (iv *invariants) nm(o any, deleted bool) {
 		iv.windows[nm.Spec.NodeName] = nm.Status.Windows
 		iv.fencing.Request(nm)
 	}
+	iv.recountLocked()
+}
+
+// node follows the labels of every node and whether another tool is
+// disrupting it, for the groups that select nodes by label.
+func (iv *invariants) node(o any, deleted bool) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return
+	}
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	_, tracked := iv.nodeLabels[n.Name]
+	relevant := iv.mine[n.Name] || slices.ContainsFunc(iv.budgets, func(g *budgetGroup) bool { return g.sel != nil && g.sel.Matches(labels.Set(n.Labels)) })
+	_, other := disruptors.Of(n)
+	switch {
+	case deleted || (!relevant && tracked):
+		delete(iv.nodeLabels, n.Name)
+		delete(iv.others, n.Name)
+	case !relevant:
+		return // a node no group counts: no recount per heartbeat
+	case tracked && iv.others[n.Name] == other && labels.Equals(iv.nodeLabels[n.Name], n.Labels):
+		return
+	default:
+		iv.nodeLabels[n.Name] = labels.Set(n.Labels)
+		iv.others[n.Name] = other
+	}
+	iv.recountLocked()
+}
+
+// recountLocked counts each group's nodes disrupting now: a request of
+// the scenario's disrupting, or another tool disrupting the node.
+func (iv *invariants) recountLocked() {
 	for _, g := range iv.budgets {
 		n := 0
+		for node := range iv.nodeLabels {
+			inGroup := g.nodes[node] || slices.Contains(iv.windows[node], g.name) || (g.sel != nil && g.sel.Matches(iv.nodeLabels[node]))
+			if inGroup && (iv.phases[node].Disrupting() || iv.others[node]) {
+				n++
+			}
+		}
 		for node, p := range iv.phases {
-			if (g.nodes[node] || slices.Contains(iv.windows[node], g.name)) && p.Disrupting() {
+			if _, seen := iv.nodeLabels[node]; !seen && (g.nodes[node] || slices.Contains(iv.windows[node], g.name)) && p.Disrupting() {
 				n++
 			}
 		}

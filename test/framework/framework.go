@@ -133,16 +133,39 @@ func PinnedVersion(key string) string {
 // in the Go module cache: the module hack/build-binaries.sh builds
 // capi-manager from, downloaded if need be.
 func ClusterAPICRDs() (string, error) {
-	version := PinnedVersion("CLUSTER_API_VERSION")
-	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/cluster-api@"+version)
-	cmd.Dir = filepath.Join(RepoRoot(), "hack", "tools", "cluster-api")
+	dir, err := toolModule("cluster-api", "sigs.k8s.io/cluster-api", "CLUSTER_API_VERSION")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "core", "config", "crd", "bases"), nil
+}
+
+// KarpenterCRDs are the directories of Karpenter's CRDs (NodePool,
+// NodeClaim, …) and of its kwok provider's (KWOKNodeClass) at
+// KARPENTER_VERSION, from the module hack/build-binaries.sh builds
+// karpenter-kwok from.
+func KarpenterCRDs() ([]string, error) {
+	dir, err := toolModule("karpenter", "sigs.k8s.io/karpenter", "KARPENTER_VERSION")
+	if err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(dir, "pkg", "apis", "crds"), filepath.Join(dir, "kwok", "apis", "crds")}, nil
+}
+
+// toolModule is the Go module cache directory of module at the version
+// hack/versions.env pins under key, downloaded if need be from the module
+// of its own in hack/tools/<tool> (whose go.sum vouches for it).
+func toolModule(tool, module, key string) (string, error) {
+	version := PinnedVersion(key)
+	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
+	cmd.Dir = filepath.Join(RepoRoot(), "hack", "tools", tool)
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("go mod download sigs.k8s.io/cluster-api@%s: %w", version, err)
+		return "", fmt.Errorf("go mod download %s@%s: %w", module, version, err)
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return "", fmt.Errorf("go mod download sigs.k8s.io/cluster-api@%s: no Dir in %s", version, out)
+		return "", fmt.Errorf("go mod download %s@%s: no Dir in %s", module, version, out)
 	}
-	return filepath.Join(mod.Dir, "core", "config", "crd", "bases"), nil
+	return mod.Dir, nil
 }

@@ -1,0 +1,400 @@
+// Package karpenter lets lull's MaintenanceWindows govern Karpenter's
+// voluntary disruption (consolidation, drift, emptiness) of the nodes they
+// select, for the windows that opt in (spec.karpenter.governDisruption).
+//
+// Karpenter bounds its voluntary disruption per NodePool with the budgets
+// in spec.disruption.budgets, the smallest active one winning. lull adds
+// one entry of its own to each NodePool whose nodes a governing window
+// selects, records it in the NodePool's lull.dev/karpenter-budget
+// annotation (in the same write), keeps it true to the window, and alone
+// removes it, as it does with its cordon:
+//   - outside the window's permitted periods: nodes "0";
+//   - inside: the room left in the window's maxUnavailable (lull's
+//     requests and every other tool's disruption of its nodes counted),
+//     plus the pool's nodes Karpenter already subtracts from its budgets
+//     itself (NotReady or marked for disruption), so that what Karpenter
+//     may still take is the room left. A window whose nodes span several
+//     NodePools shares its room among them.
+//
+// Karpenter's forceful disruption (expiry, node repair, a NodeClaim
+// deleted by hand) ignores budgets: lull cannot hold it, and sees it as
+// Karpenter holding the node (pkg/disruptors).
+package karpenter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/disruptors"
+	engine "lull.dev/lull/pkg/window"
+)
+
+// NodePool is Karpenter's NodePool, which lull reads and patches as an
+// unstructured object (lull does not link Karpenter's module).
+var NodePool = schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodePool"}
+
+// NodePoolResource is the NodePools' resource, for discovery.
+var NodePoolResource = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+
+// AnnotationBudget records, on a NodePool, the budget entry lull added to
+// its spec.disruption.budgets (JSON): lull removes that entry, and only
+// that one, when no window governs the pool any more.
+const AnnotationBudget = "lull.dev/karpenter-budget"
+
+// key is the one request the controller reconciles: every NodePool is
+// reconciled at once, since a window's room is shared among its pools.
+var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "nodepools"}}
+
+// resync bounds how long an entry may lag behind a change no watch sees
+// (a window's room taken by a node whose labels moved it in, say).
+const resync = time.Minute
+
+// Reconciler keeps lull's entry in each NodePool's disruption budgets.
+type Reconciler struct {
+	Client  client.Client
+	Clock   clock.Clock
+	Options engine.Options
+}
+
+// Entry is a NodePool disruption budget entry as lull writes it.
+type Entry struct {
+	Nodes string `json:"nodes"`
+}
+
+// Reconcile computes every NodePool's entry and writes those that
+// changed. A NodePool it cannot write is retried; the others are written.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	logger := klog.FromContext(ctx)
+	now := r.Clock.Now()
+	pools, err := r.pools(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	want, next, err := r.desired(ctx, pools, now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var errs []error
+	for _, p := range pools {
+		e, governed := want[p.GetName()]
+		var entry *Entry
+		if governed {
+			entry = &e
+		}
+		changed, err := r.apply(ctx, p, entry)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if changed {
+			logger.Info("Wrote lull's disruption budget entry of a Karpenter NodePool", "nodePool", p.GetName(), "entry", entry)
+		}
+	}
+	if len(errs) > 0 {
+		return reconcile.Result{}, fmt.Errorf("writing NodePool budgets: %v", errs)
+	}
+	return reconcile.Result{RequeueAfter: min(resync, max(time.Second, next.Sub(now)))}, nil
+}
+
+// pools lists the NodePools, by name.
+func (r *Reconciler) pools(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(NodePool.GroupVersion().WithKind(NodePool.Kind + "List"))
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing NodePools: %w", err)
+	}
+	out := make([]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, nil
+}
+
+// desired is the entry each governed NodePool should carry now, and when
+// the answer next changes by itself (a window opening or closing).
+func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstructured, now time.Time) (map[string]Entry, time.Time, error) {
+	next := now.Add(resync)
+	var windows lullv1alpha1.MaintenanceWindowList
+	if err := r.Client.List(ctx, &windows); err != nil {
+		return nil, next, fmt.Errorf("listing MaintenanceWindows: %w", err)
+	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes, client.HasLabels{disruptors.NodePoolLabel}); err != nil {
+		return nil, next, fmt.Errorf("listing Karpenter's nodes: %w", err)
+	}
+	byPool := map[string][]*corev1.Node{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		byPool[n.Labels[disruptors.NodePoolLabel]] = append(byPool[n.Labels[disruptors.NodePoolLabel]], n)
+	}
+	want := map[string]Entry{}
+	limit := map[string]int{}
+	for i := range windows.Items {
+		w := &windows.Items[i]
+		if !w.Spec.GovernsKarpenter() {
+			continue
+		}
+		sel := budget.WindowSelector(w)
+		var governed []string
+		for _, p := range pools {
+			if selects(sel, p, byPool[p.GetName()]) {
+				governed = append(governed, p.GetName())
+			}
+		}
+		if len(governed) == 0 {
+			continue
+		}
+		ev := engine.CompileOrInvalid(&w.Spec, r.Options).Evaluate(now)
+		if ev.Until.Before(next) {
+			next = ev.Until
+		}
+		room := 0
+		if ev.Permitted {
+			left, _, err := budget.Left(ctx, r.Client, w)
+			if err != nil {
+				return nil, next, fmt.Errorf("window %s: %w", w.Name, err)
+			}
+			room = left
+		}
+		// The room is shared: each pool a part, the first by name one
+		// more while some is left over.
+		for j, p := range governed {
+			share := room / len(governed)
+			if j < room%len(governed) {
+				share++
+			}
+			if cur, ok := limit[p]; !ok || share < cur {
+				limit[p] = share
+			}
+		}
+	}
+	for p, share := range limit {
+		// Karpenter subtracts from its budget the pool's nodes that are
+		// NotReady or that it is disrupting: add them back, so that what
+		// it may still take is share.
+		n := share
+		if share > 0 {
+			n += subtracted(byPool[p])
+		}
+		if n > math.MaxInt32 {
+			n = math.MaxInt32
+		}
+		want[p] = Entry{Nodes: fmt.Sprint(n)}
+	}
+	return want, next, nil
+}
+
+// selects reports whether a window's selector selects a pool: one of its
+// nodes, or (for a pool with no node yet) the labels its nodes get from
+// its template.
+func selects(sel labels.Selector, pool *unstructured.Unstructured, nodes []*corev1.Node) bool {
+	for _, n := range nodes {
+		if sel.Matches(labels.Set(n.Labels)) {
+			return true
+		}
+	}
+	tl, _, _ := unstructured.NestedStringMap(pool.Object, "spec", "template", "metadata", "labels")
+	l := labels.Set{disruptors.NodePoolLabel: pool.GetName()}
+	for k, v := range tl {
+		l[k] = v
+	}
+	return sel.Matches(l)
+}
+
+// subtracted counts the nodes Karpenter subtracts from a pool's budget
+// by itself: NotReady, or marked for disruption or deletion.
+func subtracted(nodes []*corev1.Node) int {
+	n := 0
+	for _, node := range nodes {
+		_, disrupted := disruptors.Of(node)
+		if disrupted || node.DeletionTimestamp != nil || !ready(node) {
+			n++
+		}
+	}
+	return n
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// apply makes pool carry entry (nil: none of lull's), replacing the entry
+// its annotation records, in one write that also updates the record. The
+// write carries the resourceVersion read: a NodePool changed meanwhile is
+// read again on the retry.
+func (r *Reconciler) apply(ctx context.Context, pool *unstructured.Unstructured, entry *Entry) (bool, error) {
+	recorded, err := Recorded(pool)
+	if err != nil {
+		// A record lull cannot read is not lull's to act on: say so and
+		// leave the pool alone (fail closed: no entry of lull's goes).
+		return false, fmt.Errorf("NodePool %s: %w", pool.GetName(), err)
+	}
+	if ptrEqual(recorded, entry) {
+		return false, nil
+	}
+	var budgets []any
+	switch v, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "spec", "disruption", "budgets"); v := v.(type) {
+	case nil: // none (null): Karpenter's default applies
+	case []any:
+		budgets = v
+	default:
+		return false, fmt.Errorf("NodePool %s: spec.disruption.budgets is a %T, not a list", pool.GetName(), v)
+	}
+	budgets = Replace(budgets, recorded, entry)
+	var ann any
+	if entry != nil {
+		b, _ := json.Marshal(entry)
+		ann = string(b)
+	}
+	var budgetsValue any = budgets
+	if len(budgets) == 0 {
+		budgetsValue = nil // Karpenter's default applies again
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"resourceVersion": pool.GetResourceVersion(), "annotations": map[string]any{AnnotationBudget: ann}},
+		"spec":     map[string]any{"disruption": map[string]any{"budgets": budgetsValue}},
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Client.Patch(ctx, pool, client.RawPatch(types.MergePatchType, data)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("NodePool %s: %w", pool.GetName(), err)
+	}
+	return true, nil
+}
+
+// Recorded is the entry pool's annotation says lull added (nil: none).
+func Recorded(pool *unstructured.Unstructured) (*Entry, error) {
+	v, ok := pool.GetAnnotations()[AnnotationBudget]
+	if !ok {
+		return nil, nil
+	}
+	var e Entry
+	if err := json.Unmarshal([]byte(v), &e); err != nil || e.Nodes == "" {
+		return nil, fmt.Errorf("annotation %s=%q is not an entry lull wrote", AnnotationBudget, v)
+	}
+	return &e, nil
+}
+
+// Replace returns budgets without one entry equal to old (when old is
+// set and found) and with entry appended (when set). Entries equal to
+// lull's are interchangeable: Karpenter takes the smallest active one.
+func Replace(budgets []any, old, entry *Entry) []any {
+	out := slices.Clone(budgets)
+	if old != nil {
+		for i, b := range out {
+			if isEntry(b, *old) {
+				out = slices.Delete(out, i, i+1)
+				break
+			}
+		}
+	}
+	if entry != nil {
+		out = append(out, map[string]any{"nodes": entry.Nodes})
+	}
+	return out
+}
+
+// isEntry reports whether a budget is exactly lull's entry e: the same
+// nodes, and no schedule, duration or reasons.
+func isEntry(b any, e Entry) bool {
+	m, ok := b.(map[string]any)
+	if !ok || len(m) != 1 {
+		return false
+	}
+	n, ok := m["nodes"].(string)
+	return ok && n == e.Nodes
+}
+
+func ptrEqual(a, b *Entry) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// SetupWithManager registers the controller: any change to a NodePool, a
+// window, a request's use of budget or a Karpenter node's state
+// reconciles every NodePool.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	pool := &unstructured.Unstructured{}
+	pool.SetGroupVersionKind(NodePool)
+	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{key} })
+	return ctrl.ControllerManagedBy(mgr).
+		Named("karpenter-nodepools").
+		Watches(pool, all).
+		Watches(&lullv1alpha1.MaintenanceWindow{}, all, ctrl.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&lullv1alpha1.NodeMaintenance{}, all, ctrl.WithPredicates(slotChanged())).
+		Watches(&corev1.Node{}, all, ctrl.WithPredicates(poolNodeChanged())).
+		Complete(r)
+}
+
+// slotChanged passes requests starting or ceasing to use budget.
+func slotChanged() predicate.Funcs {
+	holds := func(o client.Object) bool {
+		nm, ok := o.(*lullv1alpha1.NodeMaintenance)
+		return ok && nm.Status.HoldsSlot()
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return holds(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return holds(e.ObjectOld) != holds(e.ObjectNew) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return holds(e.Object) },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// poolNodeChanged passes Karpenter's nodes appearing, going, or changing
+// what counts: labels, readiness, another tool's disruption.
+func poolNodeChanged() predicate.Funcs {
+	inPool := func(o client.Object) bool { _, ok := o.GetLabels()[disruptors.NodePoolLabel]; return ok }
+	state := func(n *corev1.Node) string {
+		_, d := disruptors.Of(n)
+		return fmt.Sprint(ready(n), d, n.DeletionTimestamp != nil, labels.Set(n.Labels).String())
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return inPool(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return (inPool(o) || inPool(n)) && state(o) != state(n)
+		},
+		DeleteFunc:  func(e event.DeleteEvent) bool { return inPool(e.Object) },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
