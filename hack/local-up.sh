@@ -123,6 +123,7 @@ start_proc kube-apiserver "$BIN/kube-apiserver" \
   --service-cluster-ip-range=10.0.0.0/24 \
   --authorization-mode=Node,RBAC \
   --allow-privileged=true \
+  --feature-gates=NodeLifecycleConditions=true \
   --requestheader-client-ca-file="$CERTS/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
   --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
   --requestheader-extra-headers-prefix=X-Remote-Extra- \

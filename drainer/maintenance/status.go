@@ -53,6 +53,11 @@ const progressEvery = 5 * time.Second
 func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
 	s.status.Phase = phase
 	s.status.ObservedGeneration = s.nm.Generation
+	// The node says the same in the shared vocabulary (nodeconditions.go);
+	// a refused write there is reported, and never holds the request.
+	if err := s.r.syncNodeConditions(ctx, s.node, NodeConditions(s.nm, s.status, s.status.Decision != nil && s.needsDrain()), s.now); err != nil {
+		s.logger.Error(err, "Node lifecycle conditions not written; trying again at the next save")
+	}
 	if phase.Disrupting() && res.Priority == nil {
 		// A node lull disrupts holds a budget slot until its request
 		// ends: its next round goes ahead of requests waiting to start

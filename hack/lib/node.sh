@@ -191,6 +191,11 @@ imageGCLowThresholdPercent: 99
 imageMinimumGCAge: 24h
 serializeImagePulls: false
 shutdownGracePeriod: 0s
+# Kubernetes' node lifecycle conditions (KEP-5683), which lull-drainer
+# writes; the kubelet reports its status every 30 s (not 5 min), so the
+# tests see it keep conditions others wrote within a minute.
+featureGates: {NodeLifecycleConditions: true}
+nodeStatusReportFrequency: 30s
 # Only pods meant for this node land here (lull itself through the local
 # overlay, and tests that bring their own image): everything else keeps
 # to the simulated nodes, whose pods need no image.

@@ -51,6 +51,10 @@ type Maintenance struct {
 	AllowForce bool
 	// DeleteEmptyDirData lets drains evict pods with emptyDir volumes.
 	DeleteEmptyDirData bool
+	// NodeConditions: write the node lifecycle conditions
+	// (MaintenancePlanned, MaintenanceInProgress, DrainInProgress,
+	// Drained) on the nodes of lull's requests.
+	NodeConditions bool
 	// Workers is how many requests are reconciled at once (never the same
 	// node twice). A reconcile mostly waits for the API server, so with
 	// one worker a wave's hundreds of waiting requests delay the one that
@@ -71,13 +75,14 @@ func DefaultMaintenance() Maintenance {
 		RetryDelay:         2 * time.Second,
 		MaxRetryDelay:      30 * time.Second,
 		DeleteEmptyDirData: true,
+		NodeConditions:     true,
 		Workers:            DefaultWorkers,
 	}
 }
 
 // Default fills in what m leaves unset (zero) with DefaultMaintenance's
 // values. The switches (AllowForce, DeleteEmptyDirData) are taken as
-// given: false is a choice.
+// given: false is a choice (so are NodeConditions).
 func (m *Maintenance) Default() {
 	d := DefaultMaintenance()
 	set := func(v *string, def string) {
@@ -125,6 +130,7 @@ func (m *Maintenance) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&m.Workers, "workers", m.Workers, "how many maintenance requests are reconciled at once (never the same node twice)")
 	fs.BoolVar(&m.AllowForce, "allow-force", m.AllowForce, "permit the Force escalation (deleting pods past their PodDisruptionBudget); needs pods/delete RBAC")
 	fs.BoolVar(&m.DeleteEmptyDirData, "delete-emptydir-data", m.DeleteEmptyDirData, deleteEmptyDirDataHelp)
+	fs.BoolVar(&m.NodeConditions, "node-conditions", m.NodeConditions, "write Kubernetes' node lifecycle conditions (MaintenancePlanned, MaintenanceInProgress, DrainInProgress, Drained; KEP-5683) on the nodes of lull's requests, with reasons starting Lull (docs/interop.md)")
 }
 
 // AddPreviewFlags registers the flags with which kubectl-lull's previews

@@ -61,7 +61,7 @@ func TestMaintenanceDefault(t *testing.T) {
 	m := Maintenance{DrainTimeout: time.Minute}
 	m.Default()
 	want := DefaultMaintenance()
-	want.DrainTimeout, want.DeleteEmptyDirData = time.Minute, false
+	want.DrainTimeout, want.DeleteEmptyDirData, want.NodeConditions = time.Minute, false, false
 	assert.Equal(t, want, m)
 }
 
