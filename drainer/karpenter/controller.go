@@ -28,6 +28,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +65,10 @@ var NodePoolResource = schema.GroupVersionResource{Group: "karpenter.sh", Versio
 // that one, when no window governs the pool any more.
 const AnnotationBudget = "lull.dev/karpenter-budget"
 
+// InitializedLabel is Karpenter's mark of a node it has initialized:
+// the only nodes it counts in a pool's budgets.
+const InitializedLabel = "karpenter.sh/initialized"
+
 // key is the one request the controller reconciles: every NodePool is
 // reconciled at once, since a window's room is shared among its pools.
 var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "nodepools"}}
@@ -71,6 +76,10 @@ var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "nodepool
 // resync bounds how long an entry may lag behind a change no watch sees
 // (a window's room taken by a node whose labels moved it in, say).
 const resync = time.Minute
+
+// errorRetry is how soon a round that could not write some pool tries
+// again.
+const errorRetry = 10 * time.Second
 
 // Reconciler keeps lull's entry in each NodePool's disruption budgets.
 type Reconciler struct {
@@ -82,6 +91,11 @@ type Reconciler struct {
 // Entry is a NodePool disruption budget entry as lull writes it.
 type Entry struct {
 	Nodes string `json:"nodes"`
+	// Copies, in the record, is how many entries equal to lull's the
+	// pool had once lull wrote (lull's and any of the admin's): fewer now
+	// means someone took lull's away, and lull then takes none of the
+	// admin's for its own.
+	Copies int `json:"copies,omitempty"`
 }
 
 // Reconcile computes every NodePool's entry and writes those that
@@ -97,26 +111,76 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var errs []error
+	// Entries that go down are written before any goes up (or away):
+	// between two writes Karpenter may act on what it sees, and a pool
+	// raised before another is lowered would let it take, for that
+	// moment, more than a window has room for. A lowering that fails
+	// holds every raise back until the next round.
+	lower, raise := []*unstructured.Unstructured{}, []*unstructured.Unstructured{}
 	for _, p := range pools {
-		e, governed := want[p.GetName()]
-		var entry *Entry
-		if governed {
-			entry = &e
-		}
-		changed, err := r.apply(ctx, p, entry)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if changed {
-			logger.Info("Wrote lull's disruption budget entry of a Karpenter NodePool", "nodePool", p.GetName(), "entry", entry)
+		if limit(want, p.GetName()) < recordedLimit(p) {
+			lower = append(lower, p)
+		} else {
+			raise = append(raise, p)
 		}
 	}
+	var errs []error
+	for i, batch := range [][]*unstructured.Unstructured{lower, raise} {
+		if i == 1 && len(errs) > 0 {
+			break
+		}
+		for _, p := range batch {
+			var entry *Entry
+			if e, governed := want[p.GetName()]; governed {
+				entry = &e
+			}
+			changed, err := r.apply(ctx, p, entry)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if changed {
+				logger.Info("Wrote lull's disruption budget entry of a Karpenter NodePool", "nodePool", p.GetName(), "entry", entry)
+			}
+		}
+	}
+	after := min(resync, max(time.Second, next.Sub(now)))
 	if len(errs) > 0 {
-		return reconcile.Result{}, fmt.Errorf("writing NodePool budgets: %v", errs)
+		// One pool lull cannot write (a malformed one, a conflict) must
+		// not cost the others their next transition: an error would have
+		// the controller back off and drop the timed look. Say so, and
+		// look again soon.
+		logger.Error(fmt.Errorf("%v", errs), "Some Karpenter NodePools' budget entries are not written; trying again", "in", min(after, errorRetry))
+		return reconcile.Result{RequeueAfter: min(after, errorRetry)}, nil
 	}
-	return reconcile.Result{RequeueAfter: min(resync, max(time.Second, next.Sub(now)))}, nil
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// limit is the node count lull's entry for pool says (MaxInt: none).
+func limit(want map[string]Entry, pool string) int {
+	e, ok := want[pool]
+	if !ok {
+		return math.MaxInt
+	}
+	return entryLimit(e)
+}
+
+// recordedLimit is the node count of the entry pool's record names
+// (MaxInt: none, or a record lull cannot read, which apply refuses).
+func recordedLimit(pool *unstructured.Unstructured) int {
+	e, err := Recorded(pool)
+	if err != nil || e == nil {
+		return math.MaxInt
+	}
+	return entryLimit(*e)
+}
+
+func entryLimit(e Entry) int {
+	n, err := strconv.Atoi(e.Nodes)
+	if err != nil {
+		return math.MaxInt
+	}
+	return n
 }
 
 // pools lists the NodePools, by name.
@@ -226,10 +290,15 @@ func selects(sel labels.Selector, pool *unstructured.Unstructured, nodes []*core
 }
 
 // subtracted counts the nodes Karpenter subtracts from a pool's budget
-// by itself: NotReady, or marked for disruption or deletion.
+// by itself: initialized (Karpenter counts no other), and NotReady or
+// marked for disruption or deletion. Counting one it does not subtract
+// (a node still launching) would give it room the window does not have.
 func subtracted(nodes []*corev1.Node) int {
 	n := 0
 	for _, node := range nodes {
+		if node.Labels[InitializedLabel] != "true" {
+			continue
+		}
 		_, disrupted := disruptors.Of(node)
 		if disrupted || node.DeletionTimestamp != nil || !ready(node) {
 			n++
@@ -258,26 +327,36 @@ func (r *Reconciler) apply(ctx context.Context, pool *unstructured.Unstructured,
 		// leave the pool alone (fail closed: no entry of lull's goes).
 		return false, fmt.Errorf("NodePool %s: %w", pool.GetName(), err)
 	}
-	if ptrEqual(recorded, entry) {
-		return false, nil
-	}
 	var budgets []any
+	wasList := false
 	switch v, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "spec", "disruption", "budgets"); v := v.(type) {
 	case nil: // none (null): Karpenter's default applies
 	case []any:
-		budgets = v
+		budgets, wasList = v, true
 	default:
 		return false, fmt.Errorf("NodePool %s: spec.disruption.budgets is a %T, not a list", pool.GetName(), v)
 	}
-	budgets = Replace(budgets, recorded, entry)
+	// lull's entry is there while as many entries equal to it are as
+	// when lull wrote it.
+	var old *Entry
+	if recorded != nil && copiesOf(budgets, *recorded) >= max(1, recorded.Copies) {
+		old = recorded
+	}
+	switch {
+	case entry == nil && recorded == nil:
+		return false, nil
+	case entry != nil && old != nil && old.Nodes == entry.Nodes:
+		return false, nil // recorded and there
+	}
+	budgets = Replace(budgets, old, entry)
 	var ann any
 	if entry != nil {
-		b, _ := json.Marshal(entry)
+		b, _ := json.Marshal(Entry{Nodes: entry.Nodes, Copies: copiesOf(budgets, *entry)})
 		ann = string(b)
 	}
 	var budgetsValue any = budgets
-	if len(budgets) == 0 {
-		budgetsValue = nil // Karpenter's default applies again
+	if len(budgets) == 0 && !wasList {
+		budgetsValue = nil // none, as before lull: Karpenter's default applies
 	}
 	patch := map[string]any{
 		"metadata": map[string]any{"resourceVersion": pool.GetResourceVersion(), "annotations": map[string]any{AnnotationBudget: ann}},
@@ -296,6 +375,17 @@ func (r *Reconciler) apply(ctx context.Context, pool *unstructured.Unstructured,
 	return true, nil
 }
 
+// copiesOf counts the budgets equal to lull's entry e.
+func copiesOf(budgets []any, e Entry) int {
+	n := 0
+	for _, b := range budgets {
+		if isEntry(b, e) {
+			n++
+		}
+	}
+	return n
+}
+
 // Recorded is the entry pool's annotation says lull added (nil: none).
 func Recorded(pool *unstructured.Unstructured) (*Entry, error) {
 	v, ok := pool.GetAnnotations()[AnnotationBudget]
@@ -303,7 +393,7 @@ func Recorded(pool *unstructured.Unstructured) (*Entry, error) {
 		return nil, nil
 	}
 	var e Entry
-	if err := json.Unmarshal([]byte(v), &e); err != nil || e.Nodes == "" {
+	if err := json.Unmarshal([]byte(v), &e); err != nil || e.Nodes == "" || e.Copies < 0 {
 		return nil, fmt.Errorf("annotation %s=%q is not an entry lull wrote", AnnotationBudget, v)
 	}
 	return &e, nil
@@ -339,12 +429,6 @@ func isEntry(b any, e Entry) bool {
 	return ok && n == e.Nodes
 }
 
-func ptrEqual(a, b *Entry) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
 
 // SetupWithManager registers the controller: any change to a NodePool, a
 // window, a request's use of budget or a Karpenter node's state

@@ -36,7 +36,7 @@ func pool(name string, budgets ...any) *unstructured.Unstructured {
 }
 
 func node(name, pool string, mods ...func(*corev1.Node)) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{disruptors.NodePoolLabel: pool, "team": "a"}},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{disruptors.NodePoolLabel: pool, "team": "a", InitializedLabel: "true"}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	for _, m := range mods {
 		m(n)
@@ -99,7 +99,7 @@ func TestOpenWindowLeavesKarpenterTheRoomLeft(t *testing.T) {
 	// maxUnavailable 3, n3 held by lull and n2 by Karpenter: 1 left;
 	// Karpenter subtracts n2 itself, so the entry says 1 + 1.
 	require.Equal(t, []any{admins, map[string]any{"nodes": "2"}}, b)
-	require.JSONEq(t, `{"nodes":"2"}`, ann)
+	require.JSONEq(t, `{"nodes":"2","copies":1}`, ann)
 }
 
 func TestClosedWindowHoldsKarpenterOff(t *testing.T) {
@@ -115,7 +115,7 @@ func TestClosedWindowHoldsKarpenterOff(t *testing.T) {
 	reconcileOnce(t, r)
 	b, ann := budgetsOf(t, c, "a")
 	require.Equal(t, []any{admins, map[string]any{"nodes": "3"}}, b)
-	require.JSONEq(t, `{"nodes":"3"}`, ann)
+	require.JSONEq(t, `{"nodes":"3","copies":1}`, ann)
 }
 
 func TestNoGoverningWindowRemovesOnlyLullsEntry(t *testing.T) {
@@ -144,8 +144,9 @@ func TestUnreadableRecordLeavesThePoolAlone(t *testing.T) {
 	p := pool("a", map[string]any{"nodes": "5"})
 	p.SetAnnotations(map[string]string{AnnotationBudget: `not json`})
 	r, c := reconciler(t, p, governing("w", 1, lullv1alpha1.StrategyPermissive), node("n1", "a"))
-	_, err := r.Reconcile(context.Background(), key)
-	require.ErrorContains(t, err, "is not an entry lull wrote")
+	res, err := r.Reconcile(context.Background(), key)
+	require.NoError(t, err, "one pool's trouble is logged; the round goes on")
+	require.Equal(t, errorRetry, res.RequeueAfter)
 	b, _ := budgetsOf(t, c, "a")
 	require.Equal(t, []any{map[string]any{"nodes": "5"}}, b)
 }
@@ -167,4 +168,37 @@ func TestReplace(t *testing.T) {
 	got := Replace([]any{admin, map[string]any{"nodes": "1"}}, &Entry{Nodes: "1"}, &Entry{Nodes: "0"})
 	require.Equal(t, []any{admin, map[string]any{"nodes": "0"}}, got, "an admin's entry with reasons is never taken for lull's")
 	require.Equal(t, []any{admin}, Replace([]any{admin}, &Entry{Nodes: "0"}, nil))
+}
+
+// Someone takes lull's entry away and leaves the record: lull adds it
+// again; an admin's entry equal to lull's, there when lull wrote
+// (copies 2), is never taken for lull's.
+func TestEntryTakenAwayIsAddedAgainAndAdminsStays(t *testing.T) {
+	admins := map[string]any{"nodes": "0"}
+	p := pool("a", admins)
+	p.SetAnnotations(map[string]string{AnnotationBudget: `{"nodes":"0","copies":2}`})
+	r, c := reconciler(t, p, governing("w", 1, lullv1alpha1.StrategySchedule), node("n1", "a"))
+	reconcileOnce(t, r)
+	b, ann := budgetsOf(t, c, "a")
+	require.Equal(t, []any{admins, map[string]any{"nodes": "0"}}, b, "lull's entry is there again")
+	require.JSONEq(t, `{"nodes":"0","copies":2}`, ann)
+
+	// The window stops governing: lull's goes, the admin's stays.
+	var w lullv1alpha1.MaintenanceWindow
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: "w"}, &w))
+	w.Spec.Karpenter = nil
+	require.NoError(t, c.Update(context.Background(), &w))
+	reconcileOnce(t, r)
+	b, ann = budgetsOf(t, c, "a")
+	require.Equal(t, []any{admins}, b)
+	require.Empty(t, ann)
+
+	// lull's gone by hand, the record left: lull removes nothing.
+	p2 := pool("b", admins)
+	p2.SetAnnotations(map[string]string{AnnotationBudget: `{"nodes":"0","copies":2}`})
+	require.NoError(t, c.Create(context.Background(), p2))
+	reconcileOnce(t, r)
+	b, ann = budgetsOf(t, c, "b")
+	require.Equal(t, []any{admins}, b, "the admin's entry is not taken for lull's")
+	require.Empty(t, ann)
 }

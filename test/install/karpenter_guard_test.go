@@ -39,14 +39,16 @@ spec:
 	}
 	refused := refusedBy("lull-karpenter-writes")
 	g.steps(t, []guardStep{
-		{name: "lull adds its entry, recorded", as: drainer, args: lulls(admins+`,{"nodes":"0"}`, `"{\"nodes\":\"0\"}"`)},
-		{name: "and replaces it", as: drainer, args: lulls(admins+`,{"nodes":"2"}`, `"{\"nodes\":\"2\"}"`)},
+		{name: "lull adds its entry, recorded", as: drainer, args: lulls(admins+`,{"nodes":"0"}`, `"{\"nodes\":\"0\",\"copies\":1}"`)},
+		{name: "and replaces it", as: drainer, args: lulls(admins+`,{"nodes":"2"}`, `"{\"nodes\":\"2\",\"copies\":1}"`)},
 		// A policy becomes active moments after its creation: asked
 		// again (a dry run) until it answers.
-		{name: "not an entry its record does not name", as: drainer, args: append(lulls(admins+`,{"nodes":"3"}`, `"{\"nodes\":\"2\"}"`), "--dry-run=server"),
+		{name: "not an entry its record does not name", as: drainer, args: append(lulls(admins+`,{"nodes":"3"}`, `"{\"nodes\":\"2\",\"copies\":1}"`), "--dry-run=server"),
 			refused: append(refused, "add only one plain node count"), eventually: true},
-		{name: "not an admin's entry taken away", as: drainer, args: lulls(`{"nodes":"10%"},{"nodes":"2"}`, `"{\"nodes\":\"2\"}"`), refused: append(refused, "remove only the budget entry its record")},
-		{name: "not an entry with a schedule", as: drainer, args: lulls(admins+`,{"nodes":"2"},{"nodes":"1","schedule":"@daily","duration":"1h"}`, `"{\"nodes\":\"2\"}"`), refused: refused},
+		{name: "not an admin's entry taken away", as: drainer, args: lulls(`{"nodes":"10%"},{"nodes":"2"}`, `"{\"nodes\":\"2\",\"copies\":1}"`), refused: append(refused, "remove only the budget entry its record")},
+		{name: "not an entry with a schedule", as: drainer, args: lulls(admins+`,{"nodes":"2"},{"nodes":"1","schedule":"@daily","duration":"1h"}`, `"{\"nodes\":\"2\",\"copies\":1}"`), refused: refused},
+		{name: "not a record alone, pointing at an admin's entry", as: drainer, args: mergePatch("nodepool", "np", `{"metadata":{"annotations":{"lull.dev/karpenter-budget":"{\"nodes\":\"10%\",\"copies\":1}"}}}`),
+			refused: append(refused, "only the entry it adds in the same write")},
 		{name: "not a percentage", as: drainer, args: lulls(admins+`,{"nodes":"100%"}`, `"{\"nodes\":\"100%\"}"`), refused: refused},
 		{name: "not the template", as: drainer, args: mergePatch("nodepool", "np", `{"spec":{"template":{"metadata":{"labels":{"team":"b"}}}}}`), refused: append(refused, "only its own disruption budget entry")},
 		{name: "not the consolidation policy", as: drainer, args: mergePatch("nodepool", "np", `{"spec":{"disruption":{"consolidationPolicy":"WhenEmpty"}}}`), refused: refused},
