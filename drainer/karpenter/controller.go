@@ -429,7 +429,6 @@ func isEntry(b any, e Entry) bool {
 	return ok && n == e.Nodes
 }
 
-
 // SetupWithManager registers the controller: any change to a NodePool, a
 // window, a request's use of budget or a Karpenter node's state
 // reconciles every NodePool.
