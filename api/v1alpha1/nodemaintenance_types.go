@@ -36,6 +36,11 @@ const (
 	// undone, node leases released, each request kept as Failed with
 	// reason Uninstalled, labels left as they are, no new request made.
 	UninstallAnnotation = "lull.dev/uninstall"
+	// KarpenterBudgetAnnotation on a Karpenter NodePool records the
+	// disruption budget entry lull added to it (drainer/karpenter): lull
+	// removes that entry, and only that one, when no window governs the
+	// pool any more and when it is uninstalled.
+	KarpenterBudgetAnnotation = "lull.dev/karpenter-budget"
 	// DrainerFinalizer on a NodeMaintenance: lull-drainer has cordons or a
 	// lease to give back before the request may go.
 	DrainerFinalizer = "lull.dev/maintenance"

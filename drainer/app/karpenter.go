@@ -39,7 +39,12 @@ func SetupKarpenter(mgr ctrl.Manager, o Options, clk clock.WithTicker) error {
 				logger.V(2).Info("Cannot tell whether Karpenter's NodePools are served; asking again", "error", err, "in", karpenterPoll)
 			case served:
 				logger.Info("Karpenter's NodePools are served; windows with spec.karpenter.governDisruption govern their voluntary disruption")
-				return (&karpenter.Reconciler{Client: mgr.GetClient(), Clock: clk, Options: o.Settings.WindowOptions()}).SetupWithManager(mgr)
+				in := install(&o)
+				return (&karpenter.Reconciler{Client: mgr.GetClient(), Clock: clk, Options: o.Settings.WindowOptions(),
+					Uninstalling: func(ctx context.Context) (bool, error) {
+						gone, _, err := in.Uninstalling(ctx, mgr.GetClient())
+						return gone, err
+					}}).SetupWithManager(mgr)
 			}
 			select {
 			case <-ctx.Done():

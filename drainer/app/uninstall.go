@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -12,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"lull.dev/lull/drainer/karpenter"
 	"lull.dev/lull/drainer/maintenance"
 	"lull.dev/lull/lease"
 	lullscheme "lull.dev/lull/pkg/scheme"
@@ -127,8 +129,17 @@ func endRequests(ctx context.Context, cfg *rest.Config, o Options, clk clock.Clo
 	// deadline.
 	for {
 		n, err := r.WindDown(ctx)
+		var failed []string
 		if err == nil {
-			logger.Info("Ended every request", "ended", n)
+			// And lull's entries in Karpenter's NodePools: one left at
+			// "0" would hold Karpenter off for ever.
+			failed, err = karpenter.RemoveAll(ctx, c)
+			if err == nil && len(failed) > 0 {
+				err = fmt.Errorf("lull's budget entries not removed from NodePools %v", failed)
+			}
+		}
+		if err == nil {
+			logger.Info("Ended every request and removed lull's entries from Karpenter's NodePools", "ended", n)
 			return
 		}
 		logger.Error(err, "Ending the requests; trying again")

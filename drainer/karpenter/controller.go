@@ -33,6 +33,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -63,7 +64,7 @@ var NodePoolResource = schema.GroupVersionResource{Group: "karpenter.sh", Versio
 // AnnotationBudget records, on a NodePool, the budget entry lull added to
 // its spec.disruption.budgets (JSON): lull removes that entry, and only
 // that one, when no window governs the pool any more.
-const AnnotationBudget = "lull.dev/karpenter-budget"
+const AnnotationBudget = lullv1alpha1.KarpenterBudgetAnnotation
 
 // InitializedLabel is Karpenter's mark of a node it has initialized:
 // the only nodes it counts in a pool's budgets.
@@ -74,8 +75,9 @@ const InitializedLabel = "karpenter.sh/initialized"
 var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "nodepools"}}
 
 // resync bounds how long an entry may lag behind a change no watch sees
-// (a window's room taken by a node whose labels moved it in, say).
-const resync = time.Minute
+// (a window's room taken by a node whose labels moved it in, say, or
+// lull being uninstalled).
+const resync = 30 * time.Second
 
 // errorRetry is how soon a round that could not write some pool tries
 // again.
@@ -86,6 +88,9 @@ type Reconciler struct {
 	Client  client.Client
 	Clock   clock.Clock
 	Options engine.Options
+	// Uninstalling reports whether lull is being uninstalled: then every
+	// entry of lull's goes (nil: never).
+	Uninstalling func(ctx context.Context) (bool, error)
 }
 
 // Entry is a NodePool disruption budget entry as lull writes it.
@@ -110,6 +115,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	want, next, err := r.desired(ctx, pools, now)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if r.Uninstalling != nil {
+		if gone, err := r.Uninstalling(ctx); err != nil {
+			return reconcile.Result{}, err
+		} else if gone {
+			// lull goes: a "0" left behind would hold Karpenter off for
+			// ever, and nobody would write it again.
+			want = map[string]Entry{}
+		}
 	}
 	// Entries that go down are written before any goes up (or away):
 	// between two writes Karpenter may act on what it sees, and a pool
@@ -427,6 +441,31 @@ func isEntry(b any, e Entry) bool {
 	}
 	n, ok := m["nodes"].(string)
 	return ok && n == e.Nodes
+}
+
+// RemoveAll removes lull's entry from every NodePool that records one
+// (lull is being uninstalled and its controller may not run again); it
+// returns the pools it could not write. Without Karpenter's NodePools
+// there is nothing to do.
+func RemoveAll(ctx context.Context, c client.Client) ([]string, error) {
+	r := &Reconciler{Client: c}
+	pools, err := r.pools(ctx)
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var failed []string
+	for _, p := range pools {
+		if _, ok := p.GetAnnotations()[AnnotationBudget]; !ok {
+			continue
+		}
+		if _, err := r.apply(ctx, p, nil); err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", p.GetName(), err))
+		}
+	}
+	return failed, nil
 }
 
 // SetupWithManager registers the controller: any change to a NodePool, a

@@ -202,3 +202,30 @@ func TestEntryTakenAwayIsAddedAgainAndAdminsStays(t *testing.T) {
 	require.Equal(t, []any{admins}, b, "the admin's entry is not taken for lull's")
 	require.Empty(t, ann)
 }
+
+// lull uninstalled: every entry of lull's goes (a "0" left behind would
+// hold Karpenter off for ever), the admins' stay; RemoveAll does the same
+// without the controller.
+func TestUninstallRemovesEveryEntry(t *testing.T) {
+	admins := map[string]any{"nodes": "10%"}
+	r, c := reconciler(t, pool("a", admins), pool("b"), governing("w", 1, lullv1alpha1.StrategySchedule), node("n1", "a"), node("n2", "b"))
+	reconcileOnce(t, r)
+	b, _ := budgetsOf(t, c, "a")
+	require.Equal(t, []any{admins, map[string]any{"nodes": "0"}}, b)
+	r.Uninstalling = func(context.Context) (bool, error) { return true, nil }
+	reconcileOnce(t, r)
+	b, ann := budgetsOf(t, c, "a")
+	require.Equal(t, []any{admins}, b)
+	require.Empty(t, ann)
+	b, _ = budgetsOf(t, c, "b")
+	require.Empty(t, b, "a pool that had no budgets before lull has none again")
+
+	r.Uninstalling = nil
+	reconcileOnce(t, r)
+	failed, err := RemoveAll(context.Background(), c)
+	require.NoError(t, err)
+	require.Empty(t, failed)
+	b, ann = budgetsOf(t, c, "a")
+	require.Equal(t, []any{admins}, b)
+	require.Empty(t, ann)
+}

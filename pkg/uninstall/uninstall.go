@@ -14,6 +14,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,24 +70,60 @@ func Holding(ctx context.Context, c client.Reader) ([]lullv1alpha1.NodeMaintenan
 	return out, nil
 }
 
-// Wait waits until no request holds anything, for at most timeout; the
-// error names those still held.
+// NodePools lists the Karpenter NodePools that still carry an entry of
+// lull's (lullv1alpha1.KarpenterBudgetAnnotation); none without Karpenter.
+func NodePools(ctx context.Context, c client.Reader) ([]string, error) {
+	var pools unstructured.UnstructuredList
+	pools.SetGroupVersionKind(schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodePoolList"})
+	err := c.List(ctx, &pools)
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		// No Karpenter; or a caller who may not read NodePools, for whom
+		// lull-drainer's own hook and shutdown remove the entries.
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range pools.Items {
+		if _, ok := p.GetAnnotations()[lullv1alpha1.KarpenterBudgetAnnotation]; ok {
+			out = append(out, p.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Wait waits until no request holds anything and no Karpenter NodePool
+// carries an entry of lull's, for at most timeout; the error names those
+// still held.
 func Wait(ctx context.Context, c client.Reader, timeout time.Duration) error {
 	var left []lullv1alpha1.NodeMaintenance
+	var pools []string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		var err error
-		left, err = Holding(ctx, c)
-		return len(left) == 0, err
+		if left, err = Holding(ctx, c); err != nil {
+			return false, err
+		}
+		pools, err = NodePools(ctx, c)
+		return len(left) == 0 && len(pools) == 0, err
 	})
 	if err == nil {
 		return nil
 	}
-	if len(left) == 0 {
+	if len(left) == 0 && len(pools) == 0 {
 		return err
 	}
 	names := make([]string, 0, len(left))
 	for _, nm := range left {
 		names = append(names, nm.Name)
 	}
-	return fmt.Errorf("requests still held after %s: %s (kubectl lull status; lull-drainer's log)", timeout, strings.Join(names, ", "))
+	var what []string
+	if len(names) > 0 {
+		what = append(what, "requests still held: "+strings.Join(names, ", "))
+	}
+	if len(pools) > 0 {
+		what = append(what, "Karpenter NodePools still carrying lull's budget entry (annotation "+lullv1alpha1.KarpenterBudgetAnnotation+"): "+strings.Join(pools, ", "))
+	}
+	return fmt.Errorf("after %s, %s (kubectl lull status; lull-drainer's log)", timeout, strings.Join(what, "; "))
 }
