@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"lull.dev/lull/drainer/karpenter"
+	"lull.dev/lull/pkg/settings"
 )
 
 // karpenterPoll is how often the leader asks discovery whether
@@ -41,6 +42,7 @@ func SetupKarpenter(mgr ctrl.Manager, o Options, clk clock.WithTicker) error {
 				logger.Info("Karpenter's NodePools are served; windows with spec.karpenter.governDisruption govern their voluntary disruption")
 				in := install(&o)
 				return (&karpenter.Reconciler{Client: mgr.GetClient(), Clock: clk, Options: o.Settings.WindowOptions(),
+					Recorder: mgr.GetEventRecorder(settings.Drainer),
 					Uninstalling: func(ctx context.Context) (bool, error) {
 						gone, _, err := in.Uninstalling(ctx, mgr.GetClient())
 						return gone, err

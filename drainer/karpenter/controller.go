@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
@@ -85,9 +86,12 @@ const errorRetry = 10 * time.Second
 
 // Reconciler keeps lull's entry in each NodePool's disruption budgets.
 type Reconciler struct {
-	Client  client.Client
-	Clock   clock.Clock
-	Options engine.Options
+	Client client.Client
+	// Recorder, when set, records on a NodePool why lull could not
+	// write its entry.
+	Recorder events.EventRecorder
+	Clock    clock.Clock
+	Options  engine.Options
 	// Uninstalling reports whether lull is being uninstalled: then every
 	// entry of lull's goes (nil: never).
 	Uninstalling func(ctx context.Context) (bool, error)
@@ -112,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	want, next, err := r.desired(ctx, pools, now)
+	want, windowsOf, next, err := r.desired(ctx, pools, now)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -128,22 +132,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	// Entries that go down are written before any goes up (or away):
 	// between two writes Karpenter may act on what it sees, and a pool
 	// raised before another is lowered would let it take, for that
-	// moment, more than a window has room for. A lowering that fails
-	// holds every raise back until the next round.
+	// moment, more than a window has room for. Whether an entry goes down
+	// is judged by what the pool carries now (an entry of lull's taken
+	// away is no limit). A lowering that fails holds back the raises of
+	// the pools that share a window with it, and only those.
 	lower, raise := []*unstructured.Unstructured{}, []*unstructured.Unstructured{}
 	for _, p := range pools {
-		if limit(want, p.GetName()) < recordedLimit(p) {
+		if limit(want, p.GetName()) < currentLimit(p) {
 			lower = append(lower, p)
 		} else {
 			raise = append(raise, p)
 		}
 	}
 	var errs []error
+	held := map[string]bool{} // windows a failed lowering holds
 	for i, batch := range [][]*unstructured.Unstructured{lower, raise} {
-		if i == 1 && len(errs) > 0 {
-			break
-		}
 		for _, p := range batch {
+			if i == 1 && slices.ContainsFunc(windowsOf[p.GetName()], func(w string) bool { return held[w] }) {
+				errs = append(errs, fmt.Errorf("NodePool %s: not raised while a pool of its windows %v could not be lowered", p.GetName(), windowsOf[p.GetName()]))
+				continue
+			}
 			var entry *Entry
 			if e, governed := want[p.GetName()]; governed {
 				entry = &e
@@ -151,6 +159,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			changed, err := r.apply(ctx, p, entry)
 			if err != nil {
 				errs = append(errs, err)
+				r.event(p, "BudgetEntryNotWritten", "lull could not write its disruption budget entry %v: %v", entry, err)
+				if i == 0 {
+					for _, w := range windowsOf[p.GetName()] {
+						held[w] = true
+					}
+				}
 				continue
 			}
 			if changed {
@@ -179,12 +193,24 @@ func limit(want map[string]Entry, pool string) int {
 	return entryLimit(e)
 }
 
-// recordedLimit is the node count of the entry pool's record names
-// (MaxInt: none, or a record lull cannot read, which apply refuses).
-func recordedLimit(pool *unstructured.Unstructured) int {
+// event records a Warning on pool, when there is a recorder.
+func (r *Reconciler) event(pool *unstructured.Unstructured, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, reason, "Govern", format, args...)
+	}
+}
+
+// currentLimit is the node count of lull's entry as pool carries it now
+// (MaxInt: none there, or a record lull cannot read, which apply refuses).
+func currentLimit(pool *unstructured.Unstructured) int {
 	e, err := Recorded(pool)
 	if err != nil || e == nil {
 		return math.MaxInt
+	}
+	v, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "spec", "disruption", "budgets")
+	budgets, _ := v.([]any)
+	if copiesOf(budgets, *e) < max(1, e.Copies) {
+		return math.MaxInt // taken away
 	}
 	return entryLimit(*e)
 }
@@ -214,15 +240,16 @@ func (r *Reconciler) pools(ctx context.Context) ([]*unstructured.Unstructured, e
 
 // desired is the entry each governed NodePool should carry now, and when
 // the answer next changes by itself (a window opening or closing).
-func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstructured, now time.Time) (map[string]Entry, time.Time, error) {
+func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstructured, now time.Time) (map[string]Entry, map[string][]string, time.Time, error) {
 	next := now.Add(resync)
+	windowsOf := map[string][]string{}
 	var windows lullv1alpha1.MaintenanceWindowList
 	if err := r.Client.List(ctx, &windows); err != nil {
-		return nil, next, fmt.Errorf("listing MaintenanceWindows: %w", err)
+		return nil, nil, next, fmt.Errorf("listing MaintenanceWindows: %w", err)
 	}
 	var nodes corev1.NodeList
 	if err := r.Client.List(ctx, &nodes, client.HasLabels{disruptors.NodePoolLabel}); err != nil {
-		return nil, next, fmt.Errorf("listing Karpenter's nodes: %w", err)
+		return nil, nil, next, fmt.Errorf("listing Karpenter's nodes: %w", err)
 	}
 	byPool := map[string][]*corev1.Node{}
 	for i := range nodes.Items {
@@ -246,15 +273,28 @@ func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstruct
 		if len(governed) == 0 {
 			continue
 		}
+		for _, p := range governed {
+			windowsOf[p] = append(windowsOf[p], w.Name)
+		}
 		ev := engine.CompileOrInvalid(&w.Spec, r.Options).Evaluate(now)
 		if ev.Until.Before(next) {
 			next = ev.Until
 		}
+		// Open, with the time left lull itself needs to start a node
+		// (minTimeRemaining): Karpenter gets no more than lull takes.
+		open := ev.Permitted
+		if open && w.Spec.MinTimeRemaining != nil && !ev.Until.IsZero() && ev.Until.Sub(now) < w.Spec.MinTimeRemaining.Duration {
+			open = false
+		} else if open && w.Spec.MinTimeRemaining != nil {
+			if t := ev.Until.Add(-w.Spec.MinTimeRemaining.Duration); t.After(now) && t.Before(next) {
+				next = t
+			}
+		}
 		room := 0
-		if ev.Permitted {
+		if open {
 			left, _, err := budget.Left(ctx, r.Client, w)
 			if err != nil {
-				return nil, next, fmt.Errorf("window %s: %w", w.Name, err)
+				return nil, nil, next, fmt.Errorf("window %s: %w", w.Name, err)
 			}
 			room = left
 		}
@@ -283,7 +323,7 @@ func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstruct
 		}
 		want[p] = Entry{Nodes: fmt.Sprint(n)}
 	}
-	return want, next, nil
+	return want, windowsOf, next, nil
 }
 
 // selects reports whether a window's selector selects a pool: one of its

@@ -143,6 +143,14 @@ func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
 		if err := s.r.patchNode(ctx, s.node, patch); err != nil {
 			return reconcile.Result{}, fmt.Errorf("cordoning node %s: %w", s.node.Name, err)
 		}
+	} else {
+		// Nothing to write, so nothing came back: the check below reads
+		// the node as it is now, not as the cache last saw it.
+		var live corev1.Node
+		if err := s.r.live().Get(ctx, client.ObjectKey{Name: s.node.Name}, &live); err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading node %s: %w", s.node.Name, err)
+		}
+		s.node = &live
 	}
 	s.status.CordonedByLull = !ptr.Deref(s.status.WasUnschedulable, false)
 	if d, ok := disruptors.Of(s.node); ok {
@@ -170,11 +178,22 @@ func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
 }
 
 // yield gives the node to another tool that began disrupting it as lull
-// started: lull's lease and budget slot go, its cordon stays (still lull's
-// to undo), and the request waits for the tool as for any other holder.
+// started, before lull evicts anything: lull's cordon and annotations,
+// lease and budget slot go, and the request waits for the tool as for any
+// other holder.
 func (s *step) yield(ctx context.Context, d disruptors.Disruption) (reconcile.Result, error) {
 	held := d.Held(s.node.Name, otherDisruptorRetry)
 	s.logger.Info("Another tool began disrupting the node as lull started; yielding", "holder", d.By, "what", d.What)
+	// Everything lull put on the node goes back at once (its cordon,
+	// its annotations): the request starts afresh, recording the node as
+	// it finds it then, if the other tool leaves the node to it. Keeping
+	// the cordon through the wait would leave lull's record of whose
+	// cordon it is to go stale while others act on the node.
+	if err := s.r.giveBack(ctx, s.node, s.status); err != nil {
+		return reconcile.Result{}, err
+	}
+	s.status.WasUnschedulable, s.status.CordonedByLull, s.status.StartedAt = nil, false, nil
+	s.cond(ConditionCordoned, false, "Yielded", held.Error())
 	s.releaseIfHeld(ctx)
 	s.record(eventWaitingForLease(held.Error()))
 	s.status.LeaseHolder = held.Holder

@@ -88,13 +88,16 @@ spec:
     resourceRules:
     - {apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [nodes]}
   matchConditions:
-  - name: race1-cordoned
-    expression: object.metadata.name == "race1" && object.spec.?unschedulable.orValue(false) && !oldObject.spec.?unschedulable.orValue(false)
+  - name: race1-cordoned-once
+    expression: >-
+      object.metadata.name == "race1" && object.spec.?unschedulable.orValue(false) &&
+      !oldObject.spec.?unschedulable.orValue(false) && !("e2e.lull.dev/raced" in object.metadata.?labels.orValue({}))
   mutations:
   - patchType: JSONPatch
     jsonPatch:
       expression: >-
-        [JSONPatch{op: "add", path: "/spec/taints", value: [Object.spec.taints{key: "karpenter.sh/disrupted", effect: "NoSchedule"}]}]
+        [JSONPatch{op: "add", path: "/spec/taints", value: [Object.spec.taints{key: "karpenter.sh/disrupted", effect: "NoSchedule"}]},
+        JSONPatch{op: "add", path: "/metadata/labels/e2e.lull.dev~1raced", value: "true"}]
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicyBinding
@@ -116,7 +119,7 @@ func TestDrainerYieldsToKarpenterMarkingAtTheCordon(t *testing.T) {
 	}
 	// A policy becomes active moments after its creation: wait until it
 	// taints a dry-run cordon.
-	e.node("race1", nil)
+	e.node("race1", map[string]string{"pool": "race"})
 	e.pods("race1", "web", 1)
 	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n := e.nodeObj("race1")
@@ -132,12 +135,14 @@ func TestDrainerYieldsToKarpenterMarkingAtTheCordon(t *testing.T) {
 	e.label("race1", ptr.To("kernel-update"))
 	nm := e.waitNM("race1", "WaitingForLease", phaseIs(lullv1alpha1.PhaseWaitingForLease))
 	require.Equal(t, disruptors.Karpenter, nm.Status.LeaseHolder)
-	require.True(t, nm.Status.CordonedByLull, "the cordon stays lull's to undo")
+	require.False(t, nm.Status.CordonedByLull, "lull gave its cordon back")
+	require.Nil(t, nm.Status.StartedAt, "the request starts afresh")
+	require.False(t, e.nodeObj("race1").Spec.Unschedulable, "lull's cordon undone (Karpenter's taint keeps pods off)")
 	require.Empty(t, e.leaseHolder("race1"), "lull gave the lease up")
 	require.Equal(t, 1, e.podsOn("race1"), "lull evicted nothing")
 
 	e.taint("race1", false)
 	nm = e.waitNM("race1", "Drained", phaseIs(lullv1alpha1.PhaseDrained))
 	require.True(t, nm.Status.CordonedByLull)
-	require.False(t, *nm.Status.WasUnschedulable, "lull still knows the node was schedulable before it")
+	require.False(t, *nm.Status.WasUnschedulable, "lull knows the node was schedulable before it")
 }
