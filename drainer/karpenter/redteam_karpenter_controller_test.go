@@ -306,7 +306,6 @@ func TestRedteamKarpenterOddInputsHold(t *testing.T) {
 	require.Equal(t, []any{map[string]any{"nodes": "5"}}, b)
 }
 
-
 // Promise 2, debatable (a design gap rather than a slip): a governing
 // window's minTimeRemaining ("do not start a node's drain with less than
 // this left in the window", docs/windows.md) holds lull's requests but not
