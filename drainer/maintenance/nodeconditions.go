@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,47 +72,119 @@ func NodeConditions(nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.NodeMaint
 
 // syncNodeConditions makes node carry the conditions want (lull's) in one
 // patch of its status, touching only lull's own; it writes nothing when
-// the node carries them already.
+// the node carries them already. With --node-conditions=false it wants
+// none: lull's own go, and no new one is written.
+//
+// The patch is a JSON patch by position, each of lull's entries tested
+// first (its type and reason where lull read it): another tool's
+// condition of the same type, or one that replaced lull's since the cache
+// saw the node, is never overwritten or removed (a strategic merge patch
+// keys conditions by type alone). A patch whose tests fail is made again
+// from the node as the API server has it.
 func (r *Reconciler) syncNodeConditions(ctx context.Context, node *corev1.Node, want map[corev1.NodeConditionType]corev1.NodeCondition, now time.Time) error {
-	if node == nil || !r.Options.NodeConditions {
+	if node == nil {
 		return nil
 	}
-	var patch []any
-	for _, t := range lifecycleConditions {
-		cur := nodeCondition(node, t)
-		w, wanted := want[t]
+	if !r.Options.NodeConditions {
+		want = nil
+	}
+	for attempt := 0; ; attempt++ {
+		ops := conditionsPatch(node, want, now)
+		if len(ops) == 0 {
+			return nil
+		}
+		b, err := json.Marshal(ops)
+		if err != nil {
+			return err
+		}
+		err = r.Client.Status().Patch(ctx, node, client.RawPatch(types.JSONPatchType, b))
 		switch {
-		case cur != nil && !strings.HasPrefix(cur.Reason, ReasonPrefix):
-			// Someone else's: left as it is.
-		case wanted && (cur == nil || cur.Status != w.Status || cur.Reason != w.Reason || cur.Message != w.Message):
-			c := map[string]any{"type": string(t), "status": string(w.Status), "reason": w.Reason, "message": w.Message,
-				"lastHeartbeatTime": now.UTC().Format(time.RFC3339)}
-			if cur == nil || cur.Status != w.Status {
-				c["lastTransitionTime"] = now.UTC().Format(time.RFC3339)
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case attempt < 2:
+			// A test failed (the node changed since it was read; the API
+			// server says 422, a fake client otherwise), or the write did:
+			// look again at the node as it is.
+			var live corev1.Node
+			if gerr := r.live().Get(ctx, client.ObjectKey{Name: node.Name}, &live); gerr != nil {
+				return fmt.Errorf("writing lull's conditions on node %s: %w (reading it again: %v)", node.Name, err, gerr)
 			}
-			patch = append(patch, c)
-		case !wanted && cur != nil:
-			patch = append(patch, map[string]any{"type": string(t), "$patch": "delete"})
+			*node = live
+		default:
+			return fmt.Errorf("writing lull's conditions on node %s: %w", node.Name, err)
 		}
 	}
-	if len(patch) == 0 {
-		return nil
-	}
-	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": patch}})
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Status().Patch(ctx, node, client.RawPatch(types.StrategicMergePatchType, b)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing lull's conditions on node %s: %w", node.Name, err)
-	}
-	return nil
 }
 
-func nodeCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == t {
-			return &n.Status.Conditions[i]
+// conditionsPatch is the JSON patch that turns node's lull conditions
+// into want: lull's entries (reason Lull…) replaced or removed where they
+// are, each tested first; missing ones added at the end; every other
+// entry untouched. Extra entries of lull's of one type (none should be)
+// go too.
+func conditionsPatch(node *corev1.Node, want map[corev1.NodeConditionType]corev1.NodeCondition, now time.Time) []map[string]any {
+	var replace, remove []map[string]any
+	var removeAt []int
+	have := map[corev1.NodeConditionType]bool{}
+	for i, c := range node.Status.Conditions {
+		if !slices.Contains(lifecycleConditions, c.Type) || !strings.HasPrefix(c.Reason, ReasonPrefix) {
+			continue
 		}
+		path := fmt.Sprintf("/status/conditions/%d", i)
+		test := []map[string]any{{"op": "test", "path": path + "/type", "value": string(c.Type)}, {"op": "test", "path": path + "/reason", "value": c.Reason}}
+		w, wanted := want[c.Type]
+		if !wanted || have[c.Type] {
+			remove = append(remove, test...)
+			removeAt = append(removeAt, i)
+			continue
+		}
+		have[c.Type] = true
+		if c.Status == w.Status && c.Reason == w.Reason && c.Message == w.Message {
+			continue
+		}
+		replace = append(replace, test...)
+		replace = append(replace, map[string]any{"op": "replace", "path": path, "value": conditionValue(w, &c, now)})
 	}
-	return nil
+	var add []map[string]any
+	for _, t := range lifecycleConditions {
+		w, wanted := want[t]
+		if !wanted || have[t] || foreign(node, t) {
+			continue
+		}
+		add = append(add, map[string]any{"op": "add", "path": "/status/conditions/-", "value": conditionValue(w, nil, now)})
+	}
+	if len(replace)+len(removeAt)+len(add) == 0 {
+		return nil
+	}
+	ops := append(append([]map[string]any{}, remove...), replace...)
+	// Removals last and from the end, so that no index moves before it
+	// is used.
+	slices.Sort(removeAt)
+	for k := len(removeAt) - 1; k >= 0; k-- {
+		ops = append(ops, map[string]any{"op": "remove", "path": fmt.Sprintf("/status/conditions/%d", removeAt[k])})
+	}
+	if len(node.Status.Conditions) == 0 && len(add) > 0 {
+		// No list to append to: make it.
+		ops = append(ops, map[string]any{"op": "add", "path": "/status/conditions", "value": []any{}})
+	}
+	return append(ops, add...)
+}
+
+// foreign reports whether node carries a condition of type t that is not
+// lull's: lull then writes none of that type.
+func foreign(node *corev1.Node, t corev1.NodeConditionType) bool {
+	return slices.ContainsFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == t && !strings.HasPrefix(c.Reason, ReasonPrefix)
+	})
+}
+
+// conditionValue is the JSON of condition w, its transition time kept
+// from cur when its status did not change.
+func conditionValue(w corev1.NodeCondition, cur *corev1.NodeCondition, now time.Time) map[string]any {
+	at := now.UTC().Format(time.RFC3339)
+	transition := at
+	if cur != nil && cur.Status == w.Status && !cur.LastTransitionTime.IsZero() {
+		transition = cur.LastTransitionTime.UTC().Format(time.RFC3339)
+	}
+	return map[string]any{"type": string(w.Type), "status": string(w.Status), "reason": w.Reason, "message": w.Message,
+		"lastHeartbeatTime": at, "lastTransitionTime": transition}
 }

@@ -54,7 +54,8 @@ var Rights = []Right{
 	{"lull-drainer", "delete", "pods", "default", false}, // drains through the eviction API only
 	{"lull-drainer", "patch", "nodes", "", true},
 	{"lull-drainer", "delete", "nodes", "", false},
-	{"lull-drainer", "patch", "nodes/status", "", false},
+	{"lull-drainer", "patch", "nodes/status", "", true},      // the node lifecycle conditions (guard: lull-node-conditions)
+	{"lull-drainer", "update", "nodes/status", "", false},    // no PUT of a whole node's status
 	{"lull-drainer", "get", "secrets", "lull-configs", true}, // alerts gates' credentials, used only when labelled
 	{"lull-drainer", "list", "secrets", "lull-configs", false},
 	{"lull-drainer", "get", "secrets", "default", false},
@@ -195,6 +196,24 @@ var ClusterAPIRights = []Right{
 	{"lull-drainer", "create", "clusters.cluster.x-k8s.io", "capi", false},
 	{"lull-scheduler", "patch", "machines.cluster.x-k8s.io", "capi", false},
 	{"lull-agent", "patch", "machines.cluster.x-k8s.io", "capi", false},
+}
+
+// KarpenterRights are lull-drainer's rights on Karpenter's objects
+// (docs/install.md, docs/interop.md): its own entry in a NodePool's
+// disruption budgets (patch, held by the guard lull-karpenter-writes);
+// never a create or delete, never a NodeClaim. Asked where Karpenter's
+// CRDs are installed (test/install, TestGuardKarpenterWrites).
+var KarpenterRights = []Right{
+	{"lull-drainer", "patch", "nodepools.karpenter.sh", "", true},
+	{"lull-drainer", "watch", "nodepools.karpenter.sh", "", true},
+	{"lull-drainer", "update", "nodepools.karpenter.sh", "", false},
+	{"lull-drainer", "create", "nodepools.karpenter.sh", "", false},
+	{"lull-drainer", "delete", "nodepools.karpenter.sh", "", false},
+	{"lull-drainer", "patch", "nodepools.karpenter.sh/status", "", false},
+	{"lull-drainer", "delete", "nodeclaims.karpenter.sh", "", false},
+	{"lull-drainer", "patch", "nodeclaims.karpenter.sh", "", false},
+	{"lull-scheduler", "patch", "nodepools.karpenter.sh", "", false},
+	{"lull-agent", "patch", "nodepools.karpenter.sh", "", false},
 }
 
 // CanIAnswer reads kubectl auth can-i's output: the answer is its last

@@ -17,8 +17,13 @@ func TestGuardKarpenterWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.must("apply", "--server-side", "-f", dirs[0]+"/karpenter.sh_nodepools.yaml")
-	g.must("wait", "--for=condition=Established", "--timeout=60s", "crd/nodepools.karpenter.sh")
+	g.must("apply", "--server-side", "-f", dirs[0]+"/karpenter.sh_nodepools.yaml", "-f", dirs[0]+"/karpenter.sh_nodeclaims.yaml")
+	g.must("wait", "--for=condition=Established", "--timeout=60s", "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")
+	for _, r := range framework.KarpenterRights {
+		if got := g.canI(t, r); got != r.Want {
+			t.Errorf("%s %s %s: can-i says %v, docs/install.md says %v", r.Account, r.Verb, r.Resource, got, r.Want)
+		}
+	}
 	g.must("create", "-f", g.file("nodepool.yaml", `apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata: {name: np}
