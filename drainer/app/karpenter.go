@@ -40,17 +40,20 @@ func SetupKarpenter(mgr ctrl.Manager, o Options, clk clock.WithTicker) error {
 				logger.V(2).Info("Cannot tell whether Karpenter's NodePools are served; asking again", "error", err, "in", karpenterPoll)
 			case served:
 				logger.Info("Karpenter's NodePools are served; windows with spec.karpenter.governDisruption govern their voluntary disruption")
-				// Read live, as the NodeMaintenance controller's uninstall
-				// watch does: the manager caches no Deployments, and a
-				// cached Get would start an informer lull-drainer has no
-				// right to (and block the round for ever).
-				in := install(&o)
-				return (&karpenter.Reconciler{Client: mgr.GetClient(), Clock: clk, Options: o.Settings.WindowOptions(),
-					Recorder: mgr.GetEventRecorder(settings.Drainer),
-					Uninstalling: func(ctx context.Context) (bool, error) {
+				r := &karpenter.Reconciler{Client: mgr.GetClient(), Clock: clk, Options: o.Settings.WindowOptions(),
+					Recorder: mgr.GetEventRecorder(settings.Drainer)}
+				if o.EndOnUninstall {
+					// As the NodeMaintenance controller decides it
+					// (--end-requests-on-uninstall), read live: the manager
+					// caches no Deployments, and a cached Get would start an
+					// informer lull-drainer has no right to.
+					in := install(&o)
+					r.Uninstalling = func(ctx context.Context) (bool, error) {
 						gone, _, err := in.Uninstalling(ctx, mgr.GetAPIReader())
 						return gone, err
-					}}).SetupWithManager(mgr)
+					}
+				}
+				return r.SetupWithManager(mgr)
 			}
 			select {
 			case <-ctx.Done():
