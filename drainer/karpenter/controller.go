@@ -52,6 +52,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/disruptors"
+	"lull.dev/lull/pkg/gate"
 	engine "lull.dev/lull/pkg/window"
 )
 
@@ -361,13 +362,10 @@ func subtracted(nodes []*corev1.Node) int {
 	return n
 }
 
+// ready reports whether n's Ready condition is True.
 func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	c := gate.ReadyCondition(n)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // apply makes pool carry entry (nil: none of lull's), replacing the entry

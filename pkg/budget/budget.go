@@ -145,23 +145,24 @@ func Check(ctx context.Context, live, cached client.Reader, req Request) (Result
 	}
 	var act actives
 	addRequests(&act, all.Items, req.Node)
-	if err := addDisrupted(ctx, cached, &act, req.Node); err != nil {
+	others, err := disrupted(ctx, cached, req.Node)
+	if err != nil {
 		return Result{}, err
 	}
-	for _, n := range req.Also {
+	for _, n := range append(others, req.Also...) {
 		act.add(n)
 	}
 	return evaluate(ctx, cached, req, act.list())
 }
 
-// addDisrupted adds the nodes another tool is disrupting (Karpenter,
-// cluster-autoscaler: pkg/disruptors), except node: each counts against
-// every budget its labels put it in, whoever disrupts it. A list that
-// fails fails the check (closed).
-func addDisrupted(ctx context.Context, cached client.Reader, act *actives, node string) error {
+// disrupted lists, sorted, the nodes another tool is disrupting
+// (Karpenter, cluster-autoscaler: pkg/disruptors), except node: each
+// counts against every budget its labels put it in, whoever disrupts it.
+// A list that fails fails the check (closed).
+func disrupted(ctx context.Context, cached client.Reader, node string) ([]string, error) {
 	others, err := disruptors.Disrupted(ctx, cached)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	names := make([]string, 0, len(others))
 	for n := range others {
@@ -170,10 +171,7 @@ func addDisrupted(ctx context.Context, cached client.Reader, act *actives, node 
 		}
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		act.add(n)
-	}
-	return nil
+	return names, nil
 }
 
 // addRequests adds the requests using budget, except node's, with the
@@ -299,8 +297,12 @@ func Left(ctx context.Context, cached client.Reader, w *lullv1alpha1.Maintenance
 	if err := cachedActive(ctx, cached, "", nil, &act); err != nil {
 		return 0, nil, err
 	}
-	if err := addDisrupted(ctx, cached, &act, ""); err != nil {
+	others, err := disrupted(ctx, cached, "")
+	if err != nil {
 		return 0, nil, err
+	}
+	for _, n := range others {
+		act.add(n)
 	}
 	active := act.list()
 	inUseLabels, err := labelsOf(ctx, cached, active)

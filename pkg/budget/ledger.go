@@ -88,6 +88,13 @@ const releasedFor = time.Minute
 // request from the API server: at 1,000 requests 0.3 s a list, twice a
 // second.)
 func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1alpha1.NodeMaintenance, req Request) (Result, error) {
+	// The nodes other tools disrupt, from the cache: read once for the
+	// first look and every attempt.
+	others, err := disrupted(ctx, cached, req.Node)
+	if err != nil {
+		return Result{}, err
+	}
+	req.Also = append(others, req.Also...)
 	if res, full, err := l.fullByLast(ctx, cached, nm, req); err != nil || full {
 		return res, err
 	}
@@ -113,9 +120,6 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 		pruned := l.prune(ctx, cached, entries, staleness)
 		var act actives
 		if err := cachedActive(ctx, cached, req.Node, l.settledUIDs(), &act); err != nil {
-			return Result{}, err
-		}
-		if err := addDisrupted(ctx, cached, &act, req.Node); err != nil {
 			return Result{}, err
 		}
 		for _, n := range req.Also {
@@ -223,9 +227,6 @@ func (l *Ledger) fullByLast(ctx context.Context, cached client.Reader, nm *lullv
 		if e.UID == "" || (cached.Get(ctx, client.ObjectKey{Name: e.Request}, &holder) == nil && holder.UID == e.UID && holder.Status.HoldsSlot()) {
 			held.add(node, e.Budgets...)
 		}
-	}
-	if err := addDisrupted(ctx, cached, &held, req.Node); err != nil {
-		return Result{}, false, err
 	}
 	for _, n := range req.Also {
 		held.add(n)

@@ -265,6 +265,31 @@ func (od *otherDisruptions) nodes() []string {
 	return out
 }
 
+// poolWindow is an always-open window of maxUnavailable over pool's
+// nodes, governing Karpenter or not.
+func poolWindow(e *sysEnv, window, pool string, maxUnavailable int32, govern bool) {
+	w := &lullv1alpha1.MaintenanceWindow{
+		ObjectMeta: metav1.ObjectMeta{Name: window},
+		Spec: lullv1alpha1.MaintenanceWindowSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{karpenterPoolLabel: pool}},
+			Strategy:       lullv1alpha1.StrategyPermissive,
+			MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable)),
+		},
+	}
+	if govern {
+		w.Spec.Karpenter = &lullv1alpha1.KarpenterGovernance{GovernDisruption: true}
+	}
+	e.window(w)
+}
+
+// drift changes pool's template: every node of it drifts.
+func drift(t *testing.T, dyn dynamic.Interface, pool string) {
+	t.Helper()
+	_, err := dyn.Resource(gvrNodePool).Patch(t.Context(), pool, types.MergePatchType,
+		[]byte(`{"spec":{"template":{"metadata":{"labels":{"e2e.lull.dev/generation":"2"}}}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
 // Issue 45: Karpenter and lull on one pool, the window (maxUnavailable
 // 2) governing Karpenter. lull holds a drained, empty node: Karpenter's
 // drift and consolidation never take it, while Karpenter does drift the
@@ -279,15 +304,7 @@ func TestKarpenterAndLullShareTheWindow(t *testing.T) {
 	dyn := startKarpenter(t)
 	ctx := t.Context()
 	const pool, window, app = "kp-e2e", "e2e-karpenter", "kp-app"
-	e.window(&lullv1alpha1.MaintenanceWindow{
-		ObjectMeta: metav1.ObjectMeta{Name: window},
-		Spec: lullv1alpha1.MaintenanceWindowSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{karpenterPoolLabel: pool}},
-			Strategy:       lullv1alpha1.StrategyPermissive,
-			MaxUnavailable: ptr.To(intstr.FromInt32(2)),
-			Karpenter:      &lullv1alpha1.KarpenterGovernance{GovernDisruption: true},
-		},
-	})
+	poolWindow(e, window, pool, 2, true)
 	nodePool(t, dyn, pool)
 	// lull's entry appears with the room the window leaves: 2.
 	waitEntry(t, dyn, pool, "2", 2*time.Minute)
@@ -316,9 +333,7 @@ func TestKarpenterAndLullShareTheWindow(t *testing.T) {
 	waitAppRunning(ctx, t, app, 2)
 
 	// Drift: no node of the pool matches its template any more.
-	_, err = dyn.Resource(gvrNodePool).Patch(ctx, pool, types.MergePatchType,
-		[]byte(`{"spec":{"template":{"metadata":{"labels":{"e2e.lull.dev/generation":"2"}}}}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	drift(t, dyn, pool)
 	drifted := time.Now()
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 4*time.Minute, true, func(context.Context) (bool, error) {
 		return slices.Contains(od.nodes(), target), nil
@@ -414,14 +429,7 @@ func TestKarpenterWithoutGovernanceExceedsTheWindow(t *testing.T) {
 	dyn := startKarpenter(t)
 	ctx := t.Context()
 	const pool, window, app = "kp-free", "e2e-karpenter-free", "kp-free-app"
-	e.window(&lullv1alpha1.MaintenanceWindow{
-		ObjectMeta: metav1.ObjectMeta{Name: window},
-		Spec: lullv1alpha1.MaintenanceWindowSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{karpenterPoolLabel: pool}},
-			Strategy:       lullv1alpha1.StrategyPermissive,
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-		},
-	})
+	poolWindow(e, window, pool, 1, false)
 	nodePool(t, dyn, pool)
 	karpenterApp(t, app, pool, 2)
 	waitAppRunning(ctx, t, app, 2)
@@ -435,9 +443,7 @@ func TestKarpenterWithoutGovernanceExceedsTheWindow(t *testing.T) {
 	e.requestAll([]string{held})
 	e.waitNM(held, "Drained", 2*time.Minute, inPhase(lullv1alpha1.PhaseDrained))
 	waitAppRunning(ctx, t, app, 2)
-	_, err = dyn.Resource(gvrNodePool).Patch(ctx, pool, types.MergePatchType,
-		[]byte(`{"spec":{"template":{"metadata":{"labels":{"e2e.lull.dev/generation":"2"}}}}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	drift(t, dyn, pool)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		return len(od.nodes()) > 0, nil
 	}), "Karpenter never drifted a node; %s", cluster.LogsHint())

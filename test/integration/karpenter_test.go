@@ -2,19 +2,16 @@ package integration
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/disruptors"
@@ -75,61 +72,19 @@ func TestDrainerWaitsForKarpenter(t *testing.T) {
 	}), "no request went on once Karpenter's taint went")
 }
 
-// raceTaint is a MutatingAdmissionPolicy that plays Karpenter marking the
-// node race1 in the instant lull cordons it: the taint lands in the same
-// write, so the cordon's answer is the first lull hears of it.
-const raceTaint = `apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata: {name: e2e-karpenter-race}
-spec:
-  failurePolicy: Fail
-  reinvocationPolicy: Never
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [nodes]}
-  matchConditions:
-  - name: race1-cordoned-once
-    expression: >-
-      object.metadata.name == "race1" && object.spec.?unschedulable.orValue(false) &&
-      !oldObject.spec.?unschedulable.orValue(false) && !("e2e.lull.dev/raced" in object.metadata.?labels.orValue({}))
-  mutations:
-  - patchType: JSONPatch
-    jsonPatch:
-      expression: >-
-        [JSONPatch{op: "add", path: "/spec/taints", value: [Object.spec.taints{key: "karpenter.sh/disrupted", effect: "NoSchedule"}]},
-        JSONPatch{op: "add", path: "/metadata/labels/e2e.lull.dev~1raced", value: "true"}]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicyBinding
-metadata: {name: e2e-karpenter-race}
-spec: {policyName: e2e-karpenter-race}
-`
-
 // Issue 45: Karpenter marks a node between lull's look at it and lull's
 // cordon. lull yields before it evicts anything: its lease and slot go,
 // its cordon stays (still lull's to undo), the request waits naming
 // Karpenter, and goes on once Karpenter is done.
 func TestDrainerYieldsToKarpenterMarkingAtTheCordon(t *testing.T) {
 	e := newDrainEnv(t)
-	for i, doc := range strings.Split(raceTaint, "\n---\n") {
-		obj := &unstructured.Unstructured{}
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj.Object), "doc %d", i)
-		require.NoError(t, e.c.Create(e.ctx, obj))
-		t.Cleanup(func() { _ = e.c.Delete(context.Background(), obj) })
-	}
-	// A policy becomes active moments after its creation: wait until it
-	// taints a dry-run cordon.
+	// Karpenter tainting race1 in the same write as lull's cordon, once
+	// (racePolicy): the cordon's answer is the first lull hears of it.
 	e.node("race1", map[string]string{"pool": "race"})
 	e.pods("race1", "web", 1)
-	require.NoError(t, wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		n := e.nodeObj("race1")
-		n.Spec.Unschedulable = true
-		if err := e.c.Update(ctx, n, client.DryRunAll); err != nil {
-			return false, nil
-		}
-		_, marked := disruptors.Of(n)
-		return marked, nil
-	}), "the race policy never became active")
+	e.installRace(racePolicy("e2e-karpenter-race", "race1",
+		`object.spec.?unschedulable.orValue(false) && !oldObject.spec.?unschedulable.orValue(false)`),
+		"race1", func(n *corev1.Node) { n.Spec.Unschedulable = true })
 
 	e.start(nil)
 	e.label("race1", ptr.To("kernel-update"))
