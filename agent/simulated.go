@@ -16,8 +16,10 @@ import (
 )
 
 // SimulatedPower reboots and powers off a node at the API level only, for
-// kwok nodes, which have no machine: a reboot makes the node NotReady,
-// gives it a new boot ID, and after BootTime makes it Ready again; a power
+// kwok nodes, which have no machine: a reboot makes the node NotReady
+// (marked with ConditionSimulatedPowerOff meanwhile, so that kwok leaves
+// it down), gives it a new boot ID, and after BootTime makes it Ready
+// again; a power
 // off stops the agent's heartbeat (Off) and makes the node NotReady with
 // the condition ConditionSimulatedPowerOff, which the local cluster's kwok
 // leaves alone, so the node stays NotReady as a machine switched off
@@ -44,12 +46,18 @@ func (s *SimulatedPower) Run(ctx context.Context, step Step) (string, error) {
 	switch step.Action.Type {
 	case lullv1alpha1.StepReboot:
 		boot := string(uuid.NewUUID())
-		if err := s.setNode(ctx, corev1.ConditionFalse, boot, false); err != nil {
+		// Down for the boot time, as a machine rebooting is: kwok would
+		// make a NotReady node Ready again at once.
+		if err := s.setNode(ctx, corev1.ConditionFalse, boot, true); err != nil {
 			return "", err
 		}
 		select {
 		case <-s.Clock.After(s.BootTime):
 		case <-ctx.Done():
+			// Left NotReady, as a machine that has not come back, but no
+			// longer held down: kwok plays its kubelet again (a simulated
+			// node is not left down for good by an agent that stopped).
+			_ = s.setNode(context.WithoutCancel(ctx), corev1.ConditionFalse, "", false)
 			return "", ctx.Err()
 		}
 		if err := s.setNode(ctx, corev1.ConditionTrue, "", false); err != nil {

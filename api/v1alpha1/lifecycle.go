@@ -168,6 +168,26 @@ func (s *NodeMaintenanceStatus) HasHostSteps() bool {
 	return s.Decision.Plan().HostSteps() || len(s.Actions) > 0
 }
 
+// DownOnPurpose reports whether lull takes the request's node down on
+// purpose now: its host steps are handed out (phase Acting) and a Reboot
+// or PowerOff among them has not ended, or the node stays powered off
+// (PoweredOff). A Reboot that timed out or failed is no longer on
+// purpose: a node still down then is news. While this holds, lull keeps
+// the node's silence, and alerts gates ignore what it silences.
+func (s *NodeMaintenanceStatus) DownOnPurpose() bool {
+	switch s.Phase {
+	case PhasePoweredOff:
+		return true
+	case PhaseActing:
+		for _, a := range s.Actions {
+			if (a.Type == StepReboot || a.Type == StepPowerOff) && !a.State.Done() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // LabelChange is what the node's maintenance label asks of the request
 // made from it.
 type LabelChange int

@@ -108,6 +108,15 @@ type MaintenanceWindowSpec struct {
 	// waits for them). docs/interop.md.
 	// +optional
 	Karpenter *KarpenterGovernance `json:"karpenter,omitempty"`
+	// Silences: while lull takes one of the window's nodes down on purpose
+	// (a Reboot or PowerOff step), it keeps an Alertmanager silence for
+	// that node, so that the node's own down alerts do not page; the
+	// silence lasts a short time past lull's last extension and so
+	// expires by itself if lull stops. The alerts gates of every window
+	// ignore the alerts such a silence matches while lull holds the node
+	// down, and only those. docs/gates.md#silences.
+	// +optional
+	Silences *Silences `json:"silences,omitempty"`
 }
 
 // KarpenterGovernance is how a window governs Karpenter.
@@ -201,6 +210,71 @@ type AlertsGate struct {
 	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) >= duration('5s') && duration(self) <= duration('10m'))",message="period must be from 5s to 10m, such as 30s"
 	// +optional
 	Period *Duration `json:"period,omitempty"`
+}
+
+// SilenceNodeName in a silence matcher's value stands for the name of the
+// node lull takes down.
+const SilenceNodeName = "$(NODE_NAME)"
+
+// Defaults and bounds of silences.
+const (
+	DefaultSilenceDuration = 10 * time.Minute
+	// DefaultSilenceMatcher is the silence's matcher when none is given.
+	DefaultSilenceMatcher = `node="` + SilenceNodeName + `"`
+)
+
+// Silences says where and how lull silences the alerts of the nodes it
+// takes down on purpose.
+type Silences struct {
+	// URL of the Alertmanager (its API, /api/v2 below it), such as
+	// http://alertmanager.monitoring:9093.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^https?://[^/?#@\s]+(/[^?#\s]*)?$')`,message="url must be an http:// or https:// URL without credentials, query or fragment, such as http://alertmanager.monitoring:9093"
+	// +required
+	URL string `json:"url"`
+	// SecretName names a Secret in lull's configuration namespace with
+	// the credentials, bound exactly as an alerts gate's are: the label
+	// lull.dev/alerts-credentials: "true" and its url (and insecure-http
+	// for plain http) name where they may be sent.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// Matchers of the silence, all of which an alert must match to be
+	// silenced, in PromQL's syntax; $(NODE_NAME) in a value stands for
+	// the node's name (escaped as a regular expression in =~ and !~). At
+	// least one must be an equality matcher naming the node
+	// (label="...$(NODE_NAME)..."), so that a silence never reaches past
+	// its node. Default: node="$(NODE_NAME)".
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:XValidation:rule=`self.matches(r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"([^"\\]|\\.)*"\s*$')`,message=`a matcher is a label name, an operator (=, !=, =~ or !~) and a double-quoted value, such as node="$(NODE_NAME)"`
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.exists(m, m.matches(r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"([^"\\]|\\.)*\$\(NODE_NAME\)([^"\\]|\\.)*"\s*$'))`,message=`at least one matcher must be an equality matcher naming the node, such as node="$(NODE_NAME)" or instance="$(NODE_NAME):9100": a silence reaches no further than its node`
+	// +listType=atomic
+	// +optional
+	Matchers []string `json:"matchers,omitempty"`
+	// Duration is how long the silence lasts past lull's last extension
+	// (lull extends it while it holds the node down): if lull stops, the
+	// silence expires at most this long after. A Go duration from 1m to
+	// 24h, default 10m.
+	// +kubebuilder:validation:XValidation:rule="!(size(self) <= 20 && self.matches('^[-+]?(0|(([0-9]{1,6}([.][0-9]*)?|[.][0-9]{1,9})(ns|us|µs|ms|s|m|h))+)$')) || (duration(self) >= duration('1m') && duration(self) <= duration('24h'))",message="duration must be from 1m to 24h, such as 10m"
+	// +optional
+	Duration *Duration `json:"duration,omitempty"`
+}
+
+// SilenceMatchers are the matchers as written, or the default.
+func (s *Silences) SilenceMatchers() []string {
+	if len(s.Matchers) == 0 {
+		return []string{DefaultSilenceMatcher}
+	}
+	return s.Matchers
+}
+
+// SilenceDuration is how long a silence lasts past its last extension.
+func (s *Silences) SilenceDuration() time.Duration {
+	if s == nil || s.Duration == nil || s.Duration.Duration <= 0 || s.Duration.Invalid != "" {
+		return DefaultSilenceDuration
+	}
+	return s.Duration.Duration
 }
 
 // RecoveryGate waits for the nodes a window finished to be well.

@@ -342,6 +342,42 @@ type NodeMaintenanceStatus struct {
 	// LastError is the last failure, cleared on success.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+	// Silence is the Alertmanager silence lull keeps while it takes the
+	// node down on purpose (its window's spec.silences); gone once lull
+	// has seen it expired.
+	// +optional
+	Silence *SilenceStatus `json:"silence,omitempty"`
+}
+
+// SilenceStatus records the Alertmanager silence lull keeps for a node
+// it takes down.
+type SilenceStatus struct {
+	// ID is Alertmanager's ID of the silence.
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
+	// URL of the Alertmanager.
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+	// Window whose spec.silences asked for it.
+	// +kubebuilder:validation:MaxLength=253
+	Window string `json:"window"`
+	// SecretName is the Secret with the credentials (spec.silences.secretName).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// Matchers of the silence, the node's name in them.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=1024
+	Matchers []string `json:"matchers"`
+	// StartsAt and EndsAt are the silence's, as Alertmanager keeps them:
+	// it expires by itself at EndsAt unless lull extends it.
+	StartsAt metav1.Time `json:"startsAt"`
+	EndsAt   metav1.Time `json:"endsAt"`
+	// Withdrawn: someone expired the silence before its end; lull does
+	// not make it again for this request (they want the node's alerts).
+	// +optional
+	Withdrawn bool `json:"withdrawn,omitempty"`
 }
 
 // NodeMaintenance is a request for disruptive maintenance of a node and the

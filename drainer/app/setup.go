@@ -97,6 +97,7 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 		Options:  mo,
 		// The NodeConfigs requests write, bound when a request starts.
 		ConfigNamespace: o.ConfigNamespace,
+		Secrets:         mgr.GetAPIReader(),
 	}).SetupWithManager(mgr)
 }
 

@@ -80,6 +80,13 @@ func (s *step) act(ctx context.Context) (reconcile.Result, error) {
 	}
 	s.status.Fencing = fence
 	if entering {
+		// A node taken down on purpose is silenced first (silence.go):
+		// until Alertmanager shows the silence, lull-agent gets no step.
+		if err := s.syncSilence(ctx, lullv1alpha1.PhaseActing); err != nil {
+			msg := s.silenceNotKept(err)
+			s.status.WaitingFor = msg
+			return s.save(ctx, s.status.Phase, reconcile.Result{RequeueAfter: silenceRetry})
+		}
 		s.record(eventActing(s.status.Actions))
 	}
 	s.follow(ctx)

@@ -98,12 +98,17 @@ type Reconciler struct {
 	// ConfigNamespace holds the NodeConfigs requests write (config.go);
 	// empty: lull-configs.
 	ConfigNamespace string
+	// Secrets reads the Secrets with Alertmanager's credentials for the
+	// windows' silences (silence.go), in ConfigNamespace: the API server,
+	// not a cache (the drainer caches no Secrets).
+	Secrets client.Reader
 
 	// What the controller remembers between reconciles (memo.go).
 	renewals renewals
 	events   eventLimiter
 	writes   ownWrites
 	rounds   blockedRounds
+	silences silenceTries
 	// waiters is the line for budget slots: a freed slot wakes the first
 	// request in line of its windows (budget.go), through slotFreed.
 	waiters   budget.Waiters

@@ -78,6 +78,14 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.syncNodeConditions(ctx, node, nil, r.Clock.Now()); err != nil {
 			klog.FromContext(ctx).Error(err, "Node lifecycle conditions of an ended request not removed")
 		}
+		// An ended request keeps no silence (its last round may have
+		// failed to expire it).
+		if err := r.expireFinished(ctx, nm, node); err != nil {
+			return reconcile.Result{}, err
+		}
+		if nm.Status.Silence != nil {
+			return reconcile.Result{RequeueAfter: silenceRetry}, r.finished(ctx, nm, node)
+		}
 		return reconcile.Result{}, r.finished(ctx, nm, node)
 	}
 	if added, err := r.ensureFinalizer(ctx, nm); !added || err != nil {

@@ -58,6 +58,15 @@ func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, re
 	if err := s.r.syncNodeConditions(ctx, s.node, NodeConditions(s.nm, s.status, s.status.Decision != nil && s.needsDrain()), s.now); err != nil {
 		s.logger.Error(err, "Node lifecycle conditions not written; trying again at the next save")
 	}
+	// The node's silence follows the phase (silence.go): a failure is
+	// reported and tried again; only handing out the host steps waits for
+	// it (act).
+	if err := s.syncSilence(ctx, phase); err != nil {
+		s.silenceNotKept(err)
+		if s.status.Silence != nil && (res.RequeueAfter == 0 || res.RequeueAfter > silenceRetry) {
+			res.RequeueAfter = silenceRetry
+		}
+	}
 	if phase.Disrupting() && res.Priority == nil {
 		// A node lull disrupts holds a budget slot until its request
 		// ends: its next round goes ahead of requests waiting to start

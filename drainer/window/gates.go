@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
@@ -104,6 +99,14 @@ func (r *Reconciler) askAlerts(ctx context.Context, mw *lullv1alpha1.Maintenance
 	cond := metav1.Condition{Type: lullv1alpha1.WindowConditionAlertsQuiet, Status: metav1.ConditionFalse}
 	status.Alerts = &lullv1alpha1.AlertsStatus{CheckedAt: metav1.Time{Time: now.UTC().Truncate(time.Second)}}
 	firing, err := r.firing(ctx, g)
+	var ignored []alerts.Alert
+	if err == nil {
+		firing, ignored, err = r.downOnPurpose(ctx, firing, now)
+	}
+	quiet := "no matching alert fires at " + g.URL
+	if len(ignored) > 0 {
+		quiet += fmt.Sprintf("; ignored, as their nodes are down on purpose under lull's silences: %s", alerts.Summary(ignored, 3))
+	}
 	switch {
 	case err != nil:
 		// An answer that may lack alerts that fire (flagged partial, a
@@ -124,9 +127,55 @@ func (r *Reconciler) askAlerts(ctx context.Context, mw *lullv1alpha1.Maintenance
 			status.Alerts.Firing = append(status.Alerts.Firing, a.String())
 		}
 	default:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, gate.ReasonAlertsQuiet, "no matching alert fires at "+g.URL
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, gate.ReasonAlertsQuiet, quiet
 	}
 	r.setCondition(status, mw.Generation, cond, now)
+}
+
+// downOnPurpose splits the firing alerts into those that count and those
+// lull's own silences select for nodes lull takes down on purpose now
+// (a request's status.silence while DownOnPurpose, before its end): an
+// alert of a node lull reboots does not hold the next wave; one of a node
+// lull no longer holds down, or that no silence of lull's selects, does.
+func (r *Reconciler) downOnPurpose(ctx context.Context, firing []alerts.Alert, now time.Time) (counted, ignored []alerts.Alert, err error) {
+	if len(firing) == 0 {
+		return firing, nil, nil
+	}
+	var nms lullv1alpha1.NodeMaintenanceList
+	if err := r.Client.List(ctx, &nms); err != nil {
+		return nil, nil, fmt.Errorf("listing the requests whose nodes lull takes down on purpose: %w", err)
+	}
+	var silences [][]alerts.Matcher
+	for i := range nms.Items {
+		st := &nms.Items[i].Status
+		if st.Silence == nil || !st.DownOnPurpose() || !now.Before(st.Silence.EndsAt.Time) {
+			continue
+		}
+		ms := make([]alerts.Matcher, 0, len(st.Silence.Matchers))
+		for _, w := range st.Silence.Matchers {
+			m, err := alerts.ParseMatcher(w)
+			if err != nil {
+				ms = nil // a record that does not parse ignores nothing
+				break
+			}
+			ms = append(ms, m)
+		}
+		if len(ms) > 0 {
+			silences = append(silences, ms)
+		}
+	}
+	for _, a := range firing {
+		lulls := false
+		for _, ms := range silences {
+			lulls = lulls || alerts.SilenceMatches(ms, a.Labels)
+		}
+		if lulls {
+			ignored = append(ignored, a)
+		} else {
+			counted = append(counted, a)
+		}
+	}
+	return counted, ignored, nil
 }
 
 // firing asks the server, with the credentials from the window's Secret.
@@ -146,79 +195,14 @@ func (r *Reconciler) firing(ctx context.Context, g *lullv1alpha1.AlertsGate) ([]
 	return c.Firing(ctx, f)
 }
 
-// credentials reads the alerts gate's Secret from lull's configuration
-// namespace and hands its credentials to c only where the Secret's owner
-// said they may go. Only a Secret labelled lull.dev/alerts-credentials=true
-// is used (the admin's consent), and only for a gate whose URL is under the
-// Secret's own url (same scheme, host and port; the Secret's path a prefix
-// of the gate's, by whole segments): a window's author chooses the gate's
-// URL, the Secret's owner where its token may be sent. Plain http needs
-// the Secret's explicit insecure-http: "true" too. Redirects are not
-// followed with credentials (pkg/alerts).
+// credentials hands c the credentials of the Secret name, where its
+// owner said they may go (alerts.Credentials).
 func (r *Reconciler) credentials(ctx context.Context, name string, c *alerts.Client) error {
-	var s corev1.Secret
-	if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: r.SecretNamespace, Name: name}, &s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("Secret %s/%s with the alerts gate's credentials does not exist", r.SecretNamespace, name) //nolint:staticcheck // ST1005: the message starts with the kind's name, as kubectl says it
-		}
-		return fmt.Errorf("reading Secret %s/%s with the alerts gate's credentials: %w", r.SecretNamespace, name, err)
-	}
-	if s.Labels[lullv1alpha1.AlertsCredentialsLabel] != "true" {
-		return fmt.Errorf("Secret %s/%s lacks the label %s=true that lets lull send its credentials to an alerts server", //nolint:staticcheck // ST1005: the kind's name, as kubectl says it
-			r.SecretNamespace, name, lullv1alpha1.AlertsCredentialsLabel)
-	}
-	if err := credentialsMayGo(string(s.Data[lullv1alpha1.AlertsCredentialsURLKey]), s.Data[lullv1alpha1.AlertsCredentialsInsecureKey], c.URL); err != nil {
-		return fmt.Errorf("Secret %s/%s: %w", r.SecretNamespace, name, err) //nolint:staticcheck // ST1005: the kind's name, as kubectl says it
-	}
-	c.BearerToken, c.Username, c.Password = string(s.Data["token"]), string(s.Data["username"]), string(s.Data["password"])
-	c.CA = s.Data["ca.crt"]
-	return nil
+	return alerts.Credentials(ctx, r.Secrets, r.SecretNamespace, name, c)
 }
 
-// credentialsMayGo says why credentials whose Secret names allowed (its
-// url: a server or a path prefix) and insecure (its insecure-http) must
-// not be sent to target, the gate's URL; nil when they may.
-func credentialsMayGo(allowed string, insecure []byte, target string) error {
-	if strings.TrimSpace(allowed) == "" {
-		return fmt.Errorf("it names no %s: lull sends credentials only to the server the Secret's owner names there (e.g. https://prometheus.monitoring:9090)",
-			lullv1alpha1.AlertsCredentialsURLKey)
-	}
-	a, err := url.Parse(strings.TrimSpace(allowed))
-	if err != nil || (a.Scheme != "http" && a.Scheme != "https") || a.Host == "" || a.User != nil || a.RawQuery != "" || a.Fragment != "" {
-		return fmt.Errorf("its %s %q is not an http(s) URL without credentials, query or fragment", lullv1alpha1.AlertsCredentialsURLKey, allowed)
-	}
-	t, err := url.Parse(target)
-	if err != nil {
-		return fmt.Errorf("the gate's url %q: %w", target, err)
-	}
-	// The request is built with url.JoinPath, which cleans dot segments
-	// (%2e%2e too, once unescaped): /prometheus/../grafana would pass a
-	// prefix check by name and go elsewhere.
-	for _, seg := range strings.Split(t.Path, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Errorf("the gate's url %s has a %q path segment: credentials go only to a clean path under the Secret's %s", target, seg, lullv1alpha1.AlertsCredentialsURLKey)
-		}
-	}
-	// Servers normalise more than dot segments (..; in Java servlet
-	// containers, backslashes, encoded slashes): a path with credentials
-	// keeps to the characters no server reads as a separator.
-	if strings.ContainsFunc(t.EscapedPath(), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/-._~", r))
-	}) {
-		return fmt.Errorf("the gate's url %s has a path character other than letters, digits and /-._~: credentials are not sent to it", target)
-	}
-	prefix := strings.TrimSuffix(a.EscapedPath(), "/")
-	path := t.EscapedPath()
-	under := path == prefix || strings.HasPrefix(path, prefix+"/") || (prefix == "" && (path == "" || strings.HasPrefix(path, "/")))
-	if !strings.EqualFold(t.Scheme, a.Scheme) || !strings.EqualFold(t.Host, a.Host) || !under {
-		return fmt.Errorf("its credentials may be sent only to %s (its %s), not to the gate's url %s", a.String(), lullv1alpha1.AlertsCredentialsURLKey, target)
-	}
-	if t.Scheme == "http" && strings.TrimSpace(string(insecure)) != "true" {
-		return fmt.Errorf("its credentials would go over plain http to %s: set %s: \"true\" in the Secret to allow it, or use https",
-			target, lullv1alpha1.AlertsCredentialsInsecureKey)
-	}
-	return nil
-}
+// credentialsMayGo is the one rule of where credentials may go.
+var credentialsMayGo = alerts.CredentialsMayGo
 
 // setCondition sets a gate condition; its lastTransitionTime is the
 // controller's clock, kept while its status holds.

@@ -134,7 +134,7 @@ func TestAlertsGateAsksEveryPeriod(t *testing.T) {
 
 	mw.Generation, mw.Spec.Gates.Alerts.SecretName = 3, "missing"
 	r.gates(context.Background(), mw, nil, st, now.Add(92*time.Second))
-	require.Contains(t, quiet().Message, "Secret lull-system/missing with the alerts gate's credentials does not exist")
+	require.Contains(t, quiet().Message, "Secret lull-system/missing with alerts credentials does not exist")
 
 	mw.Generation, mw.Spec.Gates = 4, nil
 	require.Zero(t, r.gates(context.Background(), mw, nil, st, now.Add(93*time.Second)))
@@ -255,4 +255,65 @@ func TestAlertsGateKeepsTheTokenWhereItsOwnerSaid(t *testing.T) {
 	require.Contains(t, cond.Message, "may be sent only to https://prometheus.monitoring:9090")
 	require.Zero(t, prom.calls, "the server was never asked")
 	require.Empty(t, prom.auth, "the token went nowhere")
+}
+
+// The alerts gate ignores the alerts lull's own silence selects for a
+// node lull takes down on purpose now, and only those: not another
+// node's, not once the node is back or the request ended, not after the
+// silence's end, not when the record's matchers select nothing of it.
+func TestAlertsGateIgnoresOnlyLullsDownNodes(t *testing.T) {
+	const twoDown = `[{"labels":{"alertname":"NodeDown","severity":"page","node":"n1"},"state":"firing","activeAt":"2026-11-25T10:00:00Z"},
+{"labels":{"alertname":"NodeDown","severity":"page","node":"n2"},"state":"firing","activeAt":"2026-11-25T10:00:00Z"}]`
+	now := time.Date(2026, 11, 25, 10, 5, 0, 0, time.UTC)
+	down := func(node string, mut func(*lullv1alpha1.NodeMaintenanceStatus)) *lullv1alpha1.NodeMaintenance {
+		nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: lullv1alpha1.NodeMaintenanceStatus{
+			Phase: lullv1alpha1.PhaseActing, Actions: []lullv1alpha1.ActionStatus{{Type: lullv1alpha1.StepReboot, State: lullv1alpha1.ActionRunning}},
+			Silence: &lullv1alpha1.SilenceStatus{ID: "s-" + node, Window: "other", Matchers: []string{`node="` + node + `"`},
+				StartsAt: metav1.Time{Time: now.Add(-time.Minute)}, EndsAt: metav1.Time{Time: now.Add(9 * time.Minute)}}}}
+		if mut != nil {
+			mut(&nm.Status)
+		}
+		return nm
+	}
+	for name, tc := range map[string]struct {
+		alerts string
+		nms    []*lullv1alpha1.NodeMaintenance
+		quiet  bool
+		firing string
+	}{
+		"the node lull reboots":    {alerts: twoDown[:strings.Index(twoDown, "},\n")+1] + "]", nms: []*lullv1alpha1.NodeMaintenance{down("n1", nil)}, quiet: true},
+		"another node's holds":     {alerts: twoDown, nms: []*lullv1alpha1.NodeMaintenance{down("n1", nil)}, firing: `node="n2"`},
+		"both down on purpose":     {alerts: twoDown, nms: []*lullv1alpha1.NodeMaintenance{down("n1", nil), down("n2", nil)}, quiet: true},
+		"back: it holds":           {alerts: twoDown, nms: []*lullv1alpha1.NodeMaintenance{down("n1", func(s *lullv1alpha1.NodeMaintenanceStatus) { s.Actions[0].State = lullv1alpha1.ActionSucceeded }), down("n2", nil)}, firing: `node="n1"`},
+		"reboot timed out":         {alerts: twoDown, nms: []*lullv1alpha1.NodeMaintenance{down("n1", func(s *lullv1alpha1.NodeMaintenanceStatus) { s.Actions[0].State = lullv1alpha1.ActionTimedOut }), down("n2", nil)}, firing: `node="n1"`},
+		"request ended":            {alerts: twoDown, nms: []*lullv1alpha1.NodeMaintenance{down("n1", func(s *lullv1alpha1.NodeMaintenanceStatus) { s.Phase = lullv1alpha1.PhaseCompleted }), down("n2", nil)}, firing: `node="n1"`},
+		"silence past its end":     {alerts: twoDown, nms: []*lullv1alpha1.NodeMaintenance{down("n1", func(s *lullv1alpha1.NodeMaintenanceStatus) { s.Silence.EndsAt = metav1.Time{Time: now} }), down("n2", nil)}, firing: `node="n1"`},
+		"no silence recorded":      {alerts: twoDown, nms: []*lullv1alpha1.NodeMaintenance{down("n1", func(s *lullv1alpha1.NodeMaintenanceStatus) { s.Silence = nil }), down("n2", nil)}, firing: `node="n1"`},
+		"powered off: ignored too": {alerts: twoDown, nms: []*lullv1alpha1.NodeMaintenance{down("n1", func(s *lullv1alpha1.NodeMaintenanceStatus) { s.Phase = lullv1alpha1.PhasePoweredOff }), down("n2", nil)}, quiet: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			prom := &fakePrometheus{alerts: tc.alerts}
+			srv := httptest.NewServer(prom)
+			defer srv.Close()
+			b := fake.NewClientBuilder().WithScheme(lullscheme.New())
+			for _, nm := range tc.nms {
+				b = b.WithObjects(nm)
+			}
+			c := b.Build()
+			r := &Reconciler{Client: c, Secrets: c, SecretNamespace: "lull-system"}
+			mw := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "wave", Generation: 1}, Spec: lullv1alpha1.MaintenanceWindowSpec{
+				Gates: &lullv1alpha1.Gates{Alerts: &lullv1alpha1.AlertsGate{URL: srv.URL, Matchers: []string{`alertname="NodeDown"`}}}}}
+			st := &lullv1alpha1.MaintenanceWindowStatus{}
+			r.gates(context.Background(), mw, nil, st, now)
+			q := meta.FindStatusCondition(st.Conditions, lullv1alpha1.WindowConditionAlertsQuiet)
+			if tc.quiet {
+				require.Equal(t, metav1.ConditionTrue, q.Status, q.Message)
+				require.Contains(t, q.Message, "ignored, as their nodes are down on purpose under lull's silences")
+				return
+			}
+			require.Equal(t, metav1.ConditionFalse, q.Status, q.Message)
+			require.Equal(t, "1 alert fires", strings.SplitN(q.Message, ":", 2)[0], q.Message)
+			require.Contains(t, q.Message, tc.firing)
+		})
+	}
 }

@@ -229,7 +229,10 @@ const amAlerts = `[
  {"labels":{"alertname":"NodeDown","instance":"n1","severity":"critical"},"annotations":{},"status":{"state":"active","silencedBy":[],"inhibitedBy":[]},"startsAt":"2026-11-25T09:00:00Z","endsAt":"2026-11-25T11:00:00Z","fingerprint":"a","receivers":[{"name":"x"}],"updatedAt":"2026-11-25T10:00:00Z"},
  {"labels":{"alertname":"DiskFilling","instance":"n1","severity":"warning"},"annotations":{},"status":{"state":"unprocessed","silencedBy":[],"inhibitedBy":[]},"startsAt":"2026-11-25T10:05:00Z","fingerprint":"b"},
  {"labels":{"alertname":"KubeletDown","instance":"n3","severity":"critical"},"annotations":{},"status":{"state":"suppressed","silencedBy":["s"],"inhibitedBy":[]},"startsAt":"2026-11-25T10:05:00Z","fingerprint":"c"},
- {"labels":{"alertname":"Watchdog","severity":"none"},"annotations":{},"status":{"state":"active","silencedBy":[],"inhibitedBy":[]},"startsAt":"2026-11-01T00:00:00Z","fingerprint":"d"}
+ {"labels":{"alertname":"Watchdog","severity":"none"},"annotations":{},"status":{"state":"active","silencedBy":[],"inhibitedBy":[]},"startsAt":"2026-11-01T00:00:00Z","fingerprint":"d"},
+ {"labels":{"alertname":"NodeNotReady","instance":"n4","severity":"critical"},"annotations":{},"status":{"state":"suppressed","silencedBy":["l"],"inhibitedBy":[]},"startsAt":"2026-11-25T10:05:00Z","fingerprint":"e"},
+ {"labels":{"alertname":"NodeNotReady","instance":"n5","severity":"critical"},"annotations":{},"status":{"state":"suppressed","silencedBy":["l","s"],"inhibitedBy":[]},"startsAt":"2026-11-25T10:05:00Z","fingerprint":"f"},
+ {"labels":{"alertname":"NodeNotReady","instance":"n6","severity":"critical"},"annotations":{},"status":{"state":"suppressed","silencedBy":[],"inhibitedBy":["x"]},"startsAt":"2026-11-25T10:05:00Z","fingerprint":"g"}
 ]`
 
 // request is what a test server saw.
@@ -273,6 +276,9 @@ var settled = map[string]string{
 	"api/v1/rules": `{"status":"success","data":{"groups":[{"name":"g","file":"r.yml","interval":30,"lastEvaluation":"2026-11-25T09:59:50Z",` +
 		`"rules":[{"type":"alerting","name":"NodeDown","duration":300,"labels":{"severity":"critical"}}]}]}}`,
 	"api/v2/status": `{"uptime":"2000-01-01T00:00:00Z","config":{"original":""}}`,
+	// A silence of someone's (s) and one of lull's (l).
+	"api/v2/silences": `[{"id":"s","matchers":[{"name":"instance","value":"n3","isRegex":false,"isEqual":true}],"startsAt":"2026-11-25T09:00:00Z","endsAt":"2026-11-25T12:00:00Z","createdBy":"alice","comment":"known","status":{"state":"active"}},` +
+		`{"id":"l","matchers":[{"name":"instance","value":"n4","isRegex":false,"isEqual":true}],"startsAt":"2026-11-25T09:00:00Z","endsAt":"2026-11-25T10:10:00Z","createdBy":"lull","comment":"reboot","status":{"state":"active"}}]`,
 }
 
 // promRequests are the requests of one Prometheus Firing, in order.
@@ -354,14 +360,18 @@ func TestAlertmanager(t *testing.T) {
 		*seen = nil
 		alerts, err := c.Firing(context.Background(), Filter{FiringOnly: firingOnly})
 		require.NoError(t, err)
-		require.Len(t, *seen, 2)
+		require.Len(t, *seen, 3)
 		require.Equal(t, "/api/v2/status", (*seen)[0].Path, "asked first when it started")
 		r := (*seen)[1]
 		require.Equal(t, http.MethodGet, r.Method)
 		require.Equal(t, "/api/v2/alerts", r.Path)
-		require.Equal(t, "active=true&inhibited=false&silenced=false", r.RawQuery)
-		// Only active alerts count, whatever FiringOnly says.
-		require.Equal(t, []string{"NodeDown/n1/firing", "Watchdog//firing"}, names(alerts), "firingOnly %v", firingOnly)
+		require.Equal(t, "active=true&inhibited=false&silenced=true", r.RawQuery)
+		require.Equal(t, "/api/v2/silences", (*seen)[2].Path, "whose silences silence them")
+		// Only active alerts count, whatever FiringOnly says, and those
+		// lull's silences alone silence (the gate ignores them only while
+		// lull holds their node down); not one someone else silenced too,
+		// nor an inhibited one.
+		require.Equal(t, []string{"NodeDown/n1/firing", "NodeNotReady/n4/firing", "Watchdog//firing"}, names(alerts), "firingOnly %v", firingOnly)
 		require.Equal(t, time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC), alerts[0].Since)
 	}
 
@@ -369,7 +379,7 @@ func TestAlertmanager(t *testing.T) {
 	require.NoError(t, err)
 	alerts, err := c.Firing(context.Background(), f)
 	require.NoError(t, err)
-	require.Equal(t, `1 alert fires: NodeDown{instance="n1",severity="critical"} firing since 2026-11-25T09:00:00Z`, Summary(alerts, 5))
+	require.Equal(t, `2 alerts fire: NodeDown{instance="n1",severity="critical"} firing since 2026-11-25T09:00:00Z, NodeNotReady{instance="n4",severity="critical"} firing since 2026-11-25T10:05:00Z`, Summary(alerts, 5))
 }
 
 func TestPathPrefix(t *testing.T) {
@@ -582,7 +592,7 @@ func TestServerErrors(t *testing.T) {
 		{name: "404", status: http.StatusNotFound, body: "404 page not found",
 			want: []string{"404 Not Found (check the URL and whether the server is Prometheus or Alertmanager)"}},
 		{name: "403 Alertmanager", api: Alertmanager, status: http.StatusForbidden, body: "",
-			want: []string{"asking Alertmanager at ", "/api/v2/alerts?active=true&inhibited=false&silenced=false which alerts fire: the server answered 403 Forbidden (check the credentials)"}},
+			want: []string{"asking Alertmanager at ", "/api/v2/alerts?active=true&inhibited=false&silenced=true which alerts fire: the server answered 403 Forbidden (check the credentials)"}},
 		{name: "status error", status: http.StatusOK, body: `{"status":"error","errorType":"execution","error":"query timed out"}`,
 			want: []string{`the server answered with an error: "execution: query timed out"`}},
 		{name: "status error long", status: http.StatusOK, body: `{"status":"error","errorType":"internal","error":"` + long + `"}`,

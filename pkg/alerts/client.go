@@ -145,7 +145,7 @@ func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
 	}
 	var alerts []Alert
 	if api == Alertmanager {
-		alerts, err = c.alertmanager(body, f)
+		alerts, err = c.alertmanager(ctx, base, body, f)
 	} else {
 		alerts, err = c.prometheus(body, f)
 	}
@@ -215,13 +215,21 @@ func (c *Client) get(req *http.Request, where string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: reading the answer (status %s): %w", where, resp.Status, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("%s: the server answered %s%s: %s", where, resp.Status, statusHint(resp.StatusCode), c.quote(body))
+		return nil, &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s: the server answered %s%s: %s", where, resp.Status, statusHint(resp.StatusCode), c.quote(body))}
 	}
 	if len(body) > maxBody {
 		return nil, fmt.Errorf("%s: the answer is larger than %d MiB", where, maxBody>>20)
 	}
 	return body, nil
 }
+
+// statusError is an answer whose status is not 2xx.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
 
 // api returns the API the client asks.
 func (c *Client) api() (API, error) {
@@ -262,7 +270,9 @@ func alertsURL(api API, base *url.URL) *url.URL {
 	u := base.JoinPath("api", "v2", "alerts")
 	q := u.Query()
 	q.Set("active", "true")
-	q.Set("silenced", "false")
+	// Silenced alerts too: one silenced by lull alone still counts unless
+	// lull holds its node down (Firing).
+	q.Set("silenced", "true")
 	q.Set("inhibited", "false")
 	u.RawQuery = q.Encode()
 	return u
@@ -355,13 +365,18 @@ func (c *Client) prometheus(body []byte, f Filter) ([]Alert, error) {
 type amAlert struct {
 	Labels map[string]string `json:"labels"`
 	Status struct {
-		State string `json:"state"`
+		State       string   `json:"state"`
+		SilencedBy  []string `json:"silencedBy"`
+		InhibitedBy []string `json:"inhibitedBy"`
 	} `json:"status"`
 	StartsAt string `json:"startsAt"`
 }
 
-// alertmanager returns the alerts that count in Alertmanager's answer.
-func (c *Client) alertmanager(body []byte, f Filter) ([]Alert, error) {
+// alertmanager returns the alerts that count in Alertmanager's answer:
+// the active ones, and those silenced by lull's silences alone (the
+// caller ignores those while lull holds their node down); an alert that
+// anyone else silenced, or that is inhibited, does not count.
+func (c *Client) alertmanager(ctx context.Context, base *url.URL, body []byte, f Filter) ([]Alert, error) {
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '[' {
 		return nil, fmt.Errorf("the answer is not a JSON list of alerts: is this Alertmanager? It begins %s", c.quote(body))
 	}
@@ -370,13 +385,54 @@ func (c *Client) alertmanager(body []byte, f Filter) ([]Alert, error) {
 		return nil, fmt.Errorf("the answer is not Alertmanager's JSON: %v; it begins %s", err, c.quote(body))
 	}
 	var out []Alert
+	var lulls map[string]bool
 	for _, a := range answer {
-		if a.Status.State != "active" || !f.counts(a.Labels) {
+		if !f.counts(a.Labels) || len(a.Status.InhibitedBy) > 0 {
+			continue
+		}
+		switch {
+		case a.Status.State == "active" && len(a.Status.SilencedBy) == 0:
+		case a.Status.State == "suppressed" && len(a.Status.SilencedBy) > 0:
+			if lulls == nil {
+				var err error
+				if lulls, err = c.lullSilences(ctx, base); err != nil {
+					return nil, err
+				}
+			}
+			if !all(a.Status.SilencedBy, lulls) {
+				continue // someone else silenced it
+			}
+		default:
 			continue
 		}
 		out = append(out, newAlert(a.Labels, "firing", a.StartsAt))
 	}
 	return out, nil
+}
+
+// lullSilences are the IDs of the silences lull made (SilenceAuthor).
+func (c *Client) lullSilences(ctx context.Context, base *url.URL) (map[string]bool, error) {
+	list, err := c.silences(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, s := range list {
+		if s.CreatedBy == SilenceAuthor {
+			out[s.ID] = true
+		}
+	}
+	return out, nil
+}
+
+// all reports whether every id is in set.
+func all(ids []string, set map[string]bool) bool {
+	for _, id := range ids {
+		if !set[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // newAlert returns an alert with a copy of labels, active since the

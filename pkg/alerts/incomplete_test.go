@@ -391,7 +391,7 @@ func TestYoungAlertmanagerHolds(t *testing.T) {
 	alerts, err = c.Firing(context.Background(), Filter{})
 	require.NoError(t, err)
 	require.Empty(t, alerts)
-	require.Equal(t, "/api/v2/alerts?active=true&inhibited=false&silenced=false", p.requests()[3])
+	require.Equal(t, "/api/v2/alerts?active=true&inhibited=false&silenced=true", p.requests()[3])
 
 	// A status that does not say when it started holds, and its
 	// configuration (which may hold receivers' secrets) is never quoted.

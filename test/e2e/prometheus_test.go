@@ -27,8 +27,12 @@ import (
 // hack/lib/node.sh NODE_IP): pods on the cluster's real nodes reach it.
 const prometheusNodeIP = "10.244.0.1"
 
-// prometheusAlert is the one alert rule the test's Prometheus evaluates.
+// prometheusAlert is the alert rule the tests set off by hand.
 const prometheusAlert = "LullE2EAlert"
+
+// prometheusNodeDownAlert fires for a node the test's nodesDown reports
+// down (promOptions).
+const prometheusNodeDownAlert = "LullE2ENodeDown"
 
 // prometheus is a real Prometheus the test runs: it scrapes a gauge the
 // test sets and evaluates one alert rule on it every second.
@@ -67,6 +71,27 @@ func startPrometheus(t *testing.T) *prometheus {
 // pending: it fires only once lull_e2e_alert has been 1 that long.
 func startPrometheusFor(t *testing.T, pending time.Duration) *prometheus {
 	t.Helper()
+	return startPrometheusWith(t, promOptions{pending: pending})
+}
+
+// promOptions are what a test's Prometheus does beyond the one alert.
+type promOptions struct {
+	// pending is LullE2EAlert's for:.
+	pending time.Duration
+	// alertmanager (host:port) is where Prometheus sends its alerts; none:
+	// nowhere.
+	alertmanager string
+	// nodesDown, when set, is asked at every scrape which nodes are down:
+	// each is a series lull_e2e_node_down{node="..."} 1 (0 for those
+	// it lists false), which fires LullE2ENodeDown (severity node) as
+	// kube-state-metrics' node readiness fires KubeNodeNotReady.
+	nodesDown func() map[string]bool
+}
+
+// startPrometheusWith is startPrometheus as o says.
+func startPrometheusWith(t *testing.T, o promOptions) *prometheus {
+	t.Helper()
+	pending := o.pending
 	bin := filepath.Join(framework.BinDir(), "prometheus")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s not found: run 'make binaries' (hack/build-binaries.sh prometheus builds it): %v", bin, err)
@@ -89,6 +114,16 @@ func startPrometheusFor(t *testing.T, pending time.Duration) *prometheus {
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		fmt.Fprintf(w, "# HELP lull_e2e_alert Set by the e2e test: 1 fires %s.\n# TYPE lull_e2e_alert gauge\nlull_e2e_alert %d\n", prometheusAlert, v)
+		if o.nodesDown != nil {
+			fmt.Fprintf(w, "# HELP lull_e2e_node_down Set by the e2e test: 1 for a node that is down.\n# TYPE lull_e2e_node_down gauge\n")
+			for node, down := range o.nodesDown() {
+				d := 0
+				if down {
+					d = 1
+				}
+				fmt.Fprintf(w, "lull_e2e_node_down{node=%q} %d\n", node, d)
+			}
+		}
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -104,7 +139,11 @@ func startPrometheusFor(t *testing.T, pending time.Duration) *prometheus {
         for: %s
         labels:
           severity: page
-`, prometheusAlert, model(pending))
+      - alert: %s
+        expr: lull_e2e_node_down > 0
+        labels:
+          severity: node
+`, prometheusAlert, model(pending), prometheusNodeDownAlert)
 	config := fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -116,6 +155,13 @@ scrape_configs:
     static_configs:
       - targets: [%q]
 `, filepath.Join(dir, "rules.yml"), ln.Addr().String())
+	if o.alertmanager != "" {
+		config += fmt.Sprintf(`alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: [%q]
+`, o.alertmanager)
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yml"), []byte(rules), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644))
 
@@ -157,8 +203,9 @@ func runPrometheus(t *testing.T, bin, dir, addr, logFile string) (<-chan struct{
 		"--web.listen-address="+addr,
 		// Apply the scrape targets 1 s after start, not 5 s (a hidden flag).
 		"--scrape.discovery-reload-interval=1s",
-		// Nothing else: offline as configured (no Alertmanager, no remote
-		// write or read), no receivers, admin or lifecycle endpoints.
+		// Nothing else: offline as configured (no remote write or read; an
+		// Alertmanager only when the test runs one), no admin or lifecycle
+		// endpoints.
 	)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logF, logF
