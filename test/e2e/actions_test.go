@@ -45,13 +45,20 @@ func simAgentRestart(bump string) string {
 // end of the test; hack/local-down.sh stops it too (pids/).
 func startSimAgent(t *testing.T, node string) *proc {
 	t.Helper()
+	return startSimAgentBooting(t, node, 2*time.Second)
+}
+
+// startSimAgentBooting is startSimAgent whose simulated reboots keep the
+// node down for boot.
+func startSimAgentBooting(t *testing.T, node string, boot time.Duration) *proc {
+	t.Helper()
 	// The node's units and systemd are stand-ins (agenttest.Unit): a
 	// restart, reload or daemon-reload is seen to happen as on a real node.
 	u := agenttest.NewUnit(t.TempDir())
 	p := &proc{name: "lull-agent-" + node, env: append(os.Environ(), "KUBECONFIG="+simAgentKubeconfig(t, node)), args: []string{
 		filepath.Join(framework.BinDir(), "lull-agent"), "--node-name=" + node, "--namespace=lull-system",
 		"--lease-namespace=" + lease.DefaultNamespace, "--drainer-identity=lull-drainer", "--host-root=/",
-		"--simulate-power", "--simulated-boot-time=2s", "--restart-command=" + simAgentRestart(u.Restart),
+		"--simulate-power", "--simulated-boot-time=" + boot.String(), "--restart-command=" + simAgentRestart(u.Restart),
 		"--reload-command=" + u.Reload, "--daemon-reload-command=" + u.DaemonReload,
 		"--unit-state-command=" + u.State, "--manager-state-command=" + u.ManagerState,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
