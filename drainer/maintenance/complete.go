@@ -108,6 +108,16 @@ func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	if !controllerutil.ContainsFinalizer(nm, Finalizer) {
 		return reconcile.Result{}, nil
 	}
+	if nm.Status.Phase.Finished() && nm.Status.Silence != nil {
+		// An ended request deleted before its silence was seen expired:
+		// it goes once it is (or the silence has passed its end).
+		if err := r.expireFinished(ctx, nm, node); err != nil {
+			return reconcile.Result{}, err
+		}
+		if nm.Status.Silence != nil {
+			return reconcile.Result{RequeueAfter: silenceRetry}, nil
+		}
+	}
 	if !nm.Status.Phase.Finished() {
 		var err error
 		if node == nil {

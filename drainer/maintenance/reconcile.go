@@ -84,7 +84,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 		if nm.Status.Silence != nil {
-			return reconcile.Result{RequeueAfter: silenceRetry}, r.finished(ctx, nm, node)
+			// The finalizer and the record stay until the silence is seen
+			// expired, or has passed its end (at most its duration).
+			return reconcile.Result{RequeueAfter: silenceRetry}, nil
 		}
 		return reconcile.Result{}, r.finished(ctx, nm, node)
 	}

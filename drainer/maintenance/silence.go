@@ -321,6 +321,10 @@ func (r *Reconciler) expireFinished(ctx context.Context, nm *lullv1alpha1.NodeMa
 	s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy(), wsLoaded: true}
 	if err := s.tryingSilence(s.expireSilence)(ctx); err != nil {
 		s.silenceNotKept(err)
+		if !s.now.Before(s.status.Silence.EndsAt.Time) {
+			// Past its end it has expired by itself: nothing to wait for.
+			s.status.Silence = nil
+		}
 	}
 	if equality.Semantic.DeepEqual(&nm.Status, s.status) {
 		return nil

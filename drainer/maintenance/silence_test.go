@@ -168,7 +168,7 @@ func newSilenceEnv(t *testing.T, objs ...client.Object) *silenceEnv {
 	t.Cleanup(srv.Close)
 	w := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 		Silences: &lullv1alpha1.Silences{URL: srv.URL}}}
-	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).WithStatusSubresource(&lullv1alpha1.NodeMaintenance{}).Build()
 	return &silenceEnv{t: t, clk: clk, am: am, url: srv.URL, w: w,
 		r:    &Reconciler{Client: c, Secrets: c, Clock: clk},
 		nm:   &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1"}},
@@ -394,4 +394,35 @@ func TestSilenceMatchersNameTheNode(t *testing.T) {
 	st = rebooting()
 	require.ErrorContains(t, e.step(st).syncSilence(context.Background(), lullv1alpha1.PhaseActing), "none is an equality matcher naming the node")
 	require.Empty(t, e.am.requests)
+}
+
+// An ended request whose last round could not expire its silence keeps
+// the record (and its finalizer) until the silence is seen expired, or
+// until it has passed its end: at most its duration.
+func TestSilenceOfAnEndedRequest(t *testing.T) {
+	for _, reachable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("Alertmanager reachable %v", reachable), func(t *testing.T) {
+			e := newSilenceEnv(t)
+			ctx := context.Background()
+			st := rebooting()
+			require.NoError(t, e.step(st).syncSilence(ctx, lullv1alpha1.PhaseActing))
+			id := st.Silence.ID
+			st.Phase = lullv1alpha1.PhaseCompleted
+			require.NoError(t, e.r.Client.Create(ctx, e.nm))
+			e.nm.Status = *st
+			require.NoError(t, e.r.Client.Status().Update(ctx, e.nm))
+			e.am.down = !reachable
+			require.NoError(t, e.r.expireFinished(ctx, e.nm, e.node))
+			if reachable {
+				require.Nil(t, e.nm.Status.Silence)
+				require.Empty(t, e.am.active())
+				return
+			}
+			require.NotNil(t, e.nm.Status.Silence, "kept while it may still silence")
+			require.Equal(t, id, e.nm.Status.Silence.ID)
+			e.clk.Step(lullv1alpha1.DefaultSilenceDuration)
+			require.NoError(t, e.r.expireFinished(ctx, e.nm, e.node))
+			require.Nil(t, e.nm.Status.Silence, "past its end it has expired by itself")
+		})
+	}
 }
