@@ -84,6 +84,26 @@ func TestFieldAdmission(t *testing.T) {
 		"exclusion 2026-12-31": {func(w *lullv1alpha1.MaintenanceWindow) {
 			w.Spec.Schedule.Exclude = []lullv1alpha1.Exclusion{{StartDate: "2026-12-01", EndDate: "2026-12-31"}}
 		}, ""},
+		"silences default": {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Silences = silences() }, ""},
+		"silences by instance": {func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Silences = silences(`instance="$(NODE_NAME):9100"`, `job!="x"`)
+		}, ""},
+		"silences regex only":  {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Silences = silences(`node=~"$(NODE_NAME)|.*"`) }, "at least one matcher must be an equality matcher naming the node"},
+		"silences no node":     {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Silences = silences(`severity="page"`) }, "at least one matcher must be an equality matcher naming the node"},
+		"silences node by !=":  {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Silences = silences(`node!="$(NODE_NAME)"`) }, "at least one matcher must be an equality matcher naming the node"},
+		"silences bad matcher": {func(w *lullv1alpha1.MaintenanceWindow) { w.Spec.Silences = silences(`node = $(NODE_NAME)`) }, "a matcher is a label name, an operator"},
+		"silences url with user": {func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Silences = silences()
+			w.Spec.Silences.URL = "http://u:p@am:9093"
+		}, "url must be an http:// or https:// URL without credentials"},
+		"silences duration 30s": {func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Silences = silences()
+			w.Spec.Silences.Duration = dur(30 * time.Second)
+		}, "duration must be from 1m to 24h"},
+		"silences duration 1h": {func(w *lullv1alpha1.MaintenanceWindow) {
+			w.Spec.Silences = silences()
+			w.Spec.Silences.Duration = dur(time.Hour)
+		}, ""},
 	}
 	i := 0
 	for name, tc := range windows {
@@ -412,4 +432,9 @@ func TestNodeConfigAdmission(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// silences is a window's silences at an Alertmanager, with matchers.
+func silences(matchers ...string) *lullv1alpha1.Silences {
+	return &lullv1alpha1.Silences{URL: "http://alertmanager.monitoring:9093", Matchers: matchers}
 }
