@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "slices"
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // The request lifecycle, in one place: its phases, what each phase means
 // to the rest of lull (the table lifecycle), the rule by which a request
@@ -168,9 +172,15 @@ func (s *NodeMaintenanceStatus) HasHostSteps() bool {
 	return s.Decision.Plan().HostSteps() || len(s.Actions) > 0
 }
 
+// ConditionAgentReady on a request says whether lull-agent runs on its
+// node to carry out the host steps.
+const ConditionAgentReady = "AgentReady"
+
 // DownOnPurpose reports whether lull takes the request's node down on
 // purpose now: its host steps are handed out (phase Acting) and a Reboot
-// or PowerOff among them has not ended, or the node stays powered off
+// or PowerOff among them is running, or pending while lull-agent is there
+// to run it (not while the request says it has no agent: a node waiting
+// for one is up, and its alerts are news), or the node stays powered off
 // (PoweredOff). A Reboot that timed out or failed is no longer on
 // purpose: a node still down then is news. While this holds, lull keeps
 // the node's silence, and alerts gates ignore what it silences.
@@ -179,8 +189,15 @@ func (s *NodeMaintenanceStatus) DownOnPurpose() bool {
 	case PhasePoweredOff:
 		return true
 	case PhaseActing:
+		noAgent := false
+		for _, c := range s.Conditions {
+			noAgent = noAgent || (c.Type == ConditionAgentReady && c.Status == metav1.ConditionFalse)
+		}
 		for _, a := range s.Actions {
-			if (a.Type == StepReboot || a.Type == StepPowerOff) && !a.State.Done() {
+			if a.Type != StepReboot && a.Type != StepPowerOff {
+				continue
+			}
+			if a.State == ActionRunning || (a.State == ActionPending && !noAgent) {
 				return true
 			}
 		}

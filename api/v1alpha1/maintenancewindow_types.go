@@ -242,13 +242,15 @@ type Silences struct {
 	// Matchers of the silence, all of which an alert must match to be
 	// silenced, in PromQL's syntax; $(NODE_NAME) in a value stands for
 	// the node's name (escaped as a regular expression in =~ and !~). At
-	// least one must be an equality matcher naming the node
-	// (label="...$(NODE_NAME)..."), so that a silence never reaches past
-	// its node. Default: node="$(NODE_NAME)".
+	// least one must be an equality matcher naming the node, the name not
+	// run into other letters, digits, dots or dashes (node="$(NODE_NAME)",
+	// instance="$(NODE_NAME):9100"; not node="$(NODE_NAME)0", which names
+	// node-10 for node-1), so that a silence never reaches past its node.
+	// Default: node="$(NODE_NAME)".
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=512
 	// +kubebuilder:validation:items:XValidation:rule=`self.matches(r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"([^"\\]|\\.)*"\s*$')`,message=`a matcher is a label name, an operator (=, !=, =~ or !~) and a double-quoted value, such as node="$(NODE_NAME)"`
-	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.exists(m, m.matches(r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"([^"\\]|\\.)*\$\(NODE_NAME\)([^"\\]|\\.)*"\s*$'))`,message=`at least one matcher must be an equality matcher naming the node, such as node="$(NODE_NAME)" or instance="$(NODE_NAME):9100": a silence reaches no further than its node`
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.exists(m, m.matches(r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"(([^"\\]|\\.)*[^a-z0-9.\-"\\])?\$\(NODE_NAME\)([^a-z0-9.\-"\\]([^"\\]|\\.)*)?"\s*$'))`,message=`at least one matcher must be an equality matcher naming the node, such as node="$(NODE_NAME)" or instance="$(NODE_NAME):9100", the name not run into other letters, digits, dots or dashes: a silence reaches no further than its node`
 	// +listType=atomic
 	// +optional
 	Matchers []string `json:"matchers,omitempty"`
@@ -274,7 +276,9 @@ func (s *Silences) SilenceDuration() time.Duration {
 	if s == nil || s.Duration == nil || s.Duration.Duration <= 0 || s.Duration.Invalid != "" {
 		return DefaultSilenceDuration
 	}
-	return s.Duration.Duration
+	// Admission keeps it from 1m to 24h; an object written past it (an
+	// older CRD) is held to the same bounds.
+	return min(max(s.Duration.Duration, time.Minute), 24*time.Hour)
 }
 
 // RecoveryGate waits for the nodes a window finished to be well.

@@ -123,6 +123,8 @@ func endRequests(ctx context.Context, cfg *rest.Config, o Options, clk clock.Clo
 		Client: c, APIReader: c, Kube: kube, Clock: clk, Options: mo,
 		Leases:   lease.New(kube, lease.Options{Namespace: o.Settings.LeaseNamespace, Clock: clk, TakeOverReplicas: o.LeaderElect}),
 		Recorder: b.NewRecorder(lullscheme.New(), settings.Drainer),
+		// The windows' silences are expired with their credentials.
+		Secrets: c, ConfigNamespace: o.ConfigNamespace,
 	}
 	// The admission guard may refuse for a moment while it is deleted
 	// (its parameters go before its bindings): try again until the

@@ -28,7 +28,7 @@ import (
 
 // Condition types and event reasons of host steps (docs/actions.md).
 const (
-	ConditionAgentReady = "AgentReady"
+	ConditionAgentReady = lullv1alpha1.ConditionAgentReady
 	ConditionFellBack   = "FellBack"
 )
 

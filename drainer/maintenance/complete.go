@@ -128,6 +128,11 @@ func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		if err != nil {
 			return reconcile.Result{}, err
 		}
+		if nm.Status.Silence != nil {
+			// Its silence was not seen expired: the next round tries again
+			// before the request goes.
+			return reconcile.Result{RequeueAfter: silenceRetry}, nil
+		}
 	}
 	controllerutil.RemoveFinalizer(nm, Finalizer)
 	return reconcile.Result{}, client.IgnoreNotFound(r.update(ctx, nm))
@@ -152,7 +157,9 @@ func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase
 	if _, err := s.save(ctx, phase, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
-	if s.nm.DeletionTimestamp == nil && controllerutil.ContainsFinalizer(s.nm, Finalizer) {
+	// A silence not yet seen expired keeps the finalizer: the ended
+	// request's next rounds expire it (reconcile).
+	if s.nm.DeletionTimestamp == nil && s.status.Silence == nil && controllerutil.ContainsFinalizer(s.nm, Finalizer) {
 		controllerutil.RemoveFinalizer(s.nm, Finalizer)
 		if err := s.r.update(ctx, s.nm); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)

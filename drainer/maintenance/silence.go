@@ -45,7 +45,19 @@ const (
 	// silenceRetry is how soon a request waiting for its silence, or one
 	// whose silence could not be kept, tries again.
 	silenceRetry = 10 * time.Second
+	// silenceBackdate is how far in the past a new silence starts.
+	silenceBackdate = time.Minute
 )
+
+// silenceRound is when the request must look at its silence again: by
+// half the time it has left, so that it is extended before it lapses
+// whatever the other waits of the phase (0: no silence kept).
+func silenceRound(st *lullv1alpha1.NodeMaintenanceStatus, now time.Time) time.Duration {
+	if st.Silence == nil || st.Silence.Withdrawn || !st.DownOnPurpose() {
+		return 0
+	}
+	return max(st.Silence.EndsAt.Sub(now)/2, time.Second)
+}
 
 // silenceTries remembers when each request last failed to keep its
 // silence and why, so that a round in between does not ask an
@@ -204,33 +216,40 @@ func (s *step) keepSilence(ctx context.Context, w *lullv1alpha1.MaintenanceWindo
 	if err != nil {
 		return err
 	}
-	want := alerts.Silence{Matchers: matchers, StartsAt: s.now, EndsAt: s.now.Add(d), CreatedBy: alerts.SilenceAuthor, Comment: s.silenceComment()}
+	// Started a minute ago: Alertmanager starts a new silence at its own
+	// now when the start is past, so a clock of its that lags lull's does
+	// not leave it pending.
+	want := alerts.Silence{Matchers: matchers, StartsAt: s.now.Add(-silenceBackdate), EndsAt: s.now.Add(d), CreatedBy: alerts.SilenceAuthor, Comment: s.silenceComment()}
 	var cur *alerts.Silence
 	if rec := s.status.Silence; rec != nil && rec.Window == w.Name {
 		got, err := c.GetSilence(ctx, rec.ID)
 		switch {
-		case err == nil && got.State == "expired" && got.EndsAt.Before(rec.EndsAt.Add(-time.Second)) && s.now.Before(rec.EndsAt.Time):
-			// Expired before its end, by someone: they want the alerts.
+		case err == nil && got.State == "expired" && got.EndsAt.Before(rec.EndsAt.Add(-time.Second)):
+			// Expired before its end, by someone: they want the alerts
+			// (whenever lull looks; one that lapsed ends at its end).
 			rec.Withdrawn = true
 			msg := fmt.Sprintf("silence %s of node %s was expired at %s by someone other than lull, before its end %s; lull does not make it again for this request",
 				rec.ID, s.nm.Spec.NodeName, got.EndsAt.UTC().Format(time.RFC3339), rec.EndsAt.UTC().Format(time.RFC3339))
 			s.cond(ConditionSilenced, false, ReasonSilenceWithdrawn, msg)
 			s.record(warning(ReasonSilenceWithdrawn, msg))
 			return nil
-		case err == nil && got.Active():
+		case err == nil && (got.Active() || got.State == "pending"):
 			cur = &got
 		case err != nil && !isNotFound(err):
 			return err
 		}
 	}
 	if cur == nil {
-		// A silence made by a round whose status write was lost.
+		// A silence made by a round whose status write was lost. The list
+		// may be too long to read (Alertmanager keeps expired silences for
+		// days): then a new one is made, and the lost one expires by
+		// itself.
 		list, err := c.Silences(ctx)
 		if err != nil {
-			return err
+			s.logger.Info("Silences not listed; making a new one rather than adopting a lost one", "err", err)
 		}
 		for i := range list {
-			if list[i].Active() && list[i].CreatedBy == alerts.SilenceAuthor && list[i].Comment == want.Comment {
+			if (list[i].Active() || list[i].State == "pending") && list[i].CreatedBy == alerts.SilenceAuthor && list[i].Comment == want.Comment {
 				cur = &list[i]
 				break
 			}
@@ -331,4 +350,16 @@ func (r *Reconciler) expireFinished(ctx context.Context, nm *lullv1alpha1.NodeMa
 	}
 	nm.Status = *s.status
 	return r.Client.Status().Update(ctx, nm)
+}
+
+// expireBestEffort expires the silence an ending request records, once,
+// when lull is uninstalled: the request's finalizer goes whatever the
+// answer (the silence then expires by itself within its duration).
+func (s *step) expireBestEffort(ctx context.Context) {
+	if s.status.Silence == nil {
+		return
+	}
+	if err := s.tryingSilence(s.expireSilence)(ctx); err != nil {
+		s.silenceNotKept(err)
+	}
 }

@@ -74,6 +74,8 @@ func (a *fakeAM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	switch {
+	case r.URL.Path == "/api/v2/status":
+		out(map[string]any{"uptime": "2026-01-01T00:00:00Z"})
 	case r.Method == http.MethodPost && r.URL.Path == "/api/v2/silences":
 		var s map[string]any
 		if err := json.NewDecoder(r.Body).Decode(&s); err != nil {

@@ -67,6 +67,11 @@ func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, re
 			res.RequeueAfter = silenceRetry
 		}
 	}
+	kept := *s.status
+	kept.Phase = phase
+	if d := silenceRound(&kept, s.now); d > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > d) {
+		res.RequeueAfter = d
+	}
 	if phase.Disrupting() && res.Priority == nil {
 		// A node lull disrupts holds a budget slot until its request
 		// ends: its next round goes ahead of requests waiting to start

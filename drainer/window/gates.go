@@ -134,7 +134,8 @@ func (r *Reconciler) askAlerts(ctx context.Context, mw *lullv1alpha1.Maintenance
 
 // downOnPurpose splits the firing alerts into those that count and those
 // lull's own silences select for nodes lull takes down on purpose now
-// (a request's status.silence while DownOnPurpose, before its end): an
+// (a request's status.silence while DownOnPurpose, before its end, not
+// withdrawn; its regular expressions judged as Alertmanager does): an
 // alert of a node lull reboots does not hold the next wave; one of a node
 // lull no longer holds down, or that no silence of lull's selects, does.
 func (r *Reconciler) downOnPurpose(ctx context.Context, firing []alerts.Alert, now time.Time) (counted, ignored []alerts.Alert, err error) {
@@ -148,12 +149,12 @@ func (r *Reconciler) downOnPurpose(ctx context.Context, firing []alerts.Alert, n
 	var silences [][]alerts.Matcher
 	for i := range nms.Items {
 		st := &nms.Items[i].Status
-		if st.Silence == nil || !st.DownOnPurpose() || !now.Before(st.Silence.EndsAt.Time) {
+		if st.Silence == nil || st.Silence.Withdrawn || !st.DownOnPurpose() || !now.Before(st.Silence.EndsAt.Time) {
 			continue
 		}
 		ms := make([]alerts.Matcher, 0, len(st.Silence.Matchers))
 		for _, w := range st.Silence.Matchers {
-			m, err := alerts.ParseMatcher(w)
+			m, err := alerts.ParseSilenceMatcher(w)
 			if err != nil {
 				ms = nil // a record that does not parse ignores nothing
 				break

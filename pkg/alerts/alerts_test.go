@@ -277,8 +277,8 @@ var settled = map[string]string{
 		`"rules":[{"type":"alerting","name":"NodeDown","duration":300,"labels":{"severity":"critical"}}]}]}}`,
 	"api/v2/status": `{"uptime":"2000-01-01T00:00:00Z","config":{"original":""}}`,
 	// A silence of someone's (s) and one of lull's (l).
-	"api/v2/silences": `[{"id":"s","matchers":[{"name":"instance","value":"n3","isRegex":false,"isEqual":true}],"startsAt":"2026-11-25T09:00:00Z","endsAt":"2026-11-25T12:00:00Z","createdBy":"alice","comment":"known","status":{"state":"active"}},` +
-		`{"id":"l","matchers":[{"name":"instance","value":"n4","isRegex":false,"isEqual":true}],"startsAt":"2026-11-25T09:00:00Z","endsAt":"2026-11-25T10:10:00Z","createdBy":"lull","comment":"reboot","status":{"state":"active"}}]`,
+	"api/v2/silence/s": `{"id":"s","matchers":[{"name":"instance","value":"n3","isRegex":false,"isEqual":true}],"startsAt":"2026-11-25T09:00:00Z","endsAt":"2026-11-25T12:00:00Z","createdBy":"alice","comment":"known","status":{"state":"active"}}`,
+	"api/v2/silence/l": `{"id":"l","matchers":[{"name":"instance","value":"n4","isRegex":false,"isEqual":true}],"startsAt":"2026-11-25T09:00:00Z","endsAt":"2026-11-25T10:10:00Z","createdBy":"lull","comment":"reboot","status":{"state":"active"}}`,
 }
 
 // promRequests are the requests of one Prometheus Firing, in order.
@@ -360,13 +360,14 @@ func TestAlertmanager(t *testing.T) {
 		*seen = nil
 		alerts, err := c.Firing(context.Background(), Filter{FiringOnly: firingOnly})
 		require.NoError(t, err)
-		require.Len(t, *seen, 3)
+		require.Len(t, *seen, 4)
 		require.Equal(t, "/api/v2/status", (*seen)[0].Path, "asked first when it started")
 		r := (*seen)[1]
 		require.Equal(t, http.MethodGet, r.Method)
 		require.Equal(t, "/api/v2/alerts", r.Path)
 		require.Equal(t, "active=true&inhibited=false&silenced=true", r.RawQuery)
-		require.Equal(t, "/api/v2/silences", (*seen)[2].Path, "whose silences silence them")
+		require.Equal(t, "/api/v2/silence/s", (*seen)[2].Path, "whose silences silence them, each asked once")
+		require.Equal(t, "/api/v2/silence/l", (*seen)[3].Path)
 		// Only active alerts count, whatever FiringOnly says, and those
 		// lull's silences alone silence (the gate ignores them only while
 		// lull holds their node down); not one someone else silenced too,

@@ -145,7 +145,7 @@ func (c *Client) Firing(ctx context.Context, f Filter) ([]Alert, error) {
 	}
 	var alerts []Alert
 	if api == Alertmanager {
-		alerts, err = c.alertmanager(ctx, base, body, f)
+		alerts, err = c.alertmanager(ctx, body, f)
 	} else {
 		alerts, err = c.prometheus(body, f)
 	}
@@ -376,7 +376,7 @@ type amAlert struct {
 // the active ones, and those silenced by lull's silences alone (the
 // caller ignores those while lull holds their node down); an alert that
 // anyone else silenced, or that is inhibited, does not count.
-func (c *Client) alertmanager(ctx context.Context, base *url.URL, body []byte, f Filter) ([]Alert, error) {
+func (c *Client) alertmanager(ctx context.Context, body []byte, f Filter) ([]Alert, error) {
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '[' {
 		return nil, fmt.Errorf("the answer is not a JSON list of alerts: is this Alertmanager? It begins %s", c.quote(body))
 	}
@@ -385,7 +385,7 @@ func (c *Client) alertmanager(ctx context.Context, base *url.URL, body []byte, f
 		return nil, fmt.Errorf("the answer is not Alertmanager's JSON: %v; it begins %s", err, c.quote(body))
 	}
 	var out []Alert
-	var lulls map[string]bool
+	authors := &silenceAuthors{c: c, known: map[string]bool{}}
 	for _, a := range answer {
 		if !f.counts(a.Labels) || len(a.Status.InhibitedBy) > 0 {
 			continue
@@ -393,13 +393,11 @@ func (c *Client) alertmanager(ctx context.Context, base *url.URL, body []byte, f
 		switch {
 		case a.Status.State == "active" && len(a.Status.SilencedBy) == 0:
 		case a.Status.State == "suppressed" && len(a.Status.SilencedBy) > 0:
-			if lulls == nil {
-				var err error
-				if lulls, err = c.lullSilences(ctx, base); err != nil {
-					return nil, err
-				}
+			others, err := authors.byOthers(ctx, a.Status.SilencedBy)
+			if err != nil {
+				return nil, err
 			}
-			if !all(a.Status.SilencedBy, lulls) {
+			if others {
 				continue // someone else silenced it
 			}
 		default:
@@ -410,29 +408,37 @@ func (c *Client) alertmanager(ctx context.Context, base *url.URL, body []byte, f
 	return out, nil
 }
 
-// lullSilences are the IDs of the silences lull made (SilenceAuthor).
-func (c *Client) lullSilences(ctx context.Context, base *url.URL) (map[string]bool, error) {
-	list, err := c.silences(ctx, base)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, s := range list {
-		if s.CreatedBy == SilenceAuthor {
-			out[s.ID] = true
-		}
-	}
-	return out, nil
+// silenceAuthors tells whose the silences that silence an answer's
+// alerts are, reading each once (GET /api/v2/silence/{id}): not the whole
+// list, which grows with every silence Alertmanager keeps.
+type silenceAuthors struct {
+	c     *Client
+	known map[string]bool // ID → someone else's (true) or lull's (false)
 }
 
-// all reports whether every id is in set.
-func all(ids []string, set map[string]bool) bool {
+// byOthers reports whether someone other than lull silenced the alert:
+// one of ids is not lull's (SilenceAuthor). A silence Alertmanager does
+// not know (another replica's, not yet gossiped) is taken as lull's: the
+// alert then counts unless lull holds its node down (fails closed).
+func (a *silenceAuthors) byOthers(ctx context.Context, ids []string) (bool, error) {
 	for _, id := range ids {
-		if !set[id] {
-			return false
+		others, ok := a.known[id]
+		if !ok {
+			s, err := a.c.GetSilence(ctx, id)
+			switch {
+			case errors.Is(err, ErrSilenceNotFound):
+			case err != nil:
+				return false, err
+			default:
+				others = s.CreatedBy != SilenceAuthor
+			}
+			a.known[id] = others
+		}
+		if others {
+			return true, nil
 		}
 	}
-	return true
+	return false, nil
 }
 
 // newAlert returns an alert with a copy of labels, active since the

@@ -25,6 +25,22 @@ const SilenceAuthor = "lull"
 // never made there, or has been garbage-collected since it expired).
 var ErrSilenceNotFound = errors.New("Alertmanager does not know the silence") //nolint:staticcheck // ST1005: the server's name
 
+// silenceID is what lull takes as a silence's ID (Alertmanager's are
+// UUIDs): one path segment, no dots, short enough for the request's status.
+var silenceID = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+
+// checkID says why id is not a silence ID lull puts in a URL or a status.
+func checkID(id string) error {
+	if !silenceID.MatchString(id) {
+		return fmt.Errorf("%q is not a silence ID (letters, digits and dashes, at most 64): lull does not put it in a URL", id)
+	}
+	return nil
+}
+
+// MaxSilenceMatcher is the longest matcher, expanded, a silence may have
+// (what a request's status.silence.matchers holds).
+const MaxSilenceMatcher = 1024
+
 // Silence is an Alertmanager silence.
 type Silence struct {
 	// ID is Alertmanager's; empty for a silence not yet made.
@@ -89,13 +105,9 @@ func fromAM(a amSilence) (Silence, error) {
 		case !equal:
 			t = MatchNotEqual
 		}
-		mm := Matcher{Name: m.Name, Type: t, Value: m.Value}
-		if m.IsRegex {
-			re, err := compile(m.Value)
-			if err != nil {
-				return Silence{}, fmt.Errorf("silence %s: matcher %s: %w", a.ID, m.Name, err)
-			}
-			mm.re = re
+		mm, err := silenceAnchored(Matcher{Name: m.Name, Type: t, Value: m.Value})
+		if err != nil {
+			return Silence{}, fmt.Errorf("silence %s: matcher %s: %w", a.ID, m.Name, err)
 		}
 		s.Matchers = append(s.Matchers, mm)
 	}
@@ -103,12 +115,17 @@ func fromAM(a amSilence) (Silence, error) {
 }
 
 // SilenceMatchers expands a silence's matchers as an admin wrote them
-// (PromQL syntax, $(NODE_NAME) in values) for node: the node's name goes
+// (PromQL syntax, placeholder in values) for node: the node's name goes
 // in as it is in = and != values, and escaped as a regular expression in
 // =~ and !~ ones (a dot in a node's name matches a dot only). At least
-// one matcher must be an equality matcher whose value names the node, so
-// that the silence reaches no further than the node; the error says
-// which matcher is wrong otherwise.
+// one matcher must be an equality matcher whose value names the node,
+// the placeholder bounded on each side by the value's start or end or a
+// character no node name has (instance="$(NODE_NAME):9100", not
+// node="$(NODE_NAME)0", which would name node-10 for node-1), so that
+// the silence reaches no further than the node; an expanded matcher is
+// at most MaxSilenceMatcher long. The errors say which matcher is wrong.
+// Regular expressions are anchored as Alertmanager anchors a silence's,
+// so that lull judges what a silence selects as Alertmanager does.
 func SilenceMatchers(written []string, node string, placeholder string) ([]Matcher, error) {
 	if node == "" {
 		return nil, fmt.Errorf("silence matchers: no node name to put in them")
@@ -120,24 +137,69 @@ func SilenceMatchers(written []string, node string, placeholder string) ([]Match
 		if err != nil {
 			return nil, fmt.Errorf("silence matchers: %w", err)
 		}
-		has := strings.Contains(m.Value, placeholder)
+		named = named || (m.Type == MatchEqual && NamesNode(m.Value, placeholder))
 		name := node
 		if m.Type == MatchRegexp || m.Type == MatchNotRegexp {
 			name = regexp.QuoteMeta(node)
 		}
 		m.Value = strings.ReplaceAll(m.Value, placeholder, name)
-		if m.Type == MatchRegexp || m.Type == MatchNotRegexp {
-			if m, err = ParseMatcher(m.String()); err != nil {
-				return nil, fmt.Errorf("silence matchers: %w", err)
-			}
+		if m, err = silenceAnchored(m); err != nil {
+			return nil, fmt.Errorf("silence matchers: %w", err)
 		}
-		named = named || (has && m.Type == MatchEqual)
+		if n := len(m.String()); n > MaxSilenceMatcher {
+			return nil, fmt.Errorf("silence matcher %s is %d characters long with node %s in it, more than %d: write a shorter one", w, n, node, MaxSilenceMatcher)
+		}
 		out = append(out, m)
 	}
 	if !named {
-		return nil, fmt.Errorf("silence matchers %q: none is an equality matcher naming the node (such as node=%q): a silence must reach no further than its node", written, placeholder)
+		return nil, fmt.Errorf("silence matchers %q: none is an equality matcher naming the node (such as node=%q or instance=\"%s:9100\", the name not run into other letters, digits, dots or dashes): a silence must reach no further than its node",
+			written, placeholder, placeholder)
 	}
 	return out, nil
+}
+
+// NamesNode reports whether value names the node by placeholder, bounded
+// on each side by the value's start or end or a character no node name
+// has (a node's name is lowercase letters, digits, dots and dashes).
+func NamesNode(value, placeholder string) bool {
+	nodeChar := func(b byte) bool { return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '.' || b == '-' }
+	for i := 0; ; {
+		j := strings.Index(value[i:], placeholder)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(placeholder)
+		if (start == 0 || !nodeChar(value[start-1])) && (end == len(value) || !nodeChar(value[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+// ParseSilenceMatcher parses a matcher a silence has (as SilenceMatchers
+// wrote it), its regular expression anchored as Alertmanager anchors a
+// silence's.
+func ParseSilenceMatcher(s string) (Matcher, error) {
+	m, err := ParseMatcher(s)
+	if err != nil {
+		return Matcher{}, err
+	}
+	return silenceAnchored(m)
+}
+
+// silenceAnchored compiles m's regular expression as Alertmanager does a
+// silence's: ^(?:re)$, where "." does not match a newline (PromQL's
+// matchers, and so an alerts gate's, let it).
+func silenceAnchored(m Matcher) (Matcher, error) {
+	if m.Type != MatchRegexp && m.Type != MatchNotRegexp {
+		return m, nil
+	}
+	re, err := regexp.Compile("^(?:" + m.Value + ")$")
+	if err != nil {
+		return Matcher{}, fmt.Errorf("%s: %q is not a valid regular expression: %w", m.Name, m.Value, err)
+	}
+	m.re = re
+	return m, nil
 }
 
 // SilenceMatches reports whether an alert with these labels is one the
@@ -179,6 +241,9 @@ func (c *Client) PutSilence(ctx context.Context, s Silence) (string, error) {
 	if err := json.Unmarshal(answer, &got); err != nil || got.SilenceID == "" {
 		return "", fmt.Errorf("%s: the answer names no silenceID: it begins %s", where, c.quote(answer))
 	}
+	if err := checkID(got.SilenceID); err != nil {
+		return "", fmt.Errorf("%s: the answer's silenceID: %w", where, err)
+	}
 	return got.SilenceID, nil
 }
 
@@ -187,6 +252,9 @@ func (c *Client) PutSilence(ctx context.Context, s Silence) (string, error) {
 func (c *Client) GetSilence(ctx context.Context, id string) (Silence, error) {
 	base, err := c.silenceBase()
 	if err != nil {
+		return Silence{}, err
+	}
+	if err := checkID(id); err != nil {
 		return Silence{}, err
 	}
 	u := base.JoinPath("api", "v2", "silence", id)
@@ -199,6 +267,9 @@ func (c *Client) GetSilence(ctx context.Context, id string) (Silence, error) {
 	if err := json.Unmarshal(answer, &a); err != nil {
 		return Silence{}, fmt.Errorf("%s: the answer is not a silence: %v; it begins %s", where, err, c.quote(answer))
 	}
+	if a.ID != id {
+		return Silence{}, fmt.Errorf("%s: the answer is silence %q, not the one asked for", where, a.ID)
+	}
 	return fromAM(a)
 }
 
@@ -207,6 +278,9 @@ func (c *Client) GetSilence(ctx context.Context, id string) (Silence, error) {
 func (c *Client) ExpireSilence(ctx context.Context, id string) error {
 	base, err := c.silenceBase()
 	if err != nil {
+		return err
+	}
+	if err := checkID(id); err != nil {
 		return err
 	}
 	u := base.JoinPath("api", "v2", "silence", id)
@@ -275,9 +349,35 @@ func (c *Client) send(ctx context.Context, method string, u *url.URL, body []byt
 	answer, err := c.get(req, where)
 	var status *statusError
 	if errors.As(err, &status) && status.code == http.StatusNotFound && strings.Contains(u.Path, "api/v2/silence/") {
-		return nil, fmt.Errorf("%w: %w", ErrSilenceNotFound, err)
+		// Not found by Alertmanager itself, or by a proxy in front of it
+		// (an ingress's default backend): only Alertmanager answering its
+		// status at the same base says the silence is gone.
+		if c.isAlertmanager(ctx, u) {
+			return nil, fmt.Errorf("%w: %w", ErrSilenceNotFound, err)
+		}
+		return nil, fmt.Errorf("%w (and no Alertmanager answers its status there)", err)
 	}
 	return answer, err
+}
+
+// isAlertmanager reports whether Alertmanager's GET /api/v2/status
+// answers beside the silence URL u.
+func (c *Client) isAlertmanager(ctx context.Context, u *url.URL) bool {
+	i := strings.LastIndex(u.Path, "api/v2/silence/")
+	status := *u
+	status.Path, status.RawPath = u.Path[:i]+"api/v2/status", ""
+	req, err := c.newRequest(ctx, &status, "asking Alertmanager its status")
+	if err != nil {
+		return false
+	}
+	body, err := c.get(req, "asking Alertmanager its status")
+	if err != nil {
+		return false
+	}
+	var st struct {
+		Uptime *time.Time `json:"uptime"`
+	}
+	return json.Unmarshal(body, &st) == nil && st.Uptime != nil
 }
 
 func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }

@@ -172,7 +172,7 @@ func TestSystemSilenceWhileLullTakesTheNodeDown(t *testing.T) {
 	e.window(&lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "e2e-silence"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-silence"}},
 		Strategy:     lullv1alpha1.StrategyPermissive, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-		Silences:     &lullv1alpha1.Silences{URL: amURL, Duration: &lullv1alpha1.Duration{Duration: 2 * time.Minute}},
+		Silences: &lullv1alpha1.Silences{URL: amURL, Duration: &lullv1alpha1.Duration{Duration: 2 * time.Minute}},
 	}})
 	e.window(&lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "e2e-silence-gate"}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "e2e-silence-gate"}},
