@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +67,28 @@ func silenceRound(st *lullv1alpha1.NodeMaintenanceStatus, now time.Time) time.Du
 type silenceTries struct {
 	mu     sync.Mutex
 	failed map[types.UID]silenceTry
+	// unanswered are the Alertmanagers that did not answer, by URL.
+	unanswered map[string]silenceTry
+}
+
+// away is why the Alertmanager at url is taken as away: it did not answer
+// less than silenceRetry ago; nil otherwise.
+func (t *silenceTries) away(url string, now time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f, ok := t.unanswered[url]; ok && now.Before(f.at.Add(silenceRetry)) {
+		return fmt.Errorf("the Alertmanager at %s did not answer at %s: %w", url, f.at.UTC().Format(time.RFC3339), f.err)
+	}
+	return nil
+}
+
+func (t *silenceTries) noteAway(url string, now time.Time, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.unanswered == nil {
+		t.unanswered = map[string]silenceTry{}
+	}
+	t.unanswered[url] = silenceTry{at: now, err: err}
 }
 
 type silenceTry struct {
@@ -141,7 +165,7 @@ func (s *step) syncSilence(ctx context.Context, phase lullv1alpha1.MaintenancePh
 		if rec == nil {
 			return nil
 		}
-		return s.tryingSilence(func(ctx context.Context) error { return s.expireSilence(ctx) })(ctx)
+		return s.tryingSilence(rec.URL, s.expireSilence)(ctx)
 	}
 	if rec != nil && rec.Withdrawn && rec.Window == w.Name {
 		return nil // someone expired it: lull does not make it again
@@ -160,7 +184,7 @@ func (s *step) syncSilence(ctx context.Context, phase lullv1alpha1.MaintenancePh
 	if same && rec.EndsAt.Sub(s.now) > d/2 {
 		return nil // fresh: nothing to ask
 	}
-	return s.tryingSilence(func(ctx context.Context) error {
+	return s.tryingSilence(w.Spec.Silences.URL, func(ctx context.Context) error {
 		if rec != nil && !same {
 			// The window's silences changed: the old one goes first.
 			if err := s.expireSilence(ctx); err != nil {
@@ -171,17 +195,27 @@ func (s *step) syncSilence(ctx context.Context, phase lullv1alpha1.MaintenancePh
 	})(ctx)
 }
 
-// tryingSilence runs f with the round's bound on Alertmanager, unless the
-// last try failed moments ago; it remembers how it went.
-func (s *step) tryingSilence(f func(context.Context) error) func(context.Context) error {
+// tryingSilence runs f with the round's bound on the Alertmanager at
+// url, unless this request's last try failed moments ago, or that
+// Alertmanager did not answer anyone moments ago (reconciles run one at a
+// time: a blackholed Alertmanager must not take silenceTimeout of every
+// request's round); it remembers how it went.
+func (s *step) tryingSilence(url string, f func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if err := s.r.silences.last(s.nm.UID, s.now); err != nil {
+			return err
+		}
+		if err := s.r.silences.away(url, s.now); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(ctx, silenceTimeout)
 		defer cancel()
 		err := f(ctx)
 		s.r.silences.note(s.nm.UID, s.now, err)
+		var nerr net.Error
+		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout()) || errors.Is(err, syscall.ECONNREFUSED) {
+			s.r.silences.noteAway(url, s.now, err)
+		}
 		return err
 	}
 }
@@ -338,7 +372,7 @@ func (r *Reconciler) expireFinished(ctx context.Context, nm *lullv1alpha1.NodeMa
 		return nil
 	}
 	s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy(), wsLoaded: true}
-	if err := s.tryingSilence(s.expireSilence)(ctx); err != nil {
+	if err := s.tryingSilence(s.status.Silence.URL, s.expireSilence)(ctx); err != nil {
 		s.silenceNotKept(err)
 		if !s.now.Before(s.status.Silence.EndsAt.Time) {
 			// Past its end it has expired by itself: nothing to wait for.
@@ -359,7 +393,7 @@ func (s *step) expireBestEffort(ctx context.Context) {
 	if s.status.Silence == nil {
 		return
 	}
-	if err := s.tryingSilence(s.expireSilence)(ctx); err != nil {
+	if err := s.tryingSilence(s.status.Silence.URL, s.expireSilence)(ctx); err != nil {
 		s.silenceNotKept(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -427,4 +428,30 @@ func TestSilenceOfAnEndedRequest(t *testing.T) {
 			require.Nil(t, e.nm.Status.Silence, "past its end it has expired by itself")
 		})
 	}
+}
+
+// An Alertmanager that does not answer is not asked again by every other
+// request in the same moment (reconciles run one at a time); each says
+// why, and they all try again once silenceRetry has passed.
+func TestSilenceAlertmanagerAwayIsNotAskedByEveryone(t *testing.T) {
+	e := newSilenceEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens: connection refused
+	e.w.Spec.Silences.URL = refused
+	ctx := context.Background()
+	err = e.step(rebooting()).syncSilence(ctx, lullv1alpha1.PhaseActing)
+	require.ErrorContains(t, err, "connection refused")
+
+	other := e.step(rebooting())
+	other.nm = &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n2", UID: "uid-2"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n2"}}
+	other.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
+	err = other.syncSilence(ctx, lullv1alpha1.PhaseActing)
+	require.ErrorContains(t, err, "did not answer at", "not asked again in the same moment")
+
+	e.clk.Step(silenceRetry)
+	other.now = e.clk.Now()
+	err = other.syncSilence(ctx, lullv1alpha1.PhaseActing)
+	require.ErrorContains(t, err, "connection refused", "asked again once silenceRetry has passed")
 }
