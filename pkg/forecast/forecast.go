@@ -53,6 +53,7 @@ type Forecast struct {
 	synced        atomic.Bool
 
 	snap      atomic.Pointer[Snapshot]
+	snapGen   uint64 // the last snapshot's gen, under mu
 	listeners []func([]Change)
 
 	work work

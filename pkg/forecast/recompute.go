@@ -49,7 +49,8 @@ func (f *Forecast) update(names []string) {
 	}
 	if w.next != nil {
 		f.nodes = w.next
-		f.snap.Store(&Snapshot{f: f, nodes: w.next, at: now})
+		f.snapGen++
+		f.snap.Store(&Snapshot{f: f, nodes: w.next, at: now, gen: f.snapGen})
 	}
 	f.armLocked(now)
 	listeners := f.listeners

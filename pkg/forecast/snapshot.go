@@ -13,6 +13,9 @@ type Snapshot struct {
 	f     *Forecast
 	nodes *nodeMap
 	at    time.Time
+	// gen tells snapshots apart (LookupCache): each one the forecast
+	// publishes has a greater one.
+	gen uint64
 }
 
 // At is when the snapshot was computed.
@@ -46,13 +49,24 @@ func (s *Snapshot) Nodes() []*Node {
 // with nothing forecast are kept in the snapshot (quiet entries), so the
 // scheduler's hot path computes only while its informer is ahead.
 func (s *Snapshot) Lookup(node *v1.Node) *Node {
-	n := s.nodes.entry(node.Name)
-	class, has := node.Labels[s.f.opts.MaintenanceLabel]
-	if n == nil && !has {
-		return nil
-	}
-	if n != nil && n.HasLabel == has && n.LabelClass == class {
-		return visible(n)
+	n, stored := s.lookup(node)
+	if stored {
+		return n
 	}
 	return s.f.Compute(node.Name, node.Labels)
+}
+
+// lookup is Lookup from the snapshot alone; stored is false when the node
+// object's label differs from what the snapshot holds (the forecast must
+// compute it).
+func (s *Snapshot) lookup(node *v1.Node) (n *Node, stored bool) {
+	n = s.nodes.entry(node.Name)
+	class, has := node.Labels[s.f.opts.MaintenanceLabel]
+	if n == nil && !has {
+		return nil, true
+	}
+	if n != nil && n.HasLabel == has && n.LabelClass == class {
+		return visible(n), true
+	}
+	return nil, false
 }

@@ -40,6 +40,9 @@ type NodeDisruption struct {
 	forecast *forecast.Forecast
 	clock    clock.PassiveClock
 	rejected *rejections
+	// lookups remembers the forecast's answer per node object and
+	// snapshot: the hot path (Filter, Score) is one probe of it.
+	lookups *forecast.LookupCache
 }
 
 var _ fwk.PreFilterPlugin = &NodeDisruption{}
@@ -99,7 +102,7 @@ func NewWithClock(c clock.WithTickerAndDelayedExecution) func(context.Context, r
 // newPlugin wires a plugin to a forecast; unit tests feed the forecast
 // directly.
 func newPlugin(args config.NodeDisruptionArgs, h fwk.Handle, f *forecast.Forecast, c clock.PassiveClock) *NodeDisruption {
-	pl := &NodeDisruption{args: args, handle: h, forecast: f, clock: c, rejected: newRejections()}
+	pl := &NodeDisruption{args: args, handle: h, forecast: f, clock: c, rejected: newRejections(), lookups: forecast.NewLookupCache()}
 	f.OnChange(pl.onForecastChange)
 	return pl
 }
@@ -165,7 +168,7 @@ func (pl *NodeDisruption) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	if reason, blocked := pl.blocks(s.snap.Lookup(node)); blocked {
+	if reason, blocked := pl.blocks(pl.lookups.Lookup(s.snap, node)); blocked {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
 	return nil
@@ -216,13 +219,24 @@ type preScoreState struct {
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
 // PreScore takes the snapshot and the pod's expected runtime once. It
-// skips scoring when no node has anything forecast.
-func (pl *NodeDisruption) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+// skips scoring when no candidate node has anything forecast (every score
+// would be the maximum).
+func (pl *NodeDisruption) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	if pl.tolerates(pod) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	snap := pl.forecast.Snapshot()
 	if snap.Len() == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	forecast := false
+	for _, ni := range nodes {
+		if node := ni.Node(); node != nil && pl.lookups.Lookup(snap, node) != nil {
+			forecast = true
+			break
+		}
+	}
+	if !forecast {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	cs.Write(preScoreStateKey, &preScoreState{snap: snap, now: pl.clock.Now(), runtime: pl.expectedRuntime(pod)})
@@ -240,7 +254,7 @@ func (pl *NodeDisruption) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod,
 	if !ok {
 		return 0, fwk.AsStatus(fmt.Errorf("%+v convert to nodedisruption.preScoreState error", c))
 	}
-	return pl.score(s, s.snap.Lookup(nodeInfo.Node())), nil
+	return pl.score(s, pl.lookups.Lookup(s.snap, nodeInfo.Node())), nil
 }
 
 func (pl *NodeDisruption) score(s *preScoreState, n *forecast.Node) int64 {

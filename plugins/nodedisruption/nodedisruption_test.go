@@ -234,7 +234,8 @@ func TestScore(t *testing.T) {
 			w.Spec.Schedule.Exclude = []lullv1alpha1.Exclusion{{StartDate: "2026-11-21", EndDate: "2026-11-21"}}
 			fx.f.SetWindow(w)
 			cs := framework.NewCycleState()
-			if st := fx.pl.PreScore(context.Background(), cs, tc.pod, nil); !st.IsSuccess() {
+			candidates := []fwk.NodeInfo{nodeInfo(in2h), nodeInfo(in8h), nodeInfo(in30h), nodeInfo(free)}
+			if st := fx.pl.PreScore(context.Background(), cs, tc.pod, candidates); !st.IsSuccess() {
 				t.Fatalf("prescore: %v", st)
 			}
 			got := map[string]int64{}
@@ -256,6 +257,24 @@ func TestPreScoreSkipsWhenNothingForecast(t *testing.T) {
 	fx := newFixture(t, defaultArgs(), mkNode("n", nil))
 	if st := fx.pl.PreScore(context.Background(), framework.NewCycleState(), mkPod("p"), nil); !st.IsSkip() {
 		t.Fatalf("want Skip, got %v", st)
+	}
+}
+
+// PreScore skips when no candidate node has anything forecast, though
+// other nodes (filtered out, say) do: every candidate would score the
+// maximum. A candidate with a forecast is scored.
+func TestPreScoreSkipsWhenNoCandidateHasAForecast(t *testing.T) {
+	plain, soon := mkNode("plain", map[string]string{"pool": "a"}), mkNode("soon", map[string]string{"pool": "a", lullv1alpha1.MaintenanceLabel: "kernel-update"})
+	fx := newFixture(t, defaultArgs(), plain, soon)
+	fx.f.SetWindow(mkWindow("daily", "a", "12:00"))
+	if fx.f.Snapshot().Len() == 0 {
+		t.Fatal("the fixture forecasts nothing")
+	}
+	if st := fx.pl.PreScore(context.Background(), framework.NewCycleState(), mkPod("p"), []fwk.NodeInfo{nodeInfo(plain)}); !st.IsSkip() {
+		t.Fatalf("candidates without a forecast: want Skip, got %v", st)
+	}
+	if st := fx.pl.PreScore(context.Background(), framework.NewCycleState(), mkPod("p"), []fwk.NodeInfo{nodeInfo(plain), nodeInfo(soon)}); !st.IsSuccess() {
+		t.Fatalf("a candidate with a forecast: want Success, got %v", st)
 	}
 }
 
