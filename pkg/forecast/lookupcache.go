@@ -20,12 +20,20 @@ import (
 // informer ahead of the forecast's) is computed every time, as Lookup
 // does, so a labelled node is never treated as unlabelled. An entry keeps
 // its node object from being freed, so an address is never another
-// node's while it is in the table. Safe for concurrent use (the
-// scheduler runs Filter in parallel).
+// node's while it is in the table; and so that the entries of node
+// objects the informer has replaced do not pile up, the table starts
+// afresh once it has taken twice as many answers as there are nodes (at
+// least 8,192) since it last did: it never holds more old node objects
+// than there are nodes. Safe for concurrent use (the scheduler runs
+// Filter in parallel).
 type LookupCache struct {
-	slots []atomic.Pointer[cachedLookup]
-	shift uint
+	table   atomic.Pointer[lookupTable]
+	inserts atomic.Int64
+	nodes   atomic.Int64
 }
+
+// lookupTable is a table of remembered answers, two slots per set.
+type lookupTable [1 << lookupCacheBits]atomic.Pointer[cachedLookup]
 
 // cachedLookup is one remembered answer.
 type cachedLookup struct {
@@ -34,21 +42,36 @@ type cachedLookup struct {
 	n    *Node
 }
 
-// lookupCacheBits sizes the table: 2^15 slots, two per set (2 × 128 KiB
-// of pointers), for clusters of up to ~10,000 nodes with few collisions.
-const lookupCacheBits = 15
+const (
+	// lookupCacheBits sizes the table: 2^15 slots, two per set (256 KiB
+	// of pointers), for clusters of up to ~10,000 nodes with few
+	// collisions.
+	lookupCacheBits = 15
+	// lookupCacheShift takes a set's index from a 64-bit hash.
+	lookupCacheShift = 64 - (lookupCacheBits - 1)
+	// minRenewal is the fewest answers the table takes before it starts
+	// afresh.
+	minRenewal = 8192
+)
 
 // NewLookupCache returns an empty cache.
 func NewLookupCache() *LookupCache {
-	return &LookupCache{slots: make([]atomic.Pointer[cachedLookup], 1<<lookupCacheBits), shift: 64 - (lookupCacheBits - 1)}
+	c := &LookupCache{}
+	c.table.Store(new(lookupTable))
+	return c
 }
+
+// SetNodes tells the cache how many nodes the cluster has (the
+// scheduler's snapshot), which bounds the old node objects it may hold.
+func (c *LookupCache) SetNodes(n int) { c.nodes.Store(int64(n)) }
 
 // Lookup is s.Lookup(node), remembered.
 func (c *LookupCache) Lookup(s *Snapshot, node *v1.Node) *Node {
+	t := c.table.Load()
 	// The set of two slots: the address's high bits after a Fibonacci
 	// multiply (node objects are aligned, their low bits are zeros).
-	set := (uint64(uintptr(unsafe.Pointer(node))) * 0x9E3779B97F4A7C15) >> c.shift * 2
-	a, b := &c.slots[set], &c.slots[set+1]
+	set := (uint64(uintptr(unsafe.Pointer(node))) * 0x9E3779B97F4A7C15) >> lookupCacheShift * 2
+	a, b := &t[set], &t[set+1]
 	if e := a.Load(); e != nil && e.node == node && e.gen == s.gen {
 		return e.n
 	}
@@ -65,5 +88,21 @@ func (c *LookupCache) Lookup(s *Snapshot, node *v1.Node) *Node {
 		into = a
 	}
 	into.Store(&cachedLookup{node: node, gen: s.gen, n: n})
+	if c.inserts.Add(1) > max(minRenewal, 2*c.nodes.Load()) {
+		c.inserts.Store(0)
+		c.table.Store(new(lookupTable))
+	}
+	return n
+}
+
+// held counts the node objects the table holds (for tests).
+func (c *LookupCache) held() int {
+	t := c.table.Load()
+	n := 0
+	for i := range t {
+		if t[i].Load() != nil {
+			n++
+		}
+	}
 	return n
 }

@@ -102,3 +102,37 @@ func TestLookupCacheHitAllocatesNothing(t *testing.T) {
 	c.Lookup(snap, n)
 	require.Zero(t, testing.AllocsPerRun(100, func() { c.Lookup(snap, n) }))
 }
+
+// The node objects an informer replaced do not pile up in the table: it
+// starts afresh once it has taken twice as many answers as there are nodes
+// (at least minRenewal), so it never holds more than that.
+func TestLookupCacheHoldsBoundedOldObjects(t *testing.T) {
+	f, _, _ := newForecast(t, true)
+	c := NewLookupCache()
+	const nodes = 100
+	c.SetNodes(nodes)
+	bound := max(minRenewal, 2*nodes)
+	snap := f.Snapshot()
+	for version := 0; version < 3*bound/nodes; version++ {
+		for i := 0; i < nodes; i++ {
+			// A new object for each node, as an informer's update makes.
+			c.Lookup(snap, node(fmt.Sprintf("n-%d", i), map[string]string{"v": fmt.Sprint(version)}))
+		}
+		require.LessOrEqual(t, c.held(), bound, "version %d", version)
+	}
+	// A stable cluster keeps its answers: no renewal while nothing changes.
+	objs := make([]*v1.Node, nodes)
+	for i := range objs {
+		objs[i] = node(fmt.Sprintf("n-%d", i), nil)
+	}
+	for round := 0; round < 3; round++ {
+		for _, o := range objs {
+			c.Lookup(snap, o)
+		}
+	}
+	require.Zero(t, testing.AllocsPerRun(10, func() {
+		for _, o := range objs {
+			c.Lookup(snap, o)
+		}
+	}), "a stable cluster is answered from the table")
+}

@@ -140,7 +140,7 @@ func getPreFilterState(cs fwk.CycleState) (*preFilterState, error) {
 
 // PreFilter takes the forecast snapshot the cycle filters with. A pod
 // that tolerates disruption is skipped.
-func (pl *NodeDisruption) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *NodeDisruption) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if pl.tolerates(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -150,6 +150,7 @@ func (pl *NodeDisruption) PreFilter(_ context.Context, cs fwk.CycleState, pod *v
 		pl.rejected.addWaiting(pod)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "lull-scheduler has not yet read the node leases and maintenance requests")
 	}
+	pl.lookups.SetNodes(len(nodes))
 	cs.Write(preFilterStateKey, &preFilterState{snap: pl.forecast.Snapshot()})
 	return nil, nil
 }
