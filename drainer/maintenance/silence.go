@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -134,15 +135,7 @@ func (s *step) silenceWanted(ctx context.Context, phase lullv1alpha1.Maintenance
 		return nil, err
 	}
 	ws = slices.Clone(ws)
-	slices.SortFunc(ws, func(a, b *lullv1alpha1.MaintenanceWindow) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ws, func(a, b *lullv1alpha1.MaintenanceWindow) int { return strings.Compare(a.Name, b.Name) })
 	for _, w := range ws {
 		if w.Spec.Silences != nil {
 			return w, nil
@@ -366,7 +359,8 @@ func (s *step) silenceNotKept(err error) string {
 }
 
 // expireFinished expires the silence an ended request still records (its
-// last round could not) and records that it is gone.
+// last round could not, or lull is being uninstalled) and records that it
+// is gone.
 func (r *Reconciler) expireFinished(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) error {
 	if nm.Status.Silence == nil {
 		return nil
@@ -384,16 +378,4 @@ func (r *Reconciler) expireFinished(ctx context.Context, nm *lullv1alpha1.NodeMa
 	}
 	nm.Status = *s.status
 	return r.Client.Status().Update(ctx, nm)
-}
-
-// expireBestEffort expires the silence an ending request records, once,
-// when lull is uninstalled: the request's finalizer goes whatever the
-// answer (the silence then expires by itself within its duration).
-func (s *step) expireBestEffort(ctx context.Context) {
-	if s.status.Silence == nil {
-		return
-	}
-	if err := s.tryingSilence(s.status.Silence.URL, s.expireSilence)(ctx); err != nil {
-		s.silenceNotKept(err)
-	}
 }

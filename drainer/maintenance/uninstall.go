@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -158,16 +157,11 @@ func (r *Reconciler) windDown(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		if _, err := s.finishAs(ctx, lullv1alpha1.PhaseFailed, eventUninstalled(msg)); err != nil {
 			return reconcile.Result{}, err
 		}
-	} else if nm.Status.Silence != nil {
-		// An ended request whose silence was not seen expired yet.
-		s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy(), wsLoaded: true}
-		s.expireBestEffort(ctx)
-		if !equality.Semantic.DeepEqual(&nm.Status, s.status) {
-			nm.Status = *s.status
-			if err := r.Client.Status().Update(ctx, nm); err != nil {
-				return reconcile.Result{}, client.IgnoreNotFound(err)
-			}
-		}
+	} else if err := r.expireFinished(ctx, nm, node); err != nil {
+		// An ended request whose silence was not seen expired yet: tried
+		// once; the finalizer goes whatever the answer (the silence
+		// expires by itself within its duration).
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if controllerutil.RemoveFinalizer(nm, Finalizer) {
 		return reconcile.Result{}, client.IgnoreNotFound(r.update(ctx, nm))
