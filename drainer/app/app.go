@@ -144,10 +144,14 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 		// (drainer/machines): from the cache too, not one live request
 		// per read.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		// Nodes are cached trimmed (cache.go): the client refuses to
+		// update one.
+		NewClient: newClient,
 		// Only the lease namespace's Leases and lull-agent's: every
 		// kubelet renews its own heartbeat Lease every 10 s, and none of
 		// those concern us.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Node{}:          {Transform: trimNode},
 			&coordinationv1.Lease{}: {Namespaces: leaseNamespaces(o)},
 			// Of ConfigMaps, the admission guard's parameters alone (its
 			// criticalUnits, which the plans drain for): the drainer
@@ -156,10 +160,8 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 				Field: fields.OneTermEqualSelector("metadata.name", settings.AdmissionConfigMap)},
 		},
 			// Nothing in the drainer reads managedFields; at 5,000 nodes
-			// they are a large part of what the cache holds. (An update
-			// of an object read from the cache omits them, which keeps
-			// the server's.)
-			DefaultTransform: cache.TransformStripManagedFields(),
+			// they are a large part of what the cache holds (cache.go).
+			DefaultTransform: stripManagedFields,
 		},
 	})
 }

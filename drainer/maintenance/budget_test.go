@@ -180,7 +180,8 @@ func TestNewRequestsLineUpWithoutAReconcile(t *testing.T) {
 
 // A slot given back is free at once for the next request only when the
 // request's stored status already says it no longer disrupts (a
-// completion writes Uncordoning first); given back before that (an abort,
+// completion writes Completed first, then gives the slot back; one stuck
+// midway is Uncordoning); given back before that (an abort,
 // whose status write may yet fail), the cache keeps counting it until it
 // shows otherwise.
 func TestReleasedSlotFreeOnlyOnceTheStatusSaysSo(t *testing.T) {
@@ -188,7 +189,7 @@ func TestReleasedSlotFreeOnlyOnceTheStatusSaysSo(t *testing.T) {
 	for _, tc := range []struct {
 		stored lullv1alpha1.MaintenancePhase
 		free   bool
-	}{{lullv1alpha1.PhaseUncordoning, true}, {lullv1alpha1.PhaseDraining, false}} {
+	}{{lullv1alpha1.PhaseCompleted, true}, {lullv1alpha1.PhaseUncordoning, true}, {lullv1alpha1.PhaseDraining, false}} {
 		t.Run(string(tc.stored), func(t *testing.T) {
 			a := nmIn("a", lullv1alpha1.PhaseDraining, t0()) // as the cache shows it
 			b := nmIn("b", lullv1alpha1.PhaseWaitingForBudget, t0())

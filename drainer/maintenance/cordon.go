@@ -169,7 +169,7 @@ func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
 	// when the cordon is put back on a started request (after a restart).
 	switch {
 	case s.starting:
-		s.record(eventStarted(msg))
+		s.record(eventStarted(msg, s.decided()))
 	case patched:
 		s.record(eventCordoned(msg))
 	}

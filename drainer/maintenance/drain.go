@@ -336,9 +336,9 @@ func (s *step) drained(ctx context.Context) (reconcile.Result, error) {
 	}
 	s.cond(ConditionBlocked, false, "Drained", "nothing left to evict")
 	s.cond(ConditionDrained, true, "Drained", "no evictable pod left on the node")
-	hostSteps := s.status.HasHostSteps()
-	s.record(eventDrained(hostSteps))
-	if hostSteps {
+	// No event: the phase, the Drained condition and the node's condition
+	// say it now; the Completed event tells the drain (events.go).
+	if s.status.HasHostSteps() {
 		return s.act(ctx)
 	}
 	return s.hold(ctx, lullv1alpha1.PhaseDrained)

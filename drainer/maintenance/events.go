@@ -3,6 +3,7 @@ package maintenance
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -54,7 +55,6 @@ const (
 	ReasonPaused                  = "Paused"
 	ReasonDrainBlocked            = "DrainBlocked"
 	ReasonForceDeleted            = "ForceDeleted"
-	ReasonDrained                 = "Drained"
 	ReasonNoAgent                 = "WaitingForAgent"
 	ReasonAgentAway               = "AgentAway"
 	ReasonActing                  = "Acting"
@@ -84,12 +84,19 @@ func eventHeldByGate(v gate.Verdict) evt {
 func eventWaitingForLease(msg string) evt { return normal(ReasonWaitingForLease, msg) }
 
 // eventStarted: the request took its lease and starts; how says how it
-// found the node ("" when it is not cordoned).
-func eventStarted(how string) evt {
-	if how == "" {
-		return normal(ReasonStarted, "lease acquired")
+// found the node ("" when it is not cordoned), plan what its policy
+// decided. A request's first decision is told here, not in an event of
+// its own (PolicyDecided is raised when a recorded decision changes):
+// each event is a write to the API server, and a fleet's wave makes one
+// request per node.
+func eventStarted(how, plan string) evt {
+	msg := "lease acquired"
+	for _, part := range []string{how, plan} {
+		if part != "" {
+			msg += "; " + part
+		}
 	}
-	return normal(ReasonStarted, "lease acquired; "+how)
+	return normal(ReasonStarted, msg)
 }
 
 func eventPolicyDecided(classes []string, changes *lullv1alpha1.Changes, d lullv1alpha1.Decision) evt {
@@ -130,14 +137,6 @@ func eventForceDeleted(pod string) evt {
 	return warning(ReasonForceDeleted, fmt.Sprintf("deleted %s past its PodDisruptionBudget (escalation Force)", pod))
 }
 
-// eventDrained: the node is drained; hostSteps when lull-agent goes on.
-func eventDrained(hostSteps bool) evt {
-	if hostSteps {
-		return normal(ReasonDrained, "node drained")
-	}
-	return normal(ReasonDrained, "node drained; ready for maintenance")
-}
-
 // The act unit (act.go): lull-agent's host steps.
 
 func eventNoAgent(msg string) evt { return warning(ReasonNoAgent, msg) }
@@ -164,8 +163,19 @@ func eventPoweredOff() evt {
 
 func eventAborted(why string) evt { return warning(ReasonAborted, why) }
 
-func eventCompleted() evt {
-	return normal(ReasonCompleted, "maintenance completed; node returned to service")
+// eventCompleted tells the end of a request and how it went: its drain is
+// told here, not in an event of its own (the phase, the Drained condition
+// and the node's MaintenanceInProgress condition say it as it happens).
+func eventCompleted(st *lullv1alpha1.NodeMaintenanceStatus) evt {
+	msg := "maintenance completed; node returned to service"
+	if st.StartedAt != nil && st.DrainedAt != nil {
+		msg += fmt.Sprintf(" (drained %s after the start", st.DrainedAt.Sub(st.StartedAt.Time).Round(100*time.Millisecond))
+		if st.Pods != nil && st.Pods.Evicted > 0 {
+			msg += fmt.Sprintf(", %d pod(s) evicted", st.Pods.Evicted)
+		}
+		msg += ")"
+	}
+	return normal(ReasonCompleted, msg)
 }
 
 func eventNodeDeleted() evt { return normal(ReasonNodeDeleted, "the node was deleted; request ended") }

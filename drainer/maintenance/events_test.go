@@ -7,10 +7,12 @@ import (
 	"go/token"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/pkg/gate"
@@ -25,8 +27,8 @@ func everyEvent() []evt {
 		eventHeldByGate(gate.Verdict{Reason: gate.ReasonNodeUnwell, Message: "node n2 is not Ready"}),
 		eventHeldByGate(gate.Verdict{Reason: "AlertsFiring", Message: "alert X is firing"}),
 		eventWaitingForLease("held by kured"),
-		eventStarted(""),
-		eventStarted("node cordoned by lull"),
+		eventStarted("", ""),
+		eventStarted("node cordoned by lull", "kernel-update: Drain"),
 		eventPolicyDecided([]string{"kernel-update"}, nil, lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain, Steps: steps}),
 		eventInvalidLabel("lull.dev/maintenance", "Bad Class", errors.New("invalid"), false),
 		eventInvalidLabel("lull.dev/maintenance", "Bad Class", errors.New("invalid"), true),
@@ -36,8 +38,6 @@ func everyEvent() []evt {
 		eventPaused("the window closed"),
 		eventDrainBlocked("shop/db", []string{"shop/db-0"}),
 		eventForceDeleted("shop/db-0"),
-		eventDrained(true),
-		eventDrained(false),
 		eventNoAgent("no lull-agent runs on node n1"),
 		eventAgentAway("WriteFiles is past its timeout 5m0s, but lull-agent is away"),
 		eventActing(actions),
@@ -47,7 +47,7 @@ func everyEvent() []evt {
 		eventFellBack("RestartService chronyd Failed; falling back to a reboot"),
 		eventPoweredOff(),
 		eventAborted("the window closed during the drain"),
-		eventCompleted(),
+		eventCompleted(&lullv1alpha1.NodeMaintenanceStatus{}),
 		eventNodeDeleted(),
 		eventNodeNotFound("n9"),
 		eventNoDisruption("nothing to do"),
@@ -90,8 +90,14 @@ func TestEveryReasonIsRaised(t *testing.T) {
 func TestEventTypes(t *testing.T) {
 	assert.Equal(t, corev1.EventTypeWarning, eventHeldByGate(gate.Verdict{Reason: gate.ReasonAlertsUnknown}).Type, "alerts that cannot be read")
 	assert.Equal(t, corev1.EventTypeNormal, eventHeldByGate(gate.Verdict{Reason: "AlertsFiring"}).Type, "a gate doing its job")
-	assert.Equal(t, "lease acquired", eventStarted("").Message)
-	assert.Equal(t, "lease acquired; node cordoned by lull", eventStarted("node cordoned by lull").Message)
+	assert.Equal(t, "lease acquired", eventStarted("", "").Message)
+	assert.Equal(t, "lease acquired; node cordoned by lull", eventStarted("node cordoned by lull", "").Message)
+	assert.Equal(t, "lease acquired; node cordoned by lull; kernel-update: Drain", eventStarted("node cordoned by lull", "kernel-update: Drain").Message)
+	start := metav1.NewTime(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
+	drained := metav1.NewTime(start.Add(2130 * time.Millisecond))
+	assert.Equal(t, "maintenance completed; node returned to service (drained 2.1s after the start, 3 pod(s) evicted)",
+		eventCompleted(&lullv1alpha1.NodeMaintenanceStatus{StartedAt: &start, DrainedAt: &drained, Pods: &lullv1alpha1.PodCounts{Evicted: 3}}).Message)
+	assert.Equal(t, "maintenance completed; node returned to service", eventCompleted(&lullv1alpha1.NodeMaintenanceStatus{}).Message, "a request that never drained")
 	assert.Equal(t, "PodDisruptionBudget shop/db allows no disruption of shop/db-0, shop/db-1", eventDrainBlocked("shop/db", []string{"shop/db-0", "shop/db-1"}).Message)
 	assert.Contains(t, eventUncordonedByOthers("n1", lullv1alpha1.PhaseDrained).Message, "node n1 was uncordoned by someone else while lull holds it for maintenance (phase Drained)")
 	assert.Equal(t, corev1.EventTypeWarning, eventInvalidLabel("l", "c", errors.New("x"), true).Type)

@@ -227,7 +227,7 @@ func (s *step) start(ctx context.Context, info *lease.Info) (reconcile.Result, e
 	s.status.WaitingFor = ""
 	if !s.needsCordon() {
 		// Service restarts alone: the node keeps its pods and takes new ones.
-		s.record(eventStarted(""))
+		s.record(eventStarted("", s.decided()))
 		return s.act(ctx)
 	}
 	if _, err := s.save(ctx, lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/pkg/policy"
 )
 
 // Condition types of a NodeMaintenance's status.
@@ -55,8 +56,13 @@ func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, re
 	s.status.ObservedGeneration = s.nm.Generation
 	// The node says the same in the shared vocabulary (nodeconditions.go);
 	// a refused write there is reported, and never holds the request.
-	if err := s.r.syncNodeConditions(ctx, s.node, NodeConditions(s.nm, s.status, s.status.Decision != nil && s.needsDrain()), s.now); err != nil {
-		s.logger.Error(err, "Node lifecycle conditions not written; trying again at the next save")
+	// A passing phase (Cordoning, Uncordoning: the same reconcile goes on
+	// to the next) is not written there: each write is a request, and the
+	// node shows the phase before until the next one.
+	if !phase.Passing() {
+		if err := s.r.syncNodeConditions(ctx, s.node, NodeConditions(s.nm, s.status, s.status.Decision != nil && s.needsDrain()), s.now); err != nil {
+			s.logger.Error(err, "Node lifecycle conditions not written; trying again at the next save")
+		}
 	}
 	// The node's silence follows the phase (silence.go): a failure is
 	// reported and tried again; only handing out the host steps waits for
@@ -99,13 +105,25 @@ func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, re
 	if d := s.status.Decision; d != nil && (oldDecision == nil || !sameDecision(*oldDecision, *d)) {
 		// A decision counts once it is recorded: a write lost to a
 		// conflict is decided (and announced) again by the next round.
-		s.record(eventPolicyDecided(s.nm.Spec.Classes, s.nm.Spec.Changes, *d))
+		// The first is told by the Started event (plan); a change of
+		// it, by an event of its own.
+		if oldDecision != nil {
+			s.record(eventPolicyDecided(s.nm.Spec.Classes, s.nm.Spec.Changes, *d))
+		}
 		s.r.Metrics.Decisions.WithLabelValues(string(d.Action), d.RuleRef()).Inc()
 	}
 	if old != phase {
 		s.logger.Info("Phase changed", "from", old, "to", phase, "waitingFor", s.status.WaitingFor)
 	}
 	return res, nil
+}
+
+// decided says what the request's policy decided, for its Started event.
+func (s *step) decided() string {
+	if s.status.Decision == nil {
+		return ""
+	}
+	return policy.Describe(s.nm.Spec.Classes, s.nm.Spec.Changes, *s.status.Decision)
 }
 
 // progressWait reports whether the status being saved is only a drain's
