@@ -77,9 +77,6 @@ type phaseTraits struct {
 	agent bool
 	// inLine: the request may be in its budgets' line for a slot.
 	inLine bool
-	// passing: the reconcile that enters the phase goes on to the next
-	// one; it stays there only when that reconcile fails midway.
-	passing bool
 }
 
 // lifecycle has one row per phase, in the order a request goes through
@@ -91,13 +88,13 @@ var lifecycle = []phaseTraits{
 	{phase: PhaseWaitingForGates, stage: stageWaiting},
 	{phase: PhaseWaitingForBudget, stage: stageWaiting, inLine: true},
 	{phase: PhaseWaitingForLease, stage: stageWaiting},
-	{phase: PhaseCordoning, stage: stageDisrupting, passing: true},
+	{phase: PhaseCordoning, stage: stageDisrupting},
 	{phase: PhaseCordoned, stage: stageDisrupting, holds: true},
 	{phase: PhaseDraining, stage: stageDisrupting, holds: true},
 	{phase: PhaseDrained, stage: stageDisrupting, holds: true},
 	{phase: PhaseActing, stage: stageDisrupting, holds: true, agent: true},
 	{phase: PhasePoweredOff, stage: stageDisrupting, holds: true, agent: true},
-	{phase: PhaseUncordoning, stage: stageEnding, passing: true},
+	{phase: PhaseUncordoning, stage: stageEnding},
 	{phase: PhaseCompleted, stage: stageFinished},
 	{phase: PhaseFailed, stage: stageFinished},
 	{phase: PhaseNodeNotFound, stage: stageFinished},
@@ -153,12 +150,6 @@ func (p MaintenancePhase) WithAgent() bool { return p.traits().agent }
 // InLine reports whether a request in this phase may be in its budgets'
 // line for a slot (not started, not held elsewhere by a gate).
 func (p MaintenancePhase) InLine() bool { return p.traits().inLine }
-
-// Passing reports whether the reconcile that enters the phase goes on to
-// the next one (Cordoning, Uncordoning): a request stays there only when
-// that reconcile fails midway. What is written only for others to read
-// (the node's lifecycle conditions) skips it.
-func (p MaintenancePhase) Passing() bool { return p.traits().passing }
 
 // Ending reports whether the request is over for its node: lull is giving
 // the node back (Uncordoning) or the request has finished.

@@ -21,6 +21,7 @@ import (
 	"lull.dev/lull/drainer/maintenance"
 	policyctl "lull.dev/lull/drainer/policy"
 	"lull.dev/lull/lease"
+	"lull.dev/lull/pkg/budget"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/settings"
 )
@@ -34,6 +35,11 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	o.Settings = o.Settings.WithDefaults()
 	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: clk, AdmissionNamespace: o.Maintenance.AdmissionNamespace})
 	h := f.Handlers()
+	// The budget counts the requests holding a slot from this index, not
+	// from a list of every request (pkg/budget).
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &lullv1alpha1.NodeMaintenance{}, budget.HoldsSlotField, budget.HoldsSlotIndex); err != nil {
+		return fmt.Errorf("indexing NodeMaintenances by budget slot: %w", err)
+	}
 	for obj, hd := range map[client.Object]toolscache.ResourceEventHandler{
 		&corev1.Node{}: h.Nodes, &coordinationv1.Lease{}: h.Leases,
 		&lullv1alpha1.NodeMaintenance{}: h.Maintenances, &lullv1alpha1.MaintenanceWindow{}: h.Windows,

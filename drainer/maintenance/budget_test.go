@@ -180,8 +180,7 @@ func TestNewRequestsLineUpWithoutAReconcile(t *testing.T) {
 
 // A slot given back is free at once for the next request only when the
 // request's stored status already says it no longer disrupts (a
-// completion writes Completed first, then gives the slot back; one stuck
-// midway is Uncordoning); given back before that (an abort,
+// completion writes Uncordoning first); given back before that (an abort,
 // whose status write may yet fail), the cache keeps counting it until it
 // shows otherwise.
 func TestReleasedSlotFreeOnlyOnceTheStatusSaysSo(t *testing.T) {

@@ -50,35 +50,33 @@ func (s *step) abort(ctx context.Context, next lullv1alpha1.MaintenancePhase, wh
 }
 
 // complete ends a request the operator marked done: uncordon (if ours),
-// release the lease, remove the label, record completion, and give the
-// budget slot back (finishAs). The steps are written in one status write,
-// Completed, after them: each is undone-twice-safe, and the trigger (the
-// label gone, spec.complete) outlives a restart, so a crash before that
-// write does them again. Only a completion that fails midway is recorded
-// as Uncordoning, with why, and carried on from there.
+// release the lease, remove the label, and record completion.
+//
+// Uncordoning is written first, and is the commit point of the
+// completion: a completion's trigger need not outlive a crash midway (the
+// end of the host steps is a moment, and a label removed can be put back),
+// and a restart that found the request held again, with its cordon and
+// lease already given back, would start it over on a record of a cordon
+// that is no longer lull's (TestRedteamCompletionCrashAfterActionsDone*).
 func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
 	s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
+	if nm.Status.Phase != lullv1alpha1.PhaseUncordoning {
+		if _, err := s.save(ctx, lullv1alpha1.PhaseUncordoning, reconcile.Result{}); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if err := r.giveBack(ctx, node, s.status); err != nil {
-		return s.completionStuck(ctx, err)
+		return reconcile.Result{}, err
 	}
 	if err := r.Leases.ReleaseForTool(ctx, node.Name, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
-		return s.completionStuck(ctx, fmt.Errorf("releasing the lease of node %s: %w", node.Name, err))
+		return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", node.Name, err)
 	}
 	r.forget(node.Name)
+	s.releaseBudget(ctx)
 	if err := r.removeLabel(ctx, node); err != nil {
-		return s.completionStuck(ctx, err)
+		return reconcile.Result{}, err
 	}
 	return s.finish(ctx, eventCompleted(s.status))
-}
-
-// completionStuck records a completion that failed midway (Uncordoning,
-// with the error) and returns the error, so that the queue tries again.
-func (s *step) completionStuck(ctx context.Context, err error) (reconcile.Result, error) {
-	s.status.LastError = err.Error()
-	if _, serr := s.save(ctx, lullv1alpha1.PhaseUncordoning, reconcile.Result{}); serr != nil {
-		s.logger.Error(serr, "Recording a completion that failed midway")
-	}
-	return reconcile.Result{}, err
 }
 
 // nodeGone ends a request whose node is not there: nothing to uncordon,
@@ -105,6 +103,7 @@ func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	}
 	r.forget(nm.Spec.NodeName)
 	s.status.CordonedByLull, s.status.NodeAnnotations = false, nil // the node is gone, and its cordon with it
+	s.releaseBudget(ctx)
 	if neverSeen {
 		return s.finishAs(ctx, lullv1alpha1.PhaseNodeNotFound, eventNodeNotFound(nm.Spec.NodeName))
 	}
@@ -165,12 +164,6 @@ func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase
 	if _, err := s.save(ctx, phase, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
-	// The slot goes after the write that ends the request: the stored
-	// status then no longer uses budget, so the next in line may have it
-	// at once, whatever the cache still shows (releaseBudget). A crash
-	// in between leaves it counted until the ledger prunes it (fail
-	// closed).
-	s.releaseBudget(ctx)
 	// A silence not yet seen expired keeps the finalizer: the ended
 	// request's next rounds expire it (reconcile).
 	if s.nm.DeletionTimestamp == nil && s.status.Silence == nil && controllerutil.ContainsFinalizer(s.nm, Finalizer) {

@@ -28,6 +28,8 @@
 package maintenance
 
 import (
+	"fmt"
+
 	"context"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -144,6 +146,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		if err := mgr.Add(r.Uninstall); err != nil {
 			return err
 		}
+	}
+	if err := r.setupNodeConditions(mgr); err != nil {
+		return fmt.Errorf("setting up the node-conditions controller: %w", err)
 	}
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}

@@ -9,9 +9,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
@@ -25,6 +33,19 @@ import (
 // ends. Every condition lull writes has a reason starting with "Lull": a
 // condition of the same type with another reason is someone else's, which
 // lull neither overwrites nor removes.
+
+//
+// They are written by a controller of their own (nodeconditions), not by
+// the request's reconcile: they are for others to read, so they stay off
+// the path that cordons and drains, and a request's changes within
+// conditionsDelay make one write (a wave's request goes from its first
+// look to Completed in a few seconds; writing each phase cost a Node
+// status patch apiece, docs/performance.md).
+
+// conditionsDelay is how long after a change of a request (or of lull's
+// conditions on its node) the node's conditions are written: the changes
+// of that time make one write.
+const conditionsDelay = 2 * time.Second
 
 // ReasonPrefix starts the reason of every node condition lull writes.
 const ReasonPrefix = "Lull"
@@ -65,6 +86,89 @@ func NodeConditions(nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.NodeMaint
 	case lullv1alpha1.PhaseDrained, lullv1alpha1.PhaseActing, lullv1alpha1.PhasePoweredOff:
 		if drains {
 			set(corev1.NodeDrained, what+": the node's pods are evicted")
+		}
+	}
+	return out
+}
+
+// wantedOn is the lifecycle conditions nm (as stored) puts on its node.
+func wantedOn(nm *lullv1alpha1.NodeMaintenance) map[corev1.NodeConditionType]corev1.NodeCondition {
+	return NodeConditions(nm, &nm.Status, nm.Status.Decision != nil && needsDrain(&nm.Status))
+}
+
+// syncConditionsOf is the node-conditions controller's reconcile: node
+// name carries what its request, as the cache shows it, says (nothing
+// when there is none, or it ended).
+func (r *Reconciler) syncConditionsOf(ctx context.Context, name string) error {
+	node, err := r.getNode(ctx, name)
+	if err != nil || node == nil {
+		return err
+	}
+	var want map[corev1.NodeConditionType]corev1.NodeCondition
+	nm := &lullv1alpha1.NodeMaintenance{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, nm); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("getting NodeMaintenance %s: %w", name, err)
+	default:
+		want = wantedOn(nm)
+	}
+	return r.syncNodeConditions(ctx, node, want, r.Clock.Now())
+}
+
+// setupNodeConditions registers the node-conditions controller: a
+// request whose conditions change (its phase, its plan), is created or
+// deleted, and a node whose conditions of lull's change (or which has
+// some when the drainer starts), are looked at conditionsDelay later.
+func (r *Reconciler) setupNodeConditions(mgr manager.Manager) error {
+	later := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: o.GetName()}}, conditionsDelay)
+	}
+	requests := handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			later(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			o, ok1 := e.ObjectOld.(*lullv1alpha1.NodeMaintenance)
+			n, ok2 := e.ObjectNew.(*lullv1alpha1.NodeMaintenance)
+			if !ok1 || !ok2 || !equality.Semantic.DeepEqual(wantedOn(o), wantedOn(n)) {
+				later(e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			later(e.Object, q)
+		},
+	}
+	nodes := handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if n, ok := e.Object.(*corev1.Node); ok && len(lullsOn(n)) > 0 {
+				later(e.Object, q)
+			}
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			if ok1 && ok2 && !equality.Semantic.DeepEqual(lullsOn(o), lullsOn(n)) {
+				later(e.ObjectNew, q)
+			}
+		},
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodeconditions").
+		Watches(&lullv1alpha1.NodeMaintenance{}, requests).
+		Watches(&corev1.Node{}, nodes).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			return reconcile.Result{}, r.syncConditionsOf(ctx, req.Name)
+		}))
+}
+
+// lullsOn is node's lifecycle conditions of lull's (reason Lull…).
+func lullsOn(node *corev1.Node) []corev1.NodeCondition {
+	var out []corev1.NodeCondition
+	for _, c := range node.Status.Conditions {
+		if slices.Contains(lifecycleConditions, c.Type) && strings.HasPrefix(c.Reason, ReasonPrefix) {
+			out = append(out, c)
 		}
 	}
 	return out

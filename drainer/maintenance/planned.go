@@ -12,8 +12,10 @@ func (s *step) planHas(t lullv1alpha1.DisruptionAction) bool { return s.plan().H
 
 // rebootsOrPowersOff reports whether a Reboot or PowerOff is still to
 // come (planned, or a fallback).
-func (s *step) rebootsOrPowersOff() bool {
-	for _, a := range s.status.Actions {
+func (s *step) rebootsOrPowersOff() bool { return rebootsOrPowersOff(s.status) }
+
+func rebootsOrPowersOff(st *lullv1alpha1.NodeMaintenanceStatus) bool {
+	for _, a := range st.Actions {
 		if (a.Type == lullv1alpha1.StepReboot || a.Type == lullv1alpha1.StepPowerOff) && !a.State.Done() {
 			return true
 		}
@@ -27,6 +29,10 @@ func (s *step) needsCordon() bool {
 	return s.planHas(lullv1alpha1.ActionCordon) || s.needsDrain()
 }
 
-func (s *step) needsDrain() bool {
-	return s.planHas(lullv1alpha1.ActionDrain) || s.rebootsOrPowersOff()
+func (s *step) needsDrain() bool { return needsDrain(s.status) }
+
+// needsDrain: what a request in status st needs of its node before the
+// host steps; the node-conditions controller asks it of the status alone.
+func needsDrain(st *lullv1alpha1.NodeMaintenanceStatus) bool {
+	return st.Decision.Plan().Has(lullv1alpha1.ActionDrain) || rebootsOrPowersOff(st)
 }

@@ -54,11 +54,6 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 			// We created it a moment ago; the cache has not caught up.
 			return reconcile.Result{RequeueAfter: staleRetry}, nil
 		}
-		// No request (one deleted without lull's finalizer, say): no
-		// condition of lull's stays on its node.
-		if err := r.syncNodeConditions(ctx, node, nil, r.Clock.Now()); err != nil {
-			klog.FromContext(ctx).Error(err, "Node lifecycle conditions of a request that is gone not removed")
-		}
 		return reconcile.Result{}, r.createFromLabel(ctx, node)
 	}
 	if r.writes.stale(nm.Name, nm.UID, nm.ResourceVersion, r.Clock.Now()) {
@@ -73,11 +68,6 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	case nm.DeletionTimestamp != nil:
 		return r.finalize(ctx, nm, node)
 	case nm.Status.Phase.Finished():
-		// An ended request says nothing on its node (its last write of
-		// them may have failed).
-		if err := r.syncNodeConditions(ctx, node, nil, r.Clock.Now()); err != nil {
-			klog.FromContext(ctx).Error(err, "Node lifecycle conditions of an ended request not removed")
-		}
 		// An ended request keeps no silence (its last round may have
 		// failed to expire it).
 		if err := r.expireFinished(ctx, nm, node); err != nil {

@@ -54,16 +54,8 @@ const progressEvery = 5 * time.Second
 func (s *step) save(ctx context.Context, phase lullv1alpha1.MaintenancePhase, res reconcile.Result) (reconcile.Result, error) {
 	s.status.Phase = phase
 	s.status.ObservedGeneration = s.nm.Generation
-	// The node says the same in the shared vocabulary (nodeconditions.go);
-	// a refused write there is reported, and never holds the request.
-	// A passing phase (Cordoning, Uncordoning: the same reconcile goes on
-	// to the next) is not written there: each write is a request, and the
-	// node shows the phase before until the next one.
-	if !phase.Passing() {
-		if err := s.r.syncNodeConditions(ctx, s.node, NodeConditions(s.nm, s.status, s.status.Decision != nil && s.needsDrain()), s.now); err != nil {
-			s.logger.Error(err, "Node lifecycle conditions not written; trying again at the next save")
-		}
-	}
+	// The node says the same in the shared vocabulary: the node-conditions
+	// controller writes it from the status written here (nodeconditions.go).
 	// The node's silence follows the phase (silence.go): a failure is
 	// reported and tried again; only handing out the host steps waits for
 	// it (act).
