@@ -22,6 +22,7 @@ import (
 	policyctl "lull.dev/lull/drainer/policy"
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/budget"
+	"lull.dev/lull/pkg/disruptors"
 	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/pkg/settings"
 )
@@ -35,10 +36,14 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	o.Settings = o.Settings.WithDefaults()
 	f := forecast.New(forecast.Options{Settings: o.Settings, Clock: clk, AdmissionNamespace: o.Maintenance.AdmissionNamespace})
 	h := f.Handlers()
-	// The budget counts the requests holding a slot from this index, not
-	// from a list of every request (pkg/budget).
+	// The budget counts the requests holding a slot, and the nodes other
+	// tools disrupt, from these indexes, not from lists of every request
+	// and node (pkg/budget, pkg/disruptors).
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &lullv1alpha1.NodeMaintenance{}, budget.HoldsSlotField, budget.HoldsSlotIndex); err != nil {
 		return fmt.Errorf("indexing NodeMaintenances by budget slot: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Node{}, disruptors.IndexField, disruptors.Index); err != nil {
+		return fmt.Errorf("indexing Nodes by other tools' disruption: %w", err)
 	}
 	for obj, hd := range map[client.Object]toolscache.ResourceEventHandler{
 		&corev1.Node{}: h.Nodes, &coordinationv1.Lease{}: h.Leases,

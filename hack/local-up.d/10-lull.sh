@@ -71,6 +71,10 @@ if [[ -x "$BIN/lull-drainer" ]]; then
     if [[ -n "${LULL_DRAINER_WORKERS:-}" ]]; then
       extra+=(--workers="${LULL_DRAINER_WORKERS}")
     fi
+    # LULL_DRAINER_QPS=N sets --kube-api-qps (and twice that the burst).
+    if [[ -n "${LULL_DRAINER_QPS:-}" ]]; then
+      extra+=(--kube-api-qps="${LULL_DRAINER_QPS}" --kube-api-burst="$((LULL_DRAINER_QPS * 2))")
+    fi
     # Each replica its own lease holder identity, as POD_NAME gives pods.
     KUBECONFIG="$DIR/lull-drainer.kubeconfig" start_proc "$name" "$BIN/lull-drainer" \
       --identity="lull-drainer/${name}" --lease-namespace=lull-leases --budget-namespace=lull-system \

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
@@ -54,13 +55,34 @@ func TestOf(t *testing.T) {
 	require.False(t, ok)
 }
 
+// Disrupted finds the same nodes with the cache's index (listing only
+// them) and without it (listing every node).
 func TestDisrupted(t *testing.T) {
-	c := fake.NewClientBuilder().WithObjects(
+	added := metav1.NewTime(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
+	nodes := []client.Object{
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "quiet"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "k"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: KarpenterDisruptedTaint, Effect: corev1.TaintEffectNoSchedule}}}},
-	).Build()
-	got, err := Disrupted(context.Background(), c)
-	require.NoError(t, err)
-	require.Len(t, got, 1)
-	require.Equal(t, Karpenter, got["k"].By)
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ending", DeletionTimestamp: &added, Finalizers: []string{KarpenterTermination}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ca"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: AutoscalerToBeDeleted, Effect: corev1.TaintEffectNoSchedule}}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cordoned"}, Spec: corev1.NodeSpec{Unschedulable: true}},
+	}
+	for name, b := range map[string]*fake.ClientBuilder{
+		"every node":     fake.NewClientBuilder().WithObjects(nodes...),
+		"with the index": fake.NewClientBuilder().WithObjects(nodes...).WithIndex(&corev1.Node{}, IndexField, Index),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Disrupted(context.Background(), b.Build())
+			require.NoError(t, err)
+			require.Len(t, got, 3)
+			require.Equal(t, Karpenter, got["k"].By)
+			require.Equal(t, Karpenter, got["ending"].By)
+			require.Equal(t, ClusterAutoscaler, got["ca"].By)
+		})
+	}
+	var listed int
+	indexed := fake.NewClientBuilder().WithObjects(nodes...).WithIndex(&corev1.Node{}, IndexField, Index).Build()
+	var l corev1.NodeList
+	require.NoError(t, indexed.List(context.Background(), &l, client.MatchingFields{IndexField: "true"}))
+	listed = len(l.Items)
+	require.Equal(t, 3, listed, "the index holds the disrupted nodes alone")
 }
