@@ -140,15 +140,20 @@ func (r *Reconciler) setupNodeConditions(mgr manager.Manager) error {
 		},
 	}
 	nodes := handler.TypedFuncs[client.Object, reconcile.Request]{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if n, ok := e.Object.(*corev1.Node); ok && len(lullsOn(n)) > 0 {
+		// A node seen for the first time (the drainer starting, or a node
+		// registered again under its name) is looked at when it carries
+		// lull's conditions or has a request.
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if n, ok := e.Object.(*corev1.Node); ok && (len(lifecycleOn(n, true)) > 0 || r.hasRequest(ctx, n.Name)) {
 				later(e.Object, q)
 			}
 		},
+		// Any change of a lifecycle condition, lull's or another tool's
+		// (one that goes leaves its type to lull).
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			o, ok1 := e.ObjectOld.(*corev1.Node)
 			n, ok2 := e.ObjectNew.(*corev1.Node)
-			if ok1 && ok2 && !equality.Semantic.DeepEqual(lullsOn(o), lullsOn(n)) {
+			if ok1 && ok2 && !equality.Semantic.DeepEqual(lifecycleOn(o, false), lifecycleOn(n, false)) {
 				later(e.ObjectNew, q)
 			}
 		},
@@ -163,15 +168,23 @@ func (r *Reconciler) setupNodeConditions(mgr manager.Manager) error {
 		}))
 }
 
-// lullsOn is node's lifecycle conditions of lull's (reason Lull…).
-func lullsOn(node *corev1.Node) []corev1.NodeCondition {
+// lifecycleOn is node's lifecycle conditions, lull's only (reason Lull…)
+// or everyone's.
+func lifecycleOn(node *corev1.Node, lullsOnly bool) []corev1.NodeCondition {
 	var out []corev1.NodeCondition
 	for _, c := range node.Status.Conditions {
-		if slices.Contains(lifecycleConditions, c.Type) && strings.HasPrefix(c.Reason, ReasonPrefix) {
+		if slices.Contains(lifecycleConditions, c.Type) && (!lullsOnly || strings.HasPrefix(c.Reason, ReasonPrefix)) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// hasRequest reports whether the cache holds a request for node name (or
+// cannot say).
+func (r *Reconciler) hasRequest(ctx context.Context, name string) bool {
+	err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &lullv1alpha1.NodeMaintenance{})
+	return !apierrors.IsNotFound(err)
 }
 
 // syncNodeConditions makes node carry the conditions want (lull's) in one
@@ -259,7 +272,13 @@ func conditionsPatch(node *corev1.Node, want map[corev1.NodeConditionType]corev1
 	if len(replace)+len(removeAt)+len(add) == 0 {
 		return nil
 	}
-	ops := append(append([]map[string]any{}, remove...), replace...)
+	// The whole patch holds only for the node as lull read it: an add has
+	// nothing to test (a condition of another tool's of that type the
+	// read did not show yet would get lull's beside it), and a read that
+	// showed no conditions at all would make the list anew over the ones
+	// it did not show. A node changed since is read again.
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": node.ResourceVersion}}
+	ops = append(append(ops, remove...), replace...)
 	// Removals last and from the end, so that no index moves before it
 	// is used.
 	slices.Sort(removeAt)
