@@ -33,7 +33,6 @@ import (
 // ends. Every condition lull writes has a reason starting with "Lull": a
 // condition of the same type with another reason is someone else's, which
 // lull neither overwrites nor removes.
-
 //
 // They are written by a controller of their own (nodeconditions), not by
 // the request's reconcile: they are for others to read, so they stay off
@@ -42,9 +41,9 @@ import (
 // look to Completed in a few seconds; writing each phase cost a Node
 // status patch apiece, docs/performance.md).
 
-// conditionsDelay is how long after a change of a request (or of lull's
-// conditions on its node) the node's conditions are written: the changes
-// of that time make one write.
+// conditionsDelay is how long after a change of a request (or of its
+// node's lifecycle conditions) the node's conditions are written: the
+// changes of that time make one write.
 const conditionsDelay = 2 * time.Second
 
 // ReasonPrefix starts the reason of every node condition lull writes.
@@ -118,8 +117,9 @@ func (r *Reconciler) syncConditionsOf(ctx context.Context, name string) error {
 
 // setupNodeConditions registers the node-conditions controller: a
 // request whose conditions change (its phase, its plan), is created or
-// deleted, and a node whose conditions of lull's change (or which has
-// some when the drainer starts), are looked at conditionsDelay later.
+// deleted, and a node whose lifecycle conditions change (lull's or
+// another tool's), or which is seen for the first time with lull's
+// conditions or a request, are looked at conditionsDelay later.
 func (r *Reconciler) setupNodeConditions(mgr manager.Manager) error {
 	later := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: o.GetName()}}, conditionsDelay)

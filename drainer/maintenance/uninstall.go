@@ -158,9 +158,10 @@ func (r *Reconciler) windDown(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 			return reconcile.Result{}, err
 		}
 	} else if err := r.expireFinished(ctx, nm, node); err != nil {
-		// An ended request whose silence was not seen expired yet: tried
-		// once; the finalizer goes whatever the answer (the silence
-		// expires by itself within its duration).
+		// An ended request whose silence was not seen expired yet:
+		// Alertmanager is asked once, and the finalizer goes whatever it
+		// answers (the silence expires by itself within its duration);
+		// only a failed write of the request's status is tried again.
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if controllerutil.RemoveFinalizer(nm, Finalizer) {
