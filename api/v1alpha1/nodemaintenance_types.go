@@ -30,6 +30,12 @@ const (
 	RequestedByCLI        = "kubectl-lull"
 	RequestedBySentinel   = "reboot-sentinel"
 	RequestedByClusterAPI = "cluster-api"
+	// CordonedByAnnotation on a Node marks lull's cordon: its value is the
+	// UID of the NodeMaintenance whose cordon it is. lull sets it in the
+	// same write as the cordon and undoes a cordon only while the node
+	// still carries its mark, so a cordon someone made after lull gave
+	// the node back (or one lull found there) is never lull's to undo.
+	CordonedByAnnotation = "lull.dev/cordoned-by"
 	// UninstallAnnotation on the Deployment lull-drainer (its value: when,
 	// RFC 3339) asks lull-drainer to end every request because lull is
 	// about to be uninstalled (kubectl lull uninstall): lull's cordons

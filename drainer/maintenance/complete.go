@@ -2,13 +2,16 @@ package maintenance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +34,7 @@ import (
 // reboot that never comes back, a drain that escalates to Abort); the
 // record says why, and labelling the node again asks again.
 func (s *step) abort(ctx context.Context, next lullv1alpha1.MaintenancePhase, why string) (reconcile.Result, error) {
-	if err := s.r.giveBack(ctx, s.node, s.status); err != nil {
+	if err := s.giveBack(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
 	if next == lullv1alpha1.PhaseFailed && s.node != nil {
@@ -65,7 +68,7 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 			return reconcile.Result{}, err
 		}
 	}
-	if err := r.giveBack(ctx, node, s.status); err != nil {
+	if err := s.giveBack(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
 	if err := r.Leases.ReleaseForTool(ctx, node.Name, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {
@@ -175,15 +178,32 @@ func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase
 	return reconcile.Result{}, nil
 }
 
-// giveBack returns a node when its request ends or aborts, in one patch:
-// lull's cordon goes only if lull cordoned it, and the hold annotations
-// only those st records lull set.
-func (r *Reconciler) giveBack(ctx context.Context, node *corev1.Node, st *lullv1alpha1.NodeMaintenanceStatus) error {
+// giveBack returns a node when its request ends or aborts: lull's cordon
+// goes only if lull cordoned it and the node still carries lull's mark,
+// and the hold annotations only those the status records lull set.
+//
+// The mark is tested by the write that undoes the cordon (a JSON patch),
+// not by the status: a completion retried after its Completed write was
+// lost, or after a crash, finds the status saying "lull's cordon" while
+// the node carries a cordon someone made after lull had given it back.
+func (s *step) giveBack(ctx context.Context) error {
+	node, st := s.node, s.status
 	if node == nil {
 		st.CordonedByLull, st.NodeAnnotations = false, nil
 		return nil
 	}
-	patch := map[string]any{}
+	if st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false) {
+		undone, err := s.r.uncordon(ctx, node, s.nm.UID, st.NodeAnnotations)
+		if err != nil {
+			return err
+		}
+		st.CordonedByLull = false
+		if undone {
+			st.NodeAnnotations = nil
+			return nil
+		}
+		s.logger.Info("The node no longer carries lull's cordon mark: its cordon, if any, is not lull's and stays", "node", node.Name)
+	}
 	remove := map[string]any{}
 	for _, k := range st.NodeAnnotations {
 		if _, ok := node.Annotations[k]; ok {
@@ -191,25 +211,64 @@ func (r *Reconciler) giveBack(ctx context.Context, node *corev1.Node, st *lullv1
 		}
 	}
 	if len(remove) > 0 {
-		patch["metadata"] = map[string]any{"annotations": remove}
-	}
-	// lull's cordon is undone whatever the cached node shows: a cordon
-	// made a moment ago may not be in the cache yet (a window closing
-	// right after the start left the node cordoned with the request
-	// WaitingForWindow; found by TestDrainerWindowEnd). Undoing it twice
-	// changes nothing.
-	ours := st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false)
-	if ours {
-		patch["spec"] = map[string]any{"unschedulable": false}
-	}
-	if len(patch) > 0 {
-		if err := r.patchNode(ctx, node, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("giving node %s back (lull's cordon, its annotations): %w", node.Name, err)
+		patch := map[string]any{"metadata": map[string]any{"annotations": remove}}
+		if err := s.r.patchNode(ctx, node, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("giving node %s back (lull's annotations): %w", node.Name, err)
 		}
-	}
-	if ours {
-		st.CordonedByLull = false
 	}
 	st.NodeAnnotations = nil
 	return nil
+}
+
+// uncordon undoes lull's cordon on node, with its mark and the hold
+// annotations lull set, in one JSON patch that first tests the mark is
+// the request's (uid). It reports false, having written nothing, when
+// the node as it is now does not carry the mark. The patch is sent
+// whatever the cached node shows: a cordon made a moment ago may not be in
+// the cache yet (a window closing right after the start left the node
+// cordoned with the request WaitingForWindow; found by
+// TestDrainerWindowEnd).
+func (r *Reconciler) uncordon(ctx context.Context, node *corev1.Node, uid types.UID, annotations []string) (bool, error) {
+	mark := "/metadata/annotations/" + jsonPointerEscape(lullv1alpha1.CordonedByAnnotation)
+	ops := []map[string]any{
+		{"op": "test", "path": mark, "value": string(uid)},
+		{"op": "add", "path": "/spec/unschedulable", "value": false},
+		{"op": "remove", "path": mark},
+	}
+	for _, k := range annotations {
+		// Added then removed: gone whether or not it is there now.
+		p := "/metadata/annotations/" + jsonPointerEscape(k)
+		ops = append(ops, map[string]any{"op": "add", "path": p, "value": ""}, map[string]any{"op": "remove", "path": p})
+	}
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return false, err
+	}
+	for attempt := 0; ; attempt++ {
+		err = r.Client.Patch(ctx, node, client.RawPatch(types.JSONPatchType, b))
+		if err == nil || apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		// The test failed (the API server says 422, a fake client
+		// otherwise), or the write did: look at the node as it is.
+		var live corev1.Node
+		if gerr := r.live().Get(ctx, client.ObjectKey{Name: node.Name}, &live); gerr != nil {
+			if apierrors.IsNotFound(gerr) {
+				return true, nil
+			}
+			return false, fmt.Errorf("undoing lull's cordon of node %s: %w (reading it again: %v)", node.Name, err, gerr)
+		}
+		*node = live
+		if live.Annotations[lullv1alpha1.CordonedByAnnotation] != string(uid) {
+			return false, nil
+		}
+		if attempt == 1 {
+			return false, fmt.Errorf("undoing lull's cordon of node %s: %w", node.Name, err)
+		}
+	}
+}
+
+// jsonPointerEscape escapes a key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }

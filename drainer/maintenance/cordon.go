@@ -103,17 +103,42 @@ func (s *step) holdPatch() map[string]any {
 		// The cordon is lull's now (whoever cordoned before lull gave
 		// theirs up): lull removes it when the request ends.
 		s.status.CordonedByLull, s.status.WasUnschedulable = true, ptr.To(false)
+		s.markCordon(patch)
+	} else if s.cordonExpected() && s.status.CordonedByLull {
+		// lull's cordon is on the node: its mark goes back if someone took
+		// it away (or a lull from before the mark cordoned the node), so
+		// that the cordon is undone when the request ends.
+		s.markCordon(patch)
 	}
-	missing := map[string]any{}
 	for _, k := range s.nm.Status.NodeAnnotations {
 		if _, ok := s.node.Annotations[k]; !ok {
-			missing[k] = "true"
+			annotate(patch, k, "true")
 		}
 	}
-	if len(missing) > 0 {
-		patch["metadata"] = map[string]any{"annotations": missing}
-	}
 	return patch
+}
+
+// markCordon adds lull's cordon mark (the request's UID) to patch, unless
+// the node carries it already.
+func (s *step) markCordon(patch map[string]any) {
+	if s.node.Annotations[lullv1alpha1.CordonedByAnnotation] != string(s.nm.UID) {
+		annotate(patch, lullv1alpha1.CordonedByAnnotation, string(s.nm.UID))
+	}
+}
+
+// annotate sets the annotation k to v in a node merge patch.
+func annotate(patch map[string]any, k string, v any) {
+	md, _ := patch["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		patch["metadata"] = md
+	}
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[k] = v
 }
 
 // patchNode applies a JSON merge patch to the node.
@@ -138,6 +163,10 @@ func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
 	if !s.node.Spec.Unschedulable {
 		patch["spec"] = map[string]any{"unschedulable": true}
 		patched = true
+	}
+	if !ptr.Deref(s.status.WasUnschedulable, false) {
+		// The cordon is lull's: marked in the same write.
+		s.markCordon(patch)
 	}
 	if len(patch) > 0 {
 		if err := s.r.patchNode(ctx, s.node, patch); err != nil {
@@ -189,7 +218,7 @@ func (s *step) yield(ctx context.Context, d disruptors.Disruption) (reconcile.Re
 	// it finds it then, if the other tool leaves the node to it. Keeping
 	// the cordon through the wait would leave lull's record of whose
 	// cordon it is to go stale while others act on the node.
-	if err := s.r.giveBack(ctx, s.node, s.status); err != nil {
+	if err := s.giveBack(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
 	s.status.WasUnschedulable, s.status.CordonedByLull, s.status.StartedAt = nil, false, nil

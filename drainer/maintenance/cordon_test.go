@@ -21,7 +21,7 @@ import (
 // holdFixture is a step of a request in phase, on node n1 as given.
 func holdFixture(t *testing.T, node *corev1.Node, st lullv1alpha1.NodeMaintenanceStatus) (*step, client.Client) {
 	t.Helper()
-	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}},
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1"}, Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}},
 		Status: st}
 	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(node, nm).WithStatusSubresource(nm).Build()
 	r := &Reconciler{Client: c, Metrics: NewMetrics(c)}
@@ -52,7 +52,8 @@ func TestKeepHoldRestoresCordonAndAnnotations(t *testing.T) {
 			require.NoError(t, s.keepHold(ctx))
 			got := getNode(t, c)
 			require.True(t, got.Spec.Unschedulable)
-			require.Equal(t, map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true"}, got.Annotations)
+			require.Equal(t, map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true",
+				lullv1alpha1.CordonedByAnnotation: "uid-n1"}, got.Annotations, "the cordon put back carries lull's mark")
 			require.Equal(t, 1.0, testutil.ToFloat64(s.r.Metrics.ForeignUncordons)-before)
 			require.True(t, s.status.CordonedByLull)
 			require.False(t, *s.status.WasUnschedulable, "lull removes the cordon it put back")
@@ -65,6 +66,28 @@ func TestKeepHoldRestoresCordonAndAnnotations(t *testing.T) {
 			s.nm.Status = *s.status
 			require.NoError(t, s.keepHold(ctx))
 			require.Equal(t, 1.0, testutil.ToFloat64(s.r.Metrics.ForeignUncordons)-before)
+		})
+	}
+}
+
+// lull's cordon whose mark is gone (taken away, or the cordon of a lull
+// from before the mark) gets it back while lull holds the node, so that
+// the request's end undoes it; a cordon from before lull gets none.
+func TestKeepHoldMarksLullsCordon(t *testing.T) {
+	for name, was := range map[string]bool{"lull's cordon": false, "a cordon from before lull": true} {
+		t.Run(name, func(t *testing.T) {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+			s, c := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained,
+				CordonedByLull: !was, WasUnschedulable: ptr.To(was), NodeAnnotations: []string{}, Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}})
+			require.NoError(t, s.keepHold(context.Background()))
+			got := getNode(t, c)
+			require.True(t, got.Spec.Unschedulable)
+			if was {
+				require.NotContains(t, got.Annotations, lullv1alpha1.CordonedByAnnotation)
+			} else {
+				require.Equal(t, "uid-n1", got.Annotations[lullv1alpha1.CordonedByAnnotation])
+			}
+			require.Zero(t, testutil.ToFloat64(s.r.Metrics.ForeignUncordons), "no uncordon was undone")
 		})
 	}
 }
@@ -89,15 +112,17 @@ func TestKeepHoldOnlyWhatThePlanNeeds(t *testing.T) {
 	}
 }
 
-// Giving a node back removes lull's cordon and only the annotations lull
-// recorded as its own; someone else's cordon and annotations stay.
+// Giving a node back removes lull's cordon (with its mark) and only the
+// annotations lull recorded as its own; someone else's cordon and
+// annotations stay, and so does a cordon without lull's mark.
 func TestGiveBackRemovesOnlyWhatLullSet(t *testing.T) {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true"}},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true",
+		lullv1alpha1.CordonedByAnnotation: "uid-n1"}},
 		Spec: corev1.NodeSpec{Unschedulable: true}}
 	s, c := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, WasUnschedulable: ptr.To(false),
 		NodeAnnotations: []string{AnnotationScaleDownDisabled}})
 	ctx := context.Background()
-	require.NoError(t, s.r.giveBack(ctx, s.node, s.status))
+	require.NoError(t, s.giveBack(ctx))
 	got := getNode(t, c)
 	require.False(t, got.Spec.Unschedulable)
 	require.Equal(t, map[string]string{AnnotationDoNotDisrupt: "true"}, got.Annotations, "Karpenter's annotation was there before lull")
@@ -106,8 +131,26 @@ func TestGiveBackRemovesOnlyWhatLullSet(t *testing.T) {
 
 	n2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}}
 	s, c = holdFixture(t, n2, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, WasUnschedulable: ptr.To(true)})
-	require.NoError(t, s.r.giveBack(ctx, s.node, s.status))
+	require.NoError(t, s.giveBack(ctx))
 	require.True(t, getNode(t, c).Spec.Unschedulable, "a cordon from before lull stays")
+
+	// The status says lull's cordon, the node does not carry lull's mark
+	// (someone cordoned it after lull gave it back, or another request's
+	// mark is there): the cordon stays; lull's annotations go.
+	for _, mark := range []string{"", "uid-other"} {
+		n3 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationDoNotDisrupt: "true"}}, Spec: corev1.NodeSpec{Unschedulable: true}}
+		if mark != "" {
+			n3.Annotations[lullv1alpha1.CordonedByAnnotation] = mark
+		}
+		s, c = holdFixture(t, n3, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseUncordoning, CordonedByLull: true, WasUnschedulable: ptr.To(false),
+			NodeAnnotations: []string{AnnotationDoNotDisrupt}})
+		require.NoError(t, s.giveBack(ctx))
+		got = getNode(t, c)
+		require.True(t, got.Spec.Unschedulable, "a cordon without lull's mark %q stays", mark)
+		require.NotContains(t, got.Annotations, AnnotationDoNotDisrupt)
+		require.Equal(t, mark, got.Annotations[lullv1alpha1.CordonedByAnnotation])
+		require.False(t, s.status.CordonedByLull)
+	}
 }
 
 // markNode records only the annotations the node does not carry yet, once.

@@ -133,7 +133,8 @@ func (e *rcEnv) patchNode(t *testing.T, patch string) {
 func newRCActingEnv(t *testing.T) *rcEnv {
 	t.Helper()
 	now := t0()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{rcLabel: "kernel-update"}},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{rcLabel: "kernel-update"},
+		Annotations: map[string]string{lullv1alpha1.CordonedByAnnotation: "uid-n1"}},
 		Spec: corev1.NodeSpec{Unschedulable: true},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 			NodeInfo: corev1.NodeSystemInfo{BootID: "boot-2"}}}
@@ -315,13 +316,13 @@ func TestRedteamCompletionStuckWriteLostDisruptsTheNodeAgain(t *testing.T) {
 // was written with cordonedByLull=true. Not new, but the change's
 // argument rests on it.)
 //
-// Fix: make the uncordon conditional on the cordon being lull's, e.g. a
-// marker lull sets in the cordon's own patch (an annotation naming the
-// request's UID) and giveBack removes with a JSON patch that tests it, so
-// a cordon made after lull's uncordon (without the marker) is left alone.
+// Fixed: lull marks its cordon in the cordon's own patch (the annotation
+// lull.dev/cordoned-by, the request's UID), and giveBack undoes it with a
+// JSON patch that tests the mark, so a cordon made after lull's uncordon
+// (without the mark) is left alone.
 func TestRedteamCompletionRetryUncordonsACordonMadeAfterGiveBack(t *testing.T) {
-	t.Skip("known, not fixed yet (older than the red team of 4c2959b): a completion retried after its Completed write lost a conflict uncordons from the stored cordonedByLull; the fix is a cordon marker on the node tested by giveBack's patch (see the note of the stop of 2026-11-28)")
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{lullv1alpha1.CordonedByAnnotation: "uid-n1"}},
+		Spec: corev1.NodeSpec{Unschedulable: true}}
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1", Finalizers: []string{Finalizer}},
 		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"k"}, Complete: true},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, WasUnschedulable: ptr.To(false),

@@ -143,7 +143,7 @@ func (r *Reconciler) windDown(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	}
 	if !nm.Status.Phase.Finished() {
 		s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
-		if err := r.giveBack(ctx, node, s.status); err != nil {
+		if err := s.giveBack(ctx); err != nil {
 			return reconcile.Result{}, err
 		}
 		if err := r.Leases.ReleaseForTool(ctx, nm.Spec.NodeName, r.Options.Identity); err != nil && !errors.Is(err, lease.ErrNotHolder) && !apierrors.IsNotFound(err) {

@@ -111,7 +111,11 @@ func (o *options) previewUninstall(ctx context.Context, c client.Client, holding
 func endingIt(nm *lullv1alpha1.NodeMaintenance, node *corev1.Node, nodeExists bool, label string) string {
 	var out []string
 	if nm.Status.CordonedByLull && !ptr.Deref(nm.Status.WasUnschedulable, false) {
-		out = append(out, "uncordon (lull's cordon)")
+		if nodeExists && node.Annotations[lullv1alpha1.CordonedByAnnotation] != string(nm.UID) {
+			out = append(out, "leave the cordon (it no longer carries lull's mark "+lullv1alpha1.CordonedByAnnotation+")")
+		} else {
+			out = append(out, "uncordon (lull's cordon)")
+		}
 	}
 	if nm.Status.LeaseHolder != "" {
 		out = append(out, "release the node's lease")

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,13 +23,14 @@ import (
 
 func uninstallScene(ready int32) client.WithWatch {
 	held := func(name string, st lullv1alpha1.NodeMaintenanceStatus) *lullv1alpha1.NodeMaintenance {
-		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{lullv1alpha1.DrainerFinalizer}},
+		return &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Finalizers: []string{lullv1alpha1.DrainerFinalizer}},
 			Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: name}, Status: st}
 	}
 	return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "lull-drainer", Namespace: "lull-system"}, Status: appsv1.DeploymentStatus{ReadyReplicas: ready}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{lullv1alpha1.MaintenanceLabel: "kernel-update"}}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{lullv1alpha1.MaintenanceLabel: "kernel-update"},
+			Annotations: map[string]string{lullv1alpha1.CordonedByAnnotation: "uid-n1"}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2", Annotations: map[string]string{lullv1alpha1.CordonedByAnnotation: "uid-n2"}}},
 		held("n1", lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDraining, CordonedByLull: true, WasUnschedulable: ptr.To(false), LeaseHolder: "lull-drainer/a"}),
 		held("n2", lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseActing, CordonedByLull: true, WasUnschedulable: ptr.To(false), LeaseHolder: "lull-drainer/a",
 			Actions: []lullv1alpha1.ActionStatus{{Type: lullv1alpha1.StepRestartService, Unit: "chronyd", State: lullv1alpha1.ActionRunning},
@@ -101,4 +103,15 @@ func TestUninstallWithoutDrainer(t *testing.T) {
 	require.Empty(t, d.Annotations)
 	err = uninstallOptions(&out).uninstall(t.Context(), c, "elsewhere", true, time.Second)
 	require.ErrorContains(t, err, "no Deployment elsewhere/lull-drainer")
+}
+
+// A cordon that no longer carries lull's mark is left in place, and the
+// preview says so.
+func TestUninstallPreviewLeavesAnUnmarkedCordon(t *testing.T) {
+	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1"},
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseUncordoning, CordonedByLull: true, WasUnschedulable: ptr.To(false)}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	require.Equal(t, "leave the cordon (it no longer carries lull's mark lull.dev/cordoned-by); record it Failed/Uninstalled", endingIt(nm, node, true, lullv1alpha1.MaintenanceLabel))
+	node.Annotations = map[string]string{lullv1alpha1.CordonedByAnnotation: "uid-n1"}
+	require.Equal(t, "uncordon (lull's cordon); record it Failed/Uninstalled", endingIt(nm, node, true, lullv1alpha1.MaintenanceLabel))
 }
