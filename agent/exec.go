@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -88,25 +87,35 @@ type Commands struct {
 // Run runs the step's command until it exits or ctx ends; a step on
 // systemd is verified (restart, reload, daemonReload).
 func (c *Commands) Run(ctx context.Context, s Step) (string, error) {
-	a := s.Action
-	var command string
-	switch a.Type {
-	case lullv1alpha1.StepDaemonReload:
-		return c.daemonReload(ctx, a, s.Units)
-	case lullv1alpha1.StepReloadService:
-		return c.reload(ctx, a)
-	case lullv1alpha1.StepRestartService:
-		return c.restart(ctx, a, s.Units)
-	case lullv1alpha1.StepWriteFiles:
-		return "", errors.New("WriteFiles is carried out by the agent's writer")
-	case lullv1alpha1.StepReboot:
-		command = c.Reboot
-	case lullv1alpha1.StepPowerOff:
-		command = c.PowerOff
-	default:
-		return "", fmt.Errorf("lull-agent does not know the step %q", a.Type)
+	run, ok := runners[s.Action.Type]
+	switch {
+	case s.Action.Type == lullv1alpha1.StepWriteFiles:
+		return "", fmt.Errorf("%s is carried out by the agent's writer", s.Action.Type)
+	case !ok:
+		return "", fmt.Errorf("lull-agent does not know the step %q", s.Action.Type)
 	}
-	return c.run(ctx, a, command)
+	return run(ctx, c, s)
+}
+
+// runners carry out each host step kind (api/v1alpha1's catalog) but
+// WriteFiles, which the agent's writer does (run.go):
+// TestEveryHostStepKindHasARunner holds them equal.
+var runners = map[lullv1alpha1.DisruptionAction]func(context.Context, *Commands, Step) (string, error){
+	lullv1alpha1.StepDaemonReload: func(ctx context.Context, c *Commands, s Step) (string, error) {
+		return c.daemonReload(ctx, s.Action, s.Units)
+	},
+	lullv1alpha1.StepReloadService: func(ctx context.Context, c *Commands, s Step) (string, error) {
+		return c.reload(ctx, s.Action)
+	},
+	lullv1alpha1.StepRestartService: func(ctx context.Context, c *Commands, s Step) (string, error) {
+		return c.restart(ctx, s.Action, s.Units)
+	},
+	lullv1alpha1.StepReboot: func(ctx context.Context, c *Commands, s Step) (string, error) {
+		return c.run(ctx, s.Action, c.Reboot)
+	},
+	lullv1alpha1.StepPowerOff: func(ctx context.Context, c *Commands, s Step) (string, error) {
+		return c.run(ctx, s.Action, c.PowerOff)
+	},
 }
 
 // run runs command and returns the last line it printed.

@@ -771,3 +771,24 @@ func TestReloadStepsOnTheAgent(t *testing.T) {
 		})
 	}
 }
+
+// Every host step kind of the catalog has a runner here, but WriteFiles,
+// the writer's (run.go); no runner is for a kind the catalog does not
+// call a host step.
+func TestEveryHostStepKindHasARunner(t *testing.T) {
+	for _, a := range lullv1alpha1.StepKinds() {
+		_, ok := runners[a]
+		switch {
+		case a == lullv1alpha1.StepWriteFiles:
+			require.False(t, ok, "WriteFiles is the writer's")
+		case a.HostStep():
+			require.True(t, ok, "host step %s has no runner in lull-agent (agent/exec.go: runners)", a)
+		default:
+			require.False(t, ok, "%s is not a host step", a)
+		}
+	}
+	for a := range runners {
+		_, ok := a.Kind()
+		require.True(t, ok, "runner for %s, a kind not in the catalog", a)
+	}
+}

@@ -21,7 +21,7 @@ func outcome(ctx context.Context, t lullv1alpha1.DisruptionAction, err error) lu
 		return lullv1alpha1.ActionTimedOut
 	case err != nil:
 		return lullv1alpha1.ActionFailed
-	case t == lullv1alpha1.StepReboot || t == lullv1alpha1.StepPowerOff:
+	case t.TakesNodeDown():
 		// Issued: the drainer sees the node come back, or stay down.
 		return lullv1alpha1.ActionRunning
 	}

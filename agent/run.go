@@ -109,7 +109,7 @@ func (a *Agent) saveStart(ctx context.Context, nm *lullv1alpha1.NodeMaintenance,
 // reboot or power-off this process issued, nor a reboot that has happened,
 // nor a step whose end the cache has not caught up with yet.
 func (a *Agent) resume(ctx context.Context, logger klog.Logger, nm *lullv1alpha1.NodeMaintenance, st *lullv1alpha1.ActionStatus) (bool, error) {
-	if (st.Type == lullv1alpha1.StepReboot || st.Type == lullv1alpha1.StepPowerOff) && a.wasIssued(issueKey(nm, st)) {
+	if st.Type.TakesNodeDown() && a.wasIssued(issueKey(nm, st)) {
 		// Issued by this process: the node is going down, or back.
 		return false, nil
 	}

@@ -194,7 +194,7 @@ func (s *NodeMaintenanceStatus) DownOnPurpose() bool {
 			noAgent = noAgent || (c.Type == ConditionAgentReady && c.Status == metav1.ConditionFalse)
 		}
 		for _, a := range s.Actions {
-			if a.Type != StepReboot && a.Type != StepPowerOff {
+			if !a.Type.TakesNodeDown() {
 				continue
 			}
 			if a.State == ActionRunning || (a.State == ActionPending && !noAgent) {
@@ -278,7 +278,9 @@ func (p Plan) HostSteps() bool {
 // every pod on it stops, so the drain before must evict every evictable
 // pod, whatever the request's podSelector says (a narrower drain would
 // stop the other pods without their PodDisruptionBudgets being asked).
-func (p Plan) TakesNodeDown() bool { return p.Has(StepReboot) || p.Has(StepPowerOff) }
+func (p Plan) TakesNodeDown() bool {
+	return slices.ContainsFunc(p, func(st PlannedStep) bool { return st.Type.TakesNodeDown() })
+}
 
 // LeaseOperation is what the node's lease says lull does for the request:
 // "delete" for a Cluster API Machine's deletion (the node does not come

@@ -30,26 +30,6 @@ const (
 	StepPowerOff DisruptionAction = "PowerOff"
 )
 
-// HostStep reports whether the step is done on the node by lull-agent.
-func (a DisruptionAction) HostStep() bool {
-	switch a {
-	case StepWriteFiles, StepDaemonReload, StepReloadService, StepRestartService, StepReboot, StepPowerOff:
-		return true
-	}
-	return false
-}
-
-// FallsBack reports whether a failed or timed-out step of this type falls
-// back to a reboot: the steps that apply a change to a running system
-// (a reboot applies it too). A failed WriteFiles fails the request (the
-// files are as they were), as does a failed Reboot or PowerOff.
-func (a DisruptionAction) FallsBack() bool {
-	return a == StepDaemonReload || a == StepReloadService || a == StepRestartService
-}
-
-// NamesUnit reports whether the step acts on one systemd unit.
-func (a DisruptionAction) NamesUnit() bool { return a == StepRestartService || a == StepReloadService }
-
 // Step is one step of a rule's ordered list.
 // +kubebuilder:validation:XValidation:rule="!has(self.unit) || self.type in ['RestartService', 'ReloadService']",message="unit names the systemd unit a RestartService or ReloadService step acts on: set it only for those"
 // +kubebuilder:validation:XValidation:rule="self.type != 'WriteFiles'",message="WriteFiles is not a rule's step: lull writes a request's spec.changes.config before its host steps"

@@ -202,10 +202,8 @@ func heldDown(nm *lullv1alpha1.NodeMaintenance) bool {
 		}
 	}
 	if st.Phase == lullv1alpha1.PhaseActing && st.Decision != nil {
-		for _, step := range st.Decision.Steps {
-			if step.Type == lullv1alpha1.StepReboot || step.Type == lullv1alpha1.StepPowerOff {
-				return true
-			}
+		if lullv1alpha1.Plan(st.Decision.Steps).TakesNodeDown() {
+			return true
 		}
 	}
 	return false

@@ -18,7 +18,6 @@ import (
 	"lull.dev/lull/lease"
 	"lull.dev/lull/pkg/agentlease"
 	"lull.dev/lull/pkg/gate"
-	"lull.dev/lull/pkg/policy"
 )
 
 // The act unit: WaitingForAgent → Acting → (PoweredOff) → complete. The
@@ -128,7 +127,7 @@ func hostActions(plan []lullv1alpha1.PlannedStep) []lullv1alpha1.ActionStatus {
 		if !st.Type.HostStep() {
 			continue
 		}
-		timeout := policy.DefaultTimeout(st.Type)
+		timeout := st.Type.DefaultTimeout()
 		if st.Timeout != nil && st.Timeout.Err() == nil {
 			timeout = st.Timeout.Duration
 		}
@@ -246,7 +245,7 @@ func (s *step) failed(ctx context.Context, i int) (reconcile.Result, error) {
 		}
 	}
 	s.status.Actions = append(s.status.Actions, lullv1alpha1.ActionStatus{Type: lullv1alpha1.StepReboot, Fallback: true,
-		Timeout: lullv1alpha1.Duration{Duration: policy.DefaultRebootTimeout}, State: lullv1alpha1.ActionPending})
+		Timeout: lullv1alpha1.Duration{Duration: lullv1alpha1.StepReboot.DefaultTimeout()}, State: lullv1alpha1.ActionPending})
 	msg := fmt.Sprintf("%s %s (%s); falling back to a reboot (the node is drained first)", a.Label(), a.State, a.Message)
 	s.cond(ConditionFellBack, true, string(a.State), msg)
 	s.record(eventFellBack(msg))

@@ -16,7 +16,7 @@ func (s *step) rebootsOrPowersOff() bool { return rebootsOrPowersOff(s.status) }
 
 func rebootsOrPowersOff(st *lullv1alpha1.NodeMaintenanceStatus) bool {
 	for _, a := range st.Actions {
-		if (a.Type == lullv1alpha1.StepReboot || a.Type == lullv1alpha1.StepPowerOff) && !a.State.Done() {
+		if a.Type.TakesNodeDown() && !a.State.Done() {
 			return true
 		}
 	}

@@ -27,11 +27,6 @@ import (
 // seen back.
 const ConditionNodeUnwell = "NodeUnwell"
 
-// takesDown reports whether the step takes the node down.
-func takesDown(a *lullv1alpha1.ActionStatus) bool {
-	return a.Type == lullv1alpha1.StepReboot || a.Type == lullv1alpha1.StepPowerOff
-}
-
 // takenDown reports whether a's failure leaves a node that may be down: a
 // Reboot or PowerOff that timed out, or that failed while the node is not
 // seen up and unchanged since the failure: Ready, the boot ID it had when
@@ -42,7 +37,7 @@ func takesDown(a *lullv1alpha1.ActionStatus) bool {
 // command killed by the shutdown it started reports a failure while the
 // machine goes down.)
 func (s *step) takenDown(ctx context.Context, a *lullv1alpha1.ActionStatus) bool {
-	if !takesDown(a) {
+	if !a.Type.TakesNodeDown() {
 		return false
 	}
 	if a.State == lullv1alpha1.ActionTimedOut || a.FinishedAt == nil {

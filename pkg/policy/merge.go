@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -13,9 +14,9 @@ import (
 // request's plan, in the canonical order.
 
 // plan merges the steps each class's and each change's rule needs into
-// the request's plan, in the canonical order: Cordon, Drain, WriteFiles,
-// DaemonReload, service reloads (by unit), service restarts (by unit),
-// Reboot, PowerOff. A Drain needs the node cordoned, and a Reboot or
+// the request's plan, in the catalog's order (api/v1alpha1/stepkinds.go):
+// Cordon, Drain, WriteFiles, DaemonReload, service reloads (by unit),
+// service restarts (by unit), Reboot, PowerOff. A Drain needs the node cordoned, and a Reboot or
 // PowerOff needs it drained, so those are added with what needs them; a
 // request that carries a configuration writes it (WriteFiles) before the
 // steps that apply it. A Reboot makes daemon-reloads, reloads and restarts
@@ -43,7 +44,7 @@ func plan(ds []decider, config string, critical []string) lullv1alpha1.Decision 
 	}
 	d.Steps = order(p.steps)
 	for _, ps := range d.Steps {
-		if rank[ps.Type] > rank[d.Action] {
+		if ps.Type.Rank() > d.Action.Rank() {
 			d.Action = ps.Type
 		}
 	}
@@ -107,7 +108,7 @@ func (p *planner) decided(dc decider) {
 		}
 		p.needFirst(st, dc)
 		p.need(st.Type, st.Unit, st.Timeout, dc.who, dc.change)
-		if rank[st.Type] > rank[p.d.Action] {
+		if st.Type.Rank() > p.d.Action.Rank() {
 			p.d.Action, p.d.Policy, p.d.Rule = st.Type, r.Policy, r.Name
 		}
 	}
@@ -122,24 +123,21 @@ func (p *planner) decided(dc decider) {
 	}
 }
 
-// needFirst adds what the step st needs done before it: a Drain needs the
-// node cordoned, and a Reboot, a PowerOff or a restart of a node-critical
-// unit needs it drained.
+// needFirst adds what the step st needs done before it (the catalog's
+// Cordons and Drains: a Drain needs the node cordoned, a Reboot or a
+// PowerOff needs it drained), and a drain before a restart or reload of a
+// node-critical unit.
 func (p *planner) needFirst(st lullv1alpha1.Step, dc decider) {
-	switch st.Type {
-	case lullv1alpha1.StepReboot, lullv1alpha1.StepPowerOff:
+	k, _ := st.Type.Kind()
+	// Restarting what runs the node's pods (or a target, such as
+	// reboot.target) disrupts every pod on it: drained first, as a reboot
+	// would be.
+	drains := k.Drains || k.NamesUnit && CriticalIn(p.critical, st.Unit)
+	if k.Cordons || drains {
 		p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, dc.change)
+	}
+	if drains && st.Type != lullv1alpha1.ActionDrain {
 		p.need(lullv1alpha1.ActionDrain, "", nil, dc.who, dc.change)
-	case lullv1alpha1.ActionDrain:
-		p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, dc.change)
-	case lullv1alpha1.StepRestartService, lullv1alpha1.StepReloadService:
-		if CriticalIn(p.critical, st.Unit) {
-			// Restarting what runs the node's pods (or a target,
-			// such as reboot.target) disrupts every pod on it:
-			// drained first, as a reboot would be.
-			p.need(lullv1alpha1.ActionCordon, "", nil, dc.who, dc.change)
-			p.need(lullv1alpha1.ActionDrain, "", nil, dc.who, dc.change)
-		}
 	}
 }
 
@@ -164,7 +162,7 @@ func (p *planner) writeFiles(ds []decider) {
 			}
 		}
 	}
-	if rank[lullv1alpha1.StepWriteFiles] > rank[p.d.Action] {
+	if lullv1alpha1.StepWriteFiles.Rank() > p.d.Action.Rank() {
 		p.d.Action = lullv1alpha1.StepWriteFiles
 	}
 }
@@ -179,78 +177,66 @@ func (p *planner) countMore() {
 	}
 }
 
-// order lays the steps out in the canonical order, folding the steps a
-// Reboot or PowerOff (or a restart of the same unit) makes pointless into
-// it, and defaults host steps' timeouts.
+// order lays the steps out in the catalog's order (by unit within one
+// kind), folding into the plan's last step that takes the node down (a
+// PowerOff, else a Reboot) the steps it makes pointless, and a reload of a
+// unit the plan restarts into the restart; it defaults host steps'
+// timeouts. Every step is either laid out or listed in the covers of one
+// that is: a kind is never dropped (TestOrderKeepsEveryKind).
 func order(steps map[string]*lullv1alpha1.PlannedStep) []lullv1alpha1.PlannedStep {
-	last := steps[string(lullv1alpha1.StepPowerOff)]
-	if last == nil {
-		last = steps[string(lullv1alpha1.StepReboot)]
+	all := make([]*lullv1alpha1.PlannedStep, 0, len(steps))
+	for _, ps := range steps {
+		all = append(all, ps)
 	}
-	var out []lullv1alpha1.PlannedStep
-	add := func(ps *lullv1alpha1.PlannedStep) {
+	sort.Slice(all, func(i, j int) bool {
+		oi, oj := kindOrder(all[i].Type), kindOrder(all[j].Type)
+		if oi != oj {
+			return oi < oj
+		}
+		return all[i].Unit < all[j].Unit
+	})
+	var last *lullv1alpha1.PlannedStep
+	restarts := map[string]*lullv1alpha1.PlannedStep{}
+	for _, ps := range all {
+		if ps.Type.TakesNodeDown() {
+			last = ps
+		}
+		if ps.Type == lullv1alpha1.StepRestartService {
+			restarts[UnitName(ps.Unit)] = ps
+		}
+	}
+	// Where each step goes first, then the layout: a step is copied into
+	// the plan once its covers are complete.
+	kept := make([]*lullv1alpha1.PlannedStep, 0, len(all))
+	for _, ps := range all {
+		k, _ := ps.Type.Kind()
+		switch {
+		case last != nil && ps != last && k.Pointless:
+			last.Covers = append(last.Covers, covered(ps))
+		case last == nil && ps.Type == lullv1alpha1.StepReloadService && restarts[UnitName(ps.Unit)] != nil:
+			rs := restarts[UnitName(ps.Unit)]
+			rs.Covers = append(rs.Covers, covered(ps))
+		default:
+			kept = append(kept, ps)
+		}
+	}
+	out := make([]lullv1alpha1.PlannedStep, 0, len(kept))
+	for _, ps := range kept {
 		if ps.Type.HostStep() && ps.Timeout == nil {
-			ps.Timeout = &lullv1alpha1.Duration{Duration: DefaultTimeout(ps.Type)}
+			ps.Timeout = &lullv1alpha1.Duration{Duration: ps.Type.DefaultTimeout()}
 		}
 		out = append(out, *ps)
-	}
-	for _, t := range []lullv1alpha1.DisruptionAction{lullv1alpha1.ActionCordon, lullv1alpha1.ActionDrain, lullv1alpha1.StepWriteFiles} {
-		if ps := steps[string(t)]; ps != nil {
-			add(ps)
-		}
-	}
-	for _, ps := range pointless(steps, last) {
-		if last != nil {
-			last.Covers = append(last.Covers, covered(ps))
-			continue
-		}
-		add(ps)
-	}
-	if rb := steps[string(lullv1alpha1.StepReboot)]; rb != nil {
-		if last != rb {
-			last.Covers = append(last.Covers, covered(rb))
-		} else {
-			add(rb)
-		}
-	}
-	if po := steps[string(lullv1alpha1.StepPowerOff)]; po != nil {
-		add(po)
 	}
 	return out
 }
 
-// pointless is what the node going down (last: the plan's Reboot or
-// PowerOff, if it has one) makes pointless, or a restart of the same unit
-// makes pointless for a reload: the DaemonReload, then the service reloads
-// and restarts by unit. Without last, a reload of a unit the plan restarts
-// is folded into the restart instead of listed.
-func pointless(steps map[string]*lullv1alpha1.PlannedStep, last *lullv1alpha1.PlannedStep) []*lullv1alpha1.PlannedStep {
-	byUnit := func(t lullv1alpha1.DisruptionAction) []*lullv1alpha1.PlannedStep {
-		var out []*lullv1alpha1.PlannedStep
-		for _, ps := range steps {
-			if ps.Type == t {
-				out = append(out, ps)
-			}
-		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
-		return out
+// kindOrder is a step's place in a plan; a kind lull does not know goes
+// last (it is kept, not dropped).
+func kindOrder(t lullv1alpha1.DisruptionAction) int {
+	if k, ok := t.Kind(); ok {
+		return k.Order
 	}
-	var out []*lullv1alpha1.PlannedStep
-	if dr := steps[string(lullv1alpha1.StepDaemonReload)]; dr != nil {
-		out = append(out, dr)
-	}
-	restarts := map[string]*lullv1alpha1.PlannedStep{}
-	for _, rs := range byUnit(lullv1alpha1.StepRestartService) {
-		restarts[UnitName(rs.Unit)] = rs
-	}
-	for _, ps := range byUnit(lullv1alpha1.StepReloadService) {
-		if rs := restarts[UnitName(ps.Unit)]; rs != nil && last == nil {
-			rs.Covers = append(rs.Covers, covered(ps))
-			continue
-		}
-		out = append(out, ps)
-	}
-	return append(out, byUnit(lullv1alpha1.StepRestartService)...)
+	return math.MaxInt
 }
 
 // covered names a step another makes pointless, with its classes, or

@@ -3,28 +3,9 @@ package policy
 import (
 	"slices"
 	"strings"
-	"time"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 )
-
-// Default timeouts of the host steps (a rule's step may set its own).
-const (
-	DefaultHostStepTimeout = 5 * time.Minute
-	DefaultRebootTimeout   = 15 * time.Minute
-	DefaultPowerOffTimeout = 5 * time.Minute
-)
-
-// DefaultTimeout is the timeout of a host step that sets none.
-func DefaultTimeout(t lullv1alpha1.DisruptionAction) time.Duration {
-	switch t {
-	case lullv1alpha1.StepReboot:
-		return DefaultRebootTimeout
-	case lullv1alpha1.StepPowerOff:
-		return DefaultPowerOffTimeout
-	}
-	return DefaultHostStepTimeout
-}
 
 // NodeCriticalUnits are the systemd units whose restart disrupts every pod
 // on the node: the kubelet and the container runtimes, the mounts pods'
@@ -143,20 +124,6 @@ func CriticalIn(critical []string, unit string) bool {
 // NodeCritical is CriticalIn with the default list, NodeCriticalUnits.
 func NodeCritical(unit string) bool { return CriticalIn(nil, unit) }
 
-// rank orders steps by how disruptive they are (only for Most and a
-// decision's Action; the plan's order is canonical, see plan).
-var rank = map[lullv1alpha1.DisruptionAction]int{
-	lullv1alpha1.ActionNone:         0,
-	lullv1alpha1.StepWriteFiles:     1,
-	lullv1alpha1.StepDaemonReload:   2,
-	lullv1alpha1.StepReloadService:  3,
-	lullv1alpha1.StepRestartService: 4,
-	lullv1alpha1.ActionCordon:       5,
-	lullv1alpha1.ActionDrain:        6,
-	lullv1alpha1.StepReboot:         7,
-	lullv1alpha1.StepPowerOff:       8,
-}
-
 // StepList is the rule's steps: steps, or action as a one-step list.
 func (r *Rule) StepList() []lullv1alpha1.Step {
 	if len(r.Steps) > 0 {
@@ -172,7 +139,7 @@ func (r *Rule) StepList() []lullv1alpha1.Step {
 func (r *Rule) Most() lullv1alpha1.DisruptionAction {
 	most := lullv1alpha1.ActionNone
 	for _, st := range r.StepList() {
-		if rank[st.Type] > rank[most] {
+		if st.Type.Rank() > most.Rank() {
 			most = st.Type
 		}
 	}

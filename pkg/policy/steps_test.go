@@ -98,11 +98,11 @@ func TestPlanTimeoutsAndClasses(t *testing.T) {
 	require.Equal(t, []string{"chrony-config", "chrony-slow"}, d.Steps[0].Classes)
 
 	d = s.Decide([]string{"chrony-config"}, nil)
-	require.Equal(t, DefaultHostStepTimeout, d.Steps[0].Timeout.Duration)
+	require.Equal(t, lullv1alpha1.DefaultHostStepTimeout, d.Steps[0].Timeout.Duration)
 
 	d = s.Decide([]string{"kernel-update"}, nil)
 	require.Nil(t, d.Steps[0].Timeout, "cordon has no timeout")
-	require.Equal(t, DefaultRebootTimeout, d.Steps[2].Timeout.Duration)
+	require.Equal(t, lullv1alpha1.DefaultRebootTimeout, d.Steps[2].Timeout.Duration)
 	require.Equal(t, []string{"kernel-update"}, d.Steps[0].Classes, "the reboot's class needs the cordon")
 }
 
