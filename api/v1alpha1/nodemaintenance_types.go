@@ -321,6 +321,14 @@ type NodeMaintenanceStatus struct {
 	// CordonedByLull is true while lull's cordon is in place.
 	// +optional
 	CordonedByLull bool `json:"cordonedByLull,omitempty"`
+	// CordonMarked says lull marks its cordon of this request on the node
+	// (the annotation lull.dev/cordoned-by: the request's UID) and undoes
+	// only a cordon that carries the mark. It is recorded when the request
+	// starts, before the node is touched; a request started by a lull from
+	// before the mark has it false, and its cordon is undone as that lull
+	// recorded it (cordonedByLull).
+	// +optional
+	CordonMarked bool `json:"cordonMarked,omitempty"`
 	// NodeAnnotations are the annotations lull put on the node while it
 	// holds it, telling other disruptors to keep off (cluster-autoscaler's
 	// scale-down-disabled, Karpenter's do-not-disrupt). lull removes

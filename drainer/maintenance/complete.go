@@ -179,31 +179,44 @@ func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase
 }
 
 // giveBack returns a node when its request ends or aborts: lull's cordon
-// goes only if lull cordoned it and the node still carries lull's mark,
-// and the hold annotations only those the status records lull set.
+// goes only while the node carries lull's mark, and the hold annotations
+// only those the status records lull set.
 //
 // The mark is tested by the write that undoes the cordon (a JSON patch),
-// not by the status: a completion retried after its Completed write was
-// lost, or after a crash, finds the status saying "lull's cordon" while
-// the node carries a cordon someone made after lull had given it back.
+// not read from the status: a completion retried after its Completed
+// write was lost, or after a crash, finds the status saying "lull's
+// cordon" while the node carries a cordon someone made after lull had
+// given it back. A node the cache shows marked is undone whatever the
+// status says (the record of lull's cordon may have been lost with a
+// crash or a conflict). A request started by a lull from before the mark
+// (cordonMarked false) is given back as that lull did: its recorded
+// cordon is undone.
 func (s *step) giveBack(ctx context.Context) error {
 	node, st := s.node, s.status
 	if node == nil {
 		st.CordonedByLull, st.NodeAnnotations = false, nil
 		return nil
 	}
-	if st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false) {
+	ours := st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false)
+	if st.CordonMarked && (ours || s.marked()) {
 		undone, err := s.r.uncordon(ctx, node, s.nm.UID, st.NodeAnnotations)
 		if err != nil {
 			return err
 		}
 		st.CordonedByLull = false
-		if undone {
+		if undone || ours {
+			if !undone {
+				// The mark is gone from the cordon lull recorded as its
+				// own: an earlier giveBack undid it, with lull's
+				// annotations (this is a retry), or someone took the mark
+				// off. Nothing on the node is known to be lull's now.
+				s.logger.Info("The node no longer carries lull's cordon mark: its cordon and annotations, if any, are not lull's and stay", "node", node.Name)
+			}
 			st.NodeAnnotations = nil
 			return nil
 		}
-		s.logger.Info("The node no longer carries lull's cordon mark: its cordon, if any, is not lull's and stays", "node", node.Name)
 	}
+	patch := map[string]any{}
 	remove := map[string]any{}
 	for _, k := range st.NodeAnnotations {
 		if _, ok := node.Annotations[k]; ok {
@@ -211,10 +224,21 @@ func (s *step) giveBack(ctx context.Context) error {
 		}
 	}
 	if len(remove) > 0 {
-		patch := map[string]any{"metadata": map[string]any{"annotations": remove}}
+		patch["metadata"] = map[string]any{"annotations": remove}
+	}
+	legacy := ours && !st.CordonMarked
+	if legacy {
+		// Undone whatever the cached node shows: a cordon made a moment
+		// ago may not be in the cache yet.
+		patch["spec"] = map[string]any{"unschedulable": false}
+	}
+	if len(patch) > 0 {
 		if err := s.r.patchNode(ctx, node, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("giving node %s back (lull's annotations): %w", node.Name, err)
+			return fmt.Errorf("giving node %s back (lull's cordon, its annotations): %w", node.Name, err)
 		}
+	}
+	if legacy {
+		st.CordonedByLull = false
 	}
 	st.NodeAnnotations = nil
 	return nil

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +33,11 @@ const (
 	AnnotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 	AnnotationDoNotDisrupt      = "karpenter.sh/do-not-disrupt"
 )
+
+// conflictRetry is how soon a cordon refused because the node changed
+// since it was read is tried again (from the node as the cache then
+// shows it).
+const conflictRetry = 200 * time.Millisecond
 
 // holdAnnotations are set to "true" while lull holds a node.
 var holdAnnotations = []string{AnnotationScaleDownDisabled, AnnotationDoNotDisrupt}
@@ -119,11 +126,51 @@ func (s *step) holdPatch() map[string]any {
 }
 
 // markCordon adds lull's cordon mark (the request's UID) to patch, unless
-// the node carries it already.
+// the node carries it already, with the node's resourceVersion as read:
+// the patch lands only on the node lull looked at, so a cordon someone
+// made since (not yet in the cache) is never marked lull's. The record
+// says from then on that lull's cordon is marked.
 func (s *step) markCordon(patch map[string]any) {
+	s.status.CordonMarked = true
 	if s.node.Annotations[lullv1alpha1.CordonedByAnnotation] != string(s.nm.UID) {
 		annotate(patch, lullv1alpha1.CordonedByAnnotation, string(s.nm.UID))
+		patch["metadata"].(map[string]any)["resourceVersion"] = s.node.ResourceVersion
 	}
+}
+
+// marked reports whether the node carries this request's cordon mark.
+func (s *step) marked() bool {
+	return s.node != nil && s.node.Annotations[lullv1alpha1.CordonedByAnnotation] == string(s.nm.UID)
+}
+
+// cordonGone drops the mark of lull's cordon once a request that does not
+// hold its node (waiting for its lease, its window) sees the cordon gone
+// (someone uncordoned it): a cordon made on the node later, by the lease's
+// holder or an admin, is not lull's to undo. The patch tests the node's
+// resourceVersion as read, so a cache that has not seen lull's cordon yet
+// changes nothing.
+func (s *step) cordonGone(ctx context.Context) error {
+	if !s.status.CordonMarked || s.node.Spec.Unschedulable {
+		return nil
+	}
+	if s.marked() {
+		ops := []map[string]any{
+			{"op": "test", "path": "/metadata/resourceVersion", "value": s.node.ResourceVersion},
+			{"op": "remove", "path": "/metadata/annotations/" + jsonPointerEscape(lullv1alpha1.CordonedByAnnotation)},
+		}
+		b, err := json.Marshal(ops)
+		if err != nil {
+			return err
+		}
+		if err := s.r.Client.Patch(ctx, s.node, client.RawPatch(types.JSONPatchType, b)); err != nil {
+			// A node changed since it was read: the next round looks again.
+			s.logger.V(2).Info("Dropping lull's cordon mark; looking again later", "err", err)
+			return nil
+		}
+	}
+	s.logger.Info("lull's cordon was removed while the request waits; its mark goes with it")
+	s.status.CordonedByLull = false
+	return nil
 }
 
 // annotate sets the annotation k to v in a node merge patch.
@@ -161,15 +208,19 @@ func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
 	patch := s.holdPatch()
 	patched := false
 	if !s.node.Spec.Unschedulable {
+		// lull's cordon, marked in the same write (markCordon).
 		patch["spec"] = map[string]any{"unschedulable": true}
-		patched = true
-	}
-	if !ptr.Deref(s.status.WasUnschedulable, false) {
-		// The cordon is lull's: marked in the same write.
 		s.markCordon(patch)
+		patched = true
 	}
 	if len(patch) > 0 {
 		if err := s.r.patchNode(ctx, s.node, patch); err != nil {
+			if apierrors.IsConflict(err) {
+				// The node changed since the cache showed it (someone
+				// cordoned it, say): the next round looks at it anew.
+				s.logger.V(2).Info("Node changed before lull's cordon; looking again", "err", err)
+				return reconcile.Result{RequeueAfter: conflictRetry}, nil
+			}
 			return reconcile.Result{}, fmt.Errorf("cordoning node %s: %w", s.node.Name, err)
 		}
 	} else {
@@ -181,7 +232,20 @@ func (s *step) cordon(ctx context.Context) (reconcile.Result, error) {
 		}
 		s.node = &live
 	}
-	s.status.CordonedByLull = !ptr.Deref(s.status.WasUnschedulable, false)
+	// Whose cordon it is, from the node: lull's if it carries this
+	// request's mark (this write's, or an earlier attempt's), someone
+	// else's otherwise, whatever was recorded before the node was
+	// touched (a cordon made since, while lull was down or had yielded,
+	// is not lull's). A request started by a lull from before the mark
+	// keeps that lull's record.
+	switch {
+	case s.marked():
+		s.status.CordonedByLull, s.status.WasUnschedulable = true, ptr.To(false)
+	case !s.status.CordonMarked:
+		s.status.CordonedByLull = !ptr.Deref(s.status.WasUnschedulable, false)
+	default:
+		s.status.CordonedByLull, s.status.WasUnschedulable = false, ptr.To(true)
+	}
 	if d, ok := disruptors.Of(s.node); ok {
 		// Another tool marked the node between the lease gate's look and
 		// this write (the patch returns the node as it is now): two

@@ -100,7 +100,7 @@ func TestKeepHoldOnlyWhatThePlanNeeds(t *testing.T) {
 		"cordoning":      {Phase: lullv1alpha1.PhaseCordoning, WasUnschedulable: ptr.To(false), Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}},
 		"restarts only":  {Phase: lullv1alpha1.PhaseActing, WasUnschedulable: ptr.To(false), Decision: restart},
 		"never cordoned": {Phase: lullv1alpha1.PhaseDrained},
-		"lost its lease": {Phase: lullv1alpha1.PhaseWaitingForLease, CordonedByLull: true, WasUnschedulable: ptr.To(false)},
+		"lost its lease": {Phase: lullv1alpha1.PhaseWaitingForLease, CordonedByLull: true, CordonMarked: true, WasUnschedulable: ptr.To(false)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, c := holdFixture(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, st)
@@ -119,7 +119,7 @@ func TestGiveBackRemovesOnlyWhatLullSet(t *testing.T) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true",
 		lullv1alpha1.CordonedByAnnotation: "uid-n1"}},
 		Spec: corev1.NodeSpec{Unschedulable: true}}
-	s, c := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, WasUnschedulable: ptr.To(false),
+	s, c := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, CordonMarked: true, WasUnschedulable: ptr.To(false),
 		NodeAnnotations: []string{AnnotationScaleDownDisabled}})
 	ctx := context.Background()
 	require.NoError(t, s.giveBack(ctx))
@@ -136,18 +136,20 @@ func TestGiveBackRemovesOnlyWhatLullSet(t *testing.T) {
 
 	// The status says lull's cordon, the node does not carry lull's mark
 	// (someone cordoned it after lull gave it back, or another request's
-	// mark is there): the cordon stays; lull's annotations go.
+	// mark is there): the cordon stays, and so do the annotations lull
+	// recorded: an earlier giveBack removed lull's with its mark, so
+	// those there now are someone else's.
 	for _, mark := range []string{"", "uid-other"} {
 		n3 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationDoNotDisrupt: "true"}}, Spec: corev1.NodeSpec{Unschedulable: true}}
 		if mark != "" {
 			n3.Annotations[lullv1alpha1.CordonedByAnnotation] = mark
 		}
-		s, c = holdFixture(t, n3, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseUncordoning, CordonedByLull: true, WasUnschedulable: ptr.To(false),
+		s, c = holdFixture(t, n3, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseUncordoning, CordonedByLull: true, CordonMarked: true, WasUnschedulable: ptr.To(false),
 			NodeAnnotations: []string{AnnotationDoNotDisrupt}})
 		require.NoError(t, s.giveBack(ctx))
 		got = getNode(t, c)
 		require.True(t, got.Spec.Unschedulable, "a cordon without lull's mark %q stays", mark)
-		require.NotContains(t, got.Annotations, AnnotationDoNotDisrupt)
+		require.Equal(t, "true", got.Annotations[AnnotationDoNotDisrupt])
 		require.Equal(t, mark, got.Annotations[lullv1alpha1.CordonedByAnnotation])
 		require.False(t, s.status.CordonedByLull)
 	}

@@ -220,6 +220,10 @@ func (s *step) start(ctx context.Context, info *lease.Info) (reconcile.Result, e
 	if s.status.WasUnschedulable == nil {
 		s.status.WasUnschedulable = ptr.To(s.node.Spec.Unschedulable)
 	}
+	if !s.status.CordonedByLull {
+		// Nothing of lull's on the node: its cordon will carry lull's mark.
+		s.status.CordonMarked = true
+	}
 	if s.status.StartedAt == nil {
 		s.status.StartedAt = &metav1.Time{Time: s.now}
 	}

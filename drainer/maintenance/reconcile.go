@@ -231,6 +231,10 @@ func (s *step) run(ctx context.Context) (reconcile.Result, error) {
 			return reconcile.Result{}, err
 		}
 		s.noteWindows()
+	} else if s.status.CordonedByLull && s.node != nil {
+		if err := s.cordonGone(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	switch unitOf(s.nm.Status.Phase) {
 	case unitCordon:

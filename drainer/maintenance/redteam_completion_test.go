@@ -143,7 +143,7 @@ func newRCActingEnv(t *testing.T) *rcEnv {
 			Annotations: map[string]string{lullv1alpha1.RequestedByAnnotation: lullv1alpha1.RequestedByLabel}},
 		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"kernel-update"}},
 		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseActing,
-			CordonedByLull: true, WasUnschedulable: ptr.To(false), NodeAnnotations: []string{},
+			CordonedByLull: true, CordonMarked: true, WasUnschedulable: ptr.To(false), NodeAnnotations: []string{},
 			StartedAt: &metav1.Time{Time: now.Add(-10 * time.Minute)}, DrainedAt: &metav1.Time{Time: now.Add(-8 * time.Minute)},
 			Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain, Steps: []lullv1alpha1.PlannedStep{
 				{Type: lullv1alpha1.ActionCordon}, {Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}},
@@ -325,7 +325,7 @@ func TestRedteamCompletionRetryUncordonsACordonMadeAfterGiveBack(t *testing.T) {
 		Spec: corev1.NodeSpec{Unschedulable: true}}
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1", Finalizers: []string{Finalizer}},
 		Spec: lullv1alpha1.NodeMaintenanceSpec{NodeName: "n1", Classes: []string{"k"}, Complete: true},
-		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, WasUnschedulable: ptr.To(false),
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, CordonMarked: true, WasUnschedulable: ptr.To(false),
 			StartedAt: &metav1.Time{Time: t0()}, NodeAnnotations: []string{}, Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}}}
 	e := &rcEnv{kube: kubefake.NewClientset(), clock: clocktesting.NewFakeClock(t0())}
 	e.store = fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(node, nm).
