@@ -36,8 +36,13 @@ func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWind
 			again = d
 		}
 	}
+	// A gate the window does not set keeps no condition.
+	for _, hg := range gate.HealthGates {
+		if c := hg.Condition(); c != "" && !hg.Configured(mw) {
+			meta.RemoveStatusCondition(&status.Conditions, c)
+		}
+	}
 	if g.Alerts == nil {
-		meta.RemoveStatusCondition(&status.Conditions, lullv1alpha1.WindowConditionAlertsQuiet)
 		status.Alerts = nil
 	} else {
 		period := g.Alerts.AlertsPeriod()
@@ -47,9 +52,7 @@ func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWind
 		}
 		soonest(status.Alerts.CheckedAt.Add(period).Sub(now))
 	}
-	if g.Recovery == nil {
-		meta.RemoveStatusCondition(&status.Conditions, lullv1alpha1.WindowConditionRecovered)
-	} else {
+	if g.Recovery != nil {
 		// As the drainer's gate judges it (pkg/gate), for the window as a whole.
 		v, err := gate.Recovery(ctx, r.Client, mw, nms, "", now)
 		cond := metav1.Condition{Type: lullv1alpha1.WindowConditionRecovered, Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message}
@@ -70,22 +73,16 @@ func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWind
 	return again
 }
 
-// gateStates says what the window's alerts and recovery gates say, as a
-// node's gate would judge them from this status (for the metrics).
+// gateStates says what the window's gates judged for the window as a
+// whole say (pkg/gate's HealthGates), as a node's gate would judge them
+// from this status (for the metrics).
 func gateStates(mw *lullv1alpha1.MaintenanceWindow, status *lullv1alpha1.MaintenanceWindowStatus, now time.Time) []GateState {
-	if mw.Spec.Gates == nil {
-		return nil
-	}
 	judged := *mw // read only: the spec shared, the status to judge
 	judged.Status = *status
 	var out []GateState
-	if mw.Spec.Gates.Alerts != nil {
-		v := gate.Alerts(&judged, now)
-		out = append(out, GateState{Gate: "alerts", Reason: v.Reason, Holds: v.Hold})
-	}
-	if mw.Spec.Gates.Recovery != nil {
-		if c := meta.FindStatusCondition(status.Conditions, lullv1alpha1.WindowConditionRecovered); c != nil {
-			out = append(out, GateState{Gate: "recovery", Reason: c.Reason, Holds: c.Status != metav1.ConditionTrue})
+	for _, v := range gate.Views(&judged, now) {
+		if !v.PerNode {
+			out = append(out, GateState{Gate: v.Gate, Reason: v.Reason, Holds: v.Holds})
 		}
 	}
 	return out

@@ -169,7 +169,7 @@ func TestGateHoldingMetric(t *testing.T) {
 	c := NewCollector(clocktesting.NewFakeClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)))
 	mw := &lullv1alpha1.MaintenanceWindow{ObjectMeta: metav1.ObjectMeta{Name: "wave", Generation: 1}, Spec: lullv1alpha1.MaintenanceWindowSpec{
 		Gates: &lullv1alpha1.Gates{Alerts: &lullv1alpha1.AlertsGate{URL: "http://prom:9090"}, Recovery: &lullv1alpha1.RecoveryGate{}}}}
-	st := &lullv1alpha1.MaintenanceWindowStatus{Conditions: []metav1.Condition{{Type: lullv1alpha1.WindowConditionRecovered, Status: metav1.ConditionTrue, Reason: gate.ReasonRecovered}}}
+	st := &lullv1alpha1.MaintenanceWindowStatus{Conditions: []metav1.Condition{{Type: lullv1alpha1.WindowConditionRecovered, Status: metav1.ConditionTrue, Reason: gate.ReasonRecovered, ObservedGeneration: 1}}}
 	c.SetGates("wave", gateStates(mw, st, time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)))
 	want := `
 # HELP lull_window_gate_holding 1 while the window's health gate (alerts, recovery) holds its nodes from starting, with the reason (AlertsFiring, AlertsUnknown, Settling, NodeUnwell, ...); 0 while it passes. Blocking pods are judged node by node: see lull_maintenance_nodes{phase="WaitingForGates"}.

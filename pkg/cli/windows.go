@@ -3,13 +3,10 @@ package cli
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
@@ -93,32 +90,14 @@ type GateView struct {
 	Message string `json:"message"`
 }
 
-// gateViews says what a window's gates say: the alerts gate as the drainer
-// judges it from the window's status (pkg/gate), the recovery gate as the
-// drainer last recorded it; blocking pods are judged node by node.
+// gateViews says what a window's gates say (pkg/gate's HealthGates): the
+// alerts gate as the drainer judges it from the window's status, the
+// recovery gate as the drainer last recorded it; blocking pods are judged
+// node by node.
 func gateViews(mw *lullv1alpha1.MaintenanceWindow, now time.Time) []GateView {
-	g := mw.Spec.Gates
-	if g == nil {
-		return nil
-	}
 	var out []GateView
-	if g.Alerts != nil {
-		v := gate.Alerts(mw, now)
-		out = append(out, GateView{Gate: "alerts", Holds: v.Hold, Reason: v.Reason, Message: v.Message})
-	}
-	if n := len(g.BlockingPods); n > 0 {
-		sels := make([]string, n)
-		for i := range g.BlockingPods {
-			sels[i] = metav1.FormatLabelSelector(&g.BlockingPods[i])
-		}
-		out = append(out, GateView{Gate: "blockingPods", Message: "a node does not start while pods matching " + strings.Join(sels, " or ") + " run on it"})
-	}
-	if g.Recovery != nil {
-		v := GateView{Gate: "recovery", Holds: true, Reason: gate.ReasonUnknown, Message: "lull-drainer has not judged it yet"}
-		if c := meta.FindStatusCondition(mw.Status.Conditions, lullv1alpha1.WindowConditionRecovered); c != nil && c.ObservedGeneration == mw.Generation {
-			v.Holds, v.Reason, v.Message = c.Status != metav1.ConditionTrue, c.Reason, c.Message
-		}
-		out = append(out, v)
+	for _, v := range gate.Views(mw, now) {
+		out = append(out, GateView{Gate: v.Gate, Holds: v.Holds, Reason: v.Reason, Message: v.Message})
 	}
 	return out
 }

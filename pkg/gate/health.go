@@ -77,51 +77,36 @@ func PodsFromAPI(kube kubernetes.Interface) func(ctx context.Context, node strin
 	}
 }
 
-// hasGates reports whether any of the windows has a gate.
+// hasGates reports whether any of the windows sets a health gate.
 func hasGates(ws []*lullv1alpha1.MaintenanceWindow) bool {
 	for _, w := range ws {
-		if g := w.Spec.Gates; g != nil && (g.Alerts != nil || len(g.BlockingPods) > 0 || g.Recovery != nil) {
-			return true
+		for _, g := range HealthGates {
+			if g.Configured(w) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
 // CheckHealth runs the gates of the node's windows, window by window in
-// name order, alerts, then blocking pods, then recovery; the first that
-// holds answers. Windows without gates give the zero verdict (no reason:
-// nothing to show). An error (a read that failed) decides nothing.
+// name order, each window's gates in HealthGates' order (alerts, blocking
+// pods, recovery); the first that holds answers. Windows without gates
+// give the zero verdict (no reason: nothing to show). An error (a read
+// that failed) decides nothing.
 func CheckHealth(ctx context.Context, src HealthSource, ws []*lullv1alpha1.MaintenanceWindow, node string, now time.Time) (HealthVerdict, error) {
 	if !hasGates(ws) {
 		return HealthVerdict{}, nil
 	}
 	ws = slices.Clone(ws)
 	slices.SortFunc(ws, func(a, b *lullv1alpha1.MaintenanceWindow) int { return strings.Compare(a.Name, b.Name) })
-	var nms *lullv1alpha1.NodeMaintenanceList // read once, for the first recovery gate
+	hc := &healthCheck{src: src}
 	for _, w := range ws {
-		g := w.Spec.Gates
-		if g == nil {
-			continue
-		}
-		if g.Alerts != nil {
-			if v := Alerts(w, now); v.Hold {
-				return v, nil
+		for _, g := range HealthGates {
+			if !g.Configured(w) {
+				continue
 			}
-		}
-		if len(g.BlockingPods) > 0 {
-			v, err := blockingPods(ctx, src, w, node)
-			if err != nil || v.Hold {
-				return v, err
-			}
-		}
-		if g.Recovery != nil {
-			if nms == nil {
-				nms = &lullv1alpha1.NodeMaintenanceList{}
-				if err := src.Reader.List(ctx, nms, client.UnsafeDisableDeepCopy); err != nil {
-					return HealthVerdict{}, fmt.Errorf("listing NodeMaintenances for window %s's recovery gate: %w", w.Name, err)
-				}
-			}
-			v, err := Recovery(ctx, src.Reader, w, nms.Items, node, now)
+			v, err := g.Judge(ctx, hc, w, node, now)
 			if err != nil || v.Hold {
 				return v, err
 			}
