@@ -1,5 +1,6 @@
 // Package agent is lull-agent: one per node, it carries out the host steps
-// (DaemonReload, ReloadService, RestartService, Reboot, PowerOff) of the
+// (the host kinds of api/v1alpha1's step catalog, stepkinds.go: WriteFiles,
+// DaemonReload, ReloadService, RestartService, Reboot, PowerOff) of the
 // NodeMaintenance of its own node, only while the drainer has put the
 // request in phase Acting and only while the node's disruption lease is
 // the one the request's fencing token names (docs/actions.md,

@@ -1,5 +1,6 @@
-// Command lull-agent carries out a NodeMaintenance's host steps
-// (RestartService, Reboot, PowerOff) on its own node, under the node's
+// Command lull-agent carries out a NodeMaintenance's host steps (the
+// host kinds of api/v1alpha1's step catalog: WriteFiles, DaemonReload,
+// ReloadService, RestartService, Reboot, PowerOff) on its own node, under the node's
 // disruption lease; it runs as a DaemonSet (docs/agent.md).
 package main
 

@@ -135,9 +135,9 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 		// The lease names the replica (lull-drainer/<pod>), as the node
 		// leases do, not controller-runtime's hostname_uuid.
 		LeaderElectionResourceLockInterface: lock,
-		LeaseDuration:                       &o.LeaseDuration,
-		RenewDeadline:                       &o.RenewDeadline,
-		RetryPeriod:                         &o.RetryPeriod,
+		LeaseDuration:                       &o.LeaderElectionLeaseDuration,
+		RenewDeadline:                       &o.LeaderElectionRenewDeadline,
+		RetryPeriod:                         &o.LeaderElectionRetryPeriod,
 		// Hand over quickly when the leader stops cleanly.
 		LeaderElectionReleaseOnCancel: true,
 		// Cluster API's objects are read as unstructured
@@ -209,7 +209,7 @@ func leaderLock(cfg *rest.Config, o *Options) (resourcelock.Interface, error) {
 		return nil, nil
 	}
 	lc := rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
-	lc.Timeout = max(o.RenewDeadline/2, time.Second)
+	lc.Timeout = max(o.LeaderElectionRenewDeadline/2, time.Second)
 	core, err := corev1client.NewForConfig(lc)
 	if err != nil {
 		return nil, err

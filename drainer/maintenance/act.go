@@ -304,6 +304,9 @@ func (s *step) awaitAgent(ctx context.Context, next *lullv1alpha1.ActionStatus) 
 			retry = left + time.Millisecond
 		}
 		s.status.WaitingFor = fmt.Sprintf("lull-agent runs %s (since %s)", next.Label(), next.StartedAt.UTC().Format(time.RFC3339))
+		if k, ok := next.Type.Kind(); ok {
+			s.status.WaitingFor += "; done when " + k.Verified
+		}
 	} else {
 		s.status.WaitingFor = "lull-agent to start " + next.Label()
 	}

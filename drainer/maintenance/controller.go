@@ -117,8 +117,11 @@ type Reconciler struct {
 	slotFreed chan event.GenericEvent
 }
 
-// SetupWithManager registers the controller. Reconciles run one at a time:
-// the budget check and the claim that follows it must not interleave.
+// SetupWithManager registers the controller. Reconciles run on
+// Options.Workers workers, one request at a time each (the queue never
+// hands one request to two workers); two requests' budget checks and
+// claims may interleave, and are kept safe by the ledger (its lock and
+// its conditional write, pkg/budget), not by running one at a time.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	r.Options.Default()
 	if r.Clock == nil {

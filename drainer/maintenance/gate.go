@@ -29,7 +29,8 @@ const otherDisruptorRetry = 30 * time.Second
 // cordon unit (or, for host steps alone, the act unit) next.
 
 // gate asks pkg/gate whether the request may start (policy decision,
-// window, budget, lease, in that order) and acts on its verdict. The
+// lull-agent on the node for a plan with host steps, window, health,
+// budget, lease, in that order) and acts on its verdict. The
 // budget slot and the lease are taken, not only checked, as the gates
 // pass.
 func (s *step) gate(ctx context.Context) (reconcile.Result, error) {

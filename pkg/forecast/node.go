@@ -87,7 +87,9 @@ type Node struct {
 func (n *Node) Leased() bool { return n != nil && n.Lease != nil }
 
 // Requested reports whether maintenance of the node has been requested
-// and not completed.
+// and not completed. Only tests ask it (the integration tests' view of
+// the forecast, from another package): lull's components read
+// n.Maintenance and the window fields themselves.
 func (n *Node) Requested() bool { return n != nil && n.Maintenance != nil }
 
 // Disrupting reports whether the node is leased or cordoned, draining or

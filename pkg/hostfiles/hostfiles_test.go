@@ -508,7 +508,7 @@ func TestFailureMidSetRollsBackEverything(t *testing.T) {
 			var werr *WriteError
 			require.ErrorAs(t, err, &werr)
 			require.Equal(t, tc.wantPath, werr.Path)
-			require.True(t, werr.RolledBack(), "rollback: %v", werr.Rollback)
+			require.True(t, werr.rolledBack(), "rollback: %v", werr.Rollback)
 			require.Contains(t, err.Error(), "writing "+tc.wantPath+": injected; rolled back, every file is as it was")
 			require.Empty(t, res.Files)
 			require.NotEmpty(t, seen)
@@ -570,7 +570,7 @@ func TestReadBackMismatchRollsBack(t *testing.T) {
 			require.ErrorAs(t, err, &werr)
 			require.Equal(t, "/etc/new/sub/b.conf", werr.Path)
 			require.ErrorContains(t, err, tc.wantErr)
-			require.True(t, werr.RolledBack(), "rollback: %v", werr.Rollback)
+			require.True(t, werr.rolledBack(), "rollback: %v", werr.Rollback)
 			require.Equal(t, before, snapshot(t, root))
 		})
 	}
@@ -609,7 +609,7 @@ func TestOwnerChangeFailureRollsBack(t *testing.T) {
 	require.ErrorAs(t, err, &werr)
 	require.Equal(t, "/etc/new/sub/b.conf", werr.Path)
 	require.ErrorIs(t, err, fs.ErrPermission)
-	require.True(t, werr.RolledBack(), "rollback: %v", werr.Rollback)
+	require.True(t, werr.rolledBack(), "rollback: %v", werr.Rollback)
 	require.Equal(t, before, snapshot(t, root))
 }
 

@@ -242,5 +242,5 @@ func (e *WriteError) Unwrap() []error {
 	return []error{e.Err, e.Rollback}
 }
 
-// RolledBack reports whether every file changed was put back.
-func (e *WriteError) RolledBack() bool { return e.Rollback == nil }
+// rolledBack reports whether every file changed was put back.
+func (e *WriteError) rolledBack() bool { return e.Rollback == nil }

@@ -106,7 +106,7 @@ func testParentSwappedForSymlinkMidWrite(t *testing.T) {
 			require.ErrorIs(t, err, ErrMoved)
 			var werr *WriteError
 			require.ErrorAs(t, err, &werr)
-			require.True(t, werr.RolledBack(), "rollback: %v", werr.Rollback)
+			require.True(t, werr.rolledBack(), "rollback: %v", werr.Rollback)
 			requireFile(t, root, "/etc/app.real/app.conf", "app old\n", 0o644)
 			requireFile(t, root, "/etc/app.real/gone.conf", "gone\n", 0o644)
 			requireAbsent(t, root, "/etc/app.real/added.conf")

@@ -27,10 +27,12 @@ type Drainer struct {
 	// DefaultPolicy: create and keep the DisruptionPolicy "default" lull
 	// ships (drainer/policy.Shipped).
 	DefaultPolicy bool
-	// LeaseDuration, RenewDeadline and RetryPeriod are leader election's.
-	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
+	// LeaderElectionLeaseDuration, LeaderElectionRenewDeadline and
+	// LeaderElectionRetryPeriod are leader election's (the node lease's
+	// duration is Maintenance.LeaseDuration).
+	LeaderElectionLeaseDuration time.Duration
+	LeaderElectionRenewDeadline time.Duration
+	LeaderElectionRetryPeriod   time.Duration
 	// Options serve the metrics and the health probes.
 	serving.Options
 	// PprofAddr serves net/http/pprof (unauthenticated); empty: off.
@@ -86,15 +88,15 @@ func NewDrainer() *Drainer {
 	// it starts (the flag's help says how).
 	m.Identity = ""
 	return &Drainer{
-		Maintenance:             m,
-		LeaderElect:             true,
-		LeaderElectionNamespace: settings.Namespace,
-		ConfigNamespace:         lullv1alpha1.ConfigNamespace,
-		DefaultPolicy:           true,
-		LeaseDuration:           15 * time.Second,
-		RenewDeadline:           10 * time.Second,
-		RetryPeriod:             2 * time.Second,
-		Options:                 serving.Options{MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081"},
+		Maintenance:                 m,
+		LeaderElect:                 true,
+		LeaderElectionNamespace:     settings.Namespace,
+		ConfigNamespace:             lullv1alpha1.ConfigNamespace,
+		DefaultPolicy:               true,
+		LeaderElectionLeaseDuration: 15 * time.Second,
+		LeaderElectionRenewDeadline: 10 * time.Second,
+		LeaderElectionRetryPeriod:   2 * time.Second,
+		Options:                     serving.Options{MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081"},
 		// kube-scheduler's: controller-runtime's 20/s, burst 30 throttled
 		// a 1,000-node wave's waiting requests into one-second reconciles.
 		QPS:              50,
@@ -113,9 +115,9 @@ func NewDrainer() *Drainer {
 func (o *Drainer) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas; only the leader acts")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election lease")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a stopped leader's lease blocks the others")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader retries renewing before it gives up leading")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between leader-election attempts")
+	fs.DurationVar(&o.LeaderElectionLeaseDuration, "leader-elect-lease-duration", o.LeaderElectionLeaseDuration, "how long a stopped leader's lease blocks the others")
+	fs.DurationVar(&o.LeaderElectionRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectionRenewDeadline, "how long the leader retries renewing before it gives up leading")
+	fs.DurationVar(&o.LeaderElectionRetryPeriod, "leader-elect-retry-period", o.LeaderElectionRetryPeriod, "interval between leader-election attempts")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second to the API server the drainer may send (client-side limit)")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst above --kube-api-qps")
 	o.Options.AddFlags(fs)

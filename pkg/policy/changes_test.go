@@ -166,7 +166,7 @@ func TestEffectiveChangeRules(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{
 		"all@files: /**": "", "chrony@files: /etc/chrony.conf": "p/all", "units@units: *": "", "one-unit@units: a.service": "p/units",
-		"c@chrony": "", "(default)@*": "", "(default)@" + AnyChange: "",
+		"c@chrony": "", "(default)@*": "", "(default)@" + anyChange: "",
 	}, shadow)
 }
 

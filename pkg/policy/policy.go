@@ -234,8 +234,8 @@ var defaultRule = Rule{DisruptionRule: lullv1alpha1.DisruptionRule{Name: lullv1a
 var defaultChangeRule = Rule{DisruptionRule: lullv1alpha1.DisruptionRule{Name: lullv1alpha1.DefaultRuleName,
 	Steps: []lullv1alpha1.Step{{Type: lullv1alpha1.ActionDrain}, {Type: lullv1alpha1.StepReboot}}}}
 
-// AnyChange is what the built-in default for changes matches.
-const AnyChange = "any change"
+// anyChange is what the built-in default for changes matches.
+const anyChange = "any change"
 
 // Effective lists the merged rules as statuses show them, each marked when
 // an earlier rule already matches every class it matches, and ends with
@@ -260,7 +260,7 @@ func (s *Set) Effective() []lullv1alpha1.EffectiveRule {
 		Steps: labels(defaultRule.StepList()), ShadowedBy: catchAll})
 	// Extensions and kernel types match no rule: this default is never
 	// shadowed.
-	out = append(out, lullv1alpha1.EffectiveRule{Rule: lullv1alpha1.DefaultRuleName, Match: AnyChange, Action: defaultChangeRule.Most(),
+	out = append(out, lullv1alpha1.EffectiveRule{Rule: lullv1alpha1.DefaultRuleName, Match: anyChange, Action: defaultChangeRule.Most(),
 		Steps: labels(defaultChangeRule.StepList())})
 	return out
 }

@@ -65,7 +65,7 @@ func TestEffectiveMarksShadowedRules(t *testing.T) {
 			exact("fw", "firmware", lullv1alpha1.ActionNone), glob("rest", "*", lullv1alpha1.ActionNone), exact("late", "x", lullv1alpha1.ActionDrain)),
 	})
 	eff := s.Effective()
-	require.Equal(t, AnyChange, eff[len(eff)-1].Match, "the built-in default for changes comes last")
+	require.Equal(t, anyChange, eff[len(eff)-1].Match, "the built-in default for changes comes last")
 	require.Empty(t, eff[len(eff)-1].ShadowedBy, "extensions and kernel types match no rule: never shadowed")
 	eff = eff[:len(eff)-1]
 	shadow := map[string]string{}
