@@ -126,15 +126,24 @@ func (s *step) holdPatch() map[string]any {
 }
 
 // markCordon adds lull's cordon mark (the request's UID) to patch, unless
-// the node carries it already, with the node's resourceVersion as read:
-// the patch lands only on the node lull looked at, so a cordon someone
-// made since (not yet in the cache) is never marked lull's. The record
-// says from then on that lull's cordon is marked.
+// the node carries it already, and, when the patch marks or cordons, the
+// node's resourceVersion as read: the patch lands only on the node lull
+// looked at, so a cordon someone made since (not yet in the cache) is
+// never marked lull's, nor taken for lull's under a mark left from
+// before. The record says from then on that lull's cordon is marked.
 func (s *step) markCordon(patch map[string]any) {
 	s.status.CordonMarked = true
-	if s.node.Annotations[lullv1alpha1.CordonedByAnnotation] != string(s.nm.UID) {
+	marking := s.node.Annotations[lullv1alpha1.CordonedByAnnotation] != string(s.nm.UID)
+	if marking {
 		annotate(patch, lullv1alpha1.CordonedByAnnotation, string(s.nm.UID))
-		patch["metadata"].(map[string]any)["resourceVersion"] = s.node.ResourceVersion
+	}
+	if marking || patch["spec"] != nil {
+		md, _ := patch["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			patch["metadata"] = md
+		}
+		md["resourceVersion"] = s.node.ResourceVersion
 	}
 }
 
@@ -144,31 +153,40 @@ func (s *step) marked() bool {
 }
 
 // cordonGone drops the mark of lull's cordon once a request that does not
-// hold its node (waiting for its lease, its window) sees the cordon gone
+// hold its node (waiting for its lease, its window) finds the cordon gone
 // (someone uncordoned it): a cordon made on the node later, by the lease's
-// holder or an admin, is not lull's to undo. The patch tests the node's
-// resourceVersion as read, so a cache that has not seen lull's cordon yet
-// changes nothing.
+// holder or an admin, is not lull's to undo. The cache showing the node
+// schedulable is asked again of the API server (a cordon just made may
+// not be cached yet, and the request keeps its budget slot while lull's
+// cordon is on), and the patch tests the resourceVersion read.
 func (s *step) cordonGone(ctx context.Context) error {
 	if !s.status.CordonMarked || s.node.Spec.Unschedulable {
 		return nil
 	}
-	if s.marked() {
+	var live corev1.Node
+	if err := s.r.live().Get(ctx, client.ObjectKey{Name: s.node.Name}, &live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if live.Spec.Unschedulable {
+		return nil // the cache lags: lull's cordon is on
+	}
+	if live.Annotations[lullv1alpha1.CordonedByAnnotation] == string(s.nm.UID) {
 		ops := []map[string]any{
-			{"op": "test", "path": "/metadata/resourceVersion", "value": s.node.ResourceVersion},
+			{"op": "test", "path": "/metadata/resourceVersion", "value": live.ResourceVersion},
 			{"op": "remove", "path": "/metadata/annotations/" + jsonPointerEscape(lullv1alpha1.CordonedByAnnotation)},
 		}
 		b, err := json.Marshal(ops)
 		if err != nil {
 			return err
 		}
-		if err := s.r.Client.Patch(ctx, s.node, client.RawPatch(types.JSONPatchType, b)); err != nil {
-			// A node changed since it was read: the next round looks again.
+		if err := s.r.Client.Patch(ctx, &live, client.RawPatch(types.JSONPatchType, b)); err != nil {
+			// The node changed since it was read: the next round looks again.
 			s.logger.V(2).Info("Dropping lull's cordon mark; looking again later", "err", err)
 			return nil
 		}
 	}
 	s.logger.Info("lull's cordon was removed while the request waits; its mark goes with it")
+	s.node = &live
 	s.status.CordonedByLull = false
 	return nil
 }

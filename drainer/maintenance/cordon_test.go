@@ -165,3 +165,45 @@ func TestMarkNode(t *testing.T) {
 	s.markNode()
 	require.Equal(t, []string{AnnotationScaleDownDisabled}, s.status.NodeAnnotations, "recorded once, at the start")
 }
+
+// A request waiting with lull's cordon (it lost its lease mid-drain)
+// drops its mark once the API server shows the cordon gone, and only
+// then: a cache that has not caught up with lull's cordon changes
+// nothing (the request keeps its slot while the cordon is on).
+func TestCordonGoneAsksTheAPIServer(t *testing.T) {
+	st := lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseWaitingForLease, CordonedByLull: true, CordonMarked: true, WasUnschedulable: ptr.To(false)}
+	marked := map[string]string{lullv1alpha1.CordonedByAnnotation: "uid-n1"}
+
+	// The cache shows the node schedulable, the API server cordoned.
+	s, c := holdFixture(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: marked}, Spec: corev1.NodeSpec{Unschedulable: true}}, st)
+	stale := s.node.DeepCopy()
+	stale.Spec.Unschedulable = false
+	s.node = stale
+	require.NoError(t, s.cordonGone(context.Background()))
+	require.True(t, s.status.CordonedByLull, "a cache behind lull's cordon changed the record")
+	require.Equal(t, "uid-n1", getNode(t, c).Annotations[lullv1alpha1.CordonedByAnnotation])
+
+	// Someone uncordoned it: the mark goes, and the record with it.
+	s, c = holdFixture(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: marked}}, st)
+	require.NoError(t, s.cordonGone(context.Background()))
+	require.False(t, s.status.CordonedByLull)
+	require.NotContains(t, getNode(t, c).Annotations, lullv1alpha1.CordonedByAnnotation)
+}
+
+// lull's cordon write carries the node's resourceVersion as read, also
+// when the node still carries lull's mark from an earlier cordon: it never
+// lands on a node that changed since (someone cordoned it meanwhile).
+func TestCordonWriteIsConditional(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{lullv1alpha1.CordonedByAnnotation: "uid-n1"}}}
+	s, _ := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseCordoning, CordonMarked: true, WasUnschedulable: ptr.To(false)})
+	patch := map[string]any{"spec": map[string]any{"unschedulable": true}}
+	s.markCordon(patch)
+	require.Equal(t, s.node.ResourceVersion, patch["metadata"].(map[string]any)["resourceVersion"])
+	require.NotContains(t, patch["metadata"].(map[string]any), "annotations", "the mark is there already")
+
+	// Nothing to mark or cordon: no precondition, no write.
+	empty := map[string]any{}
+	s.node.Spec.Unschedulable = true
+	s.markCordon(empty)
+	require.Empty(t, empty)
+}

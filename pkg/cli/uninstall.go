@@ -111,7 +111,8 @@ func (o *options) previewUninstall(ctx context.Context, c client.Client, holding
 func endingIt(nm *lullv1alpha1.NodeMaintenance, node *corev1.Node, nodeExists bool, label string) string {
 	var out []string
 	if nm.Status.CordonedByLull && !ptr.Deref(nm.Status.WasUnschedulable, false) {
-		if nodeExists && node.Annotations[lullv1alpha1.CordonedByAnnotation] != string(nm.UID) {
+		// A request started before the mark is given back by its record.
+		if nm.Status.CordonMarked && nodeExists && node.Annotations[lullv1alpha1.CordonedByAnnotation] != string(nm.UID) {
 			out = append(out, "leave the cordon (it no longer carries lull's mark "+lullv1alpha1.CordonedByAnnotation+")")
 		} else {
 			out = append(out, "uncordon (lull's cordon)")

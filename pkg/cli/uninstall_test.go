@@ -109,9 +109,13 @@ func TestUninstallWithoutDrainer(t *testing.T) {
 // preview says so.
 func TestUninstallPreviewLeavesAnUnmarkedCordon(t *testing.T) {
 	nm := &lullv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1"},
-		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseUncordoning, CordonedByLull: true, WasUnschedulable: ptr.To(false)}}
+		Status: lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseUncordoning, CordonedByLull: true, CordonMarked: true, WasUnschedulable: ptr.To(false)}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}}
 	require.Equal(t, "leave the cordon (it no longer carries lull's mark lull.dev/cordoned-by); record it Failed/Uninstalled", endingIt(nm, node, true, lullv1alpha1.MaintenanceLabel))
 	node.Annotations = map[string]string{lullv1alpha1.CordonedByAnnotation: "uid-n1"}
+	require.Equal(t, "uncordon (lull's cordon); record it Failed/Uninstalled", endingIt(nm, node, true, lullv1alpha1.MaintenanceLabel))
+	// A request started by a lull from before the mark: its recorded
+	// cordon is undone.
+	nm.Status.CordonMarked, node.Annotations = false, nil
 	require.Equal(t, "uncordon (lull's cordon); record it Failed/Uninstalled", endingIt(nm, node, true, lullv1alpha1.MaintenanceLabel))
 }
