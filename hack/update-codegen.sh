@@ -6,9 +6,12 @@
 # deepcopy functions (api/, plugins/) and CRD manifests (api/) with the
 # pinned controller-gen, and what is derived from the CRDs: the
 # kustomization manifests/crds/Kustomization (used by manifests/install),
-# the Helm chart's copies in charts/lull/crds, and the chart's copies of the
+# the Helm chart's copies in charts/lull/crds, the chart's copies of the
 # monitoring files (manifests/monitoring: alert rules, dashboard) in
-# charts/lull/files/monitoring.
+# charts/lull/files/monitoring, and of the admission guard's policies and
+# bindings (manifests/admission but its kustomization, kustomizeconfig.yaml
+# and params.yaml, which the chart writes from its values) in
+# charts/lull/files/admission.
 #
 #   hack/update-codegen.sh            regenerate in place
 #   hack/update-codegen.sh --verify   fail if the committed output is stale
@@ -27,7 +30,10 @@ generate() { # $1: module root to generate in
    crd_kustomization >manifests/crds/Kustomization && \
    rm -rf charts/lull/crds && mkdir -p charts/lull/crds && cp manifests/crds/*.yaml charts/lull/crds/ && \
    rm -rf charts/lull/files/monitoring && mkdir -p charts/lull/files/monitoring && \
-   cp manifests/monitoring/rules.yaml manifests/monitoring/dashboard.json charts/lull/files/monitoring/)
+   cp manifests/monitoring/rules.yaml manifests/monitoring/dashboard.json charts/lull/files/monitoring/ && \
+   rm -rf charts/lull/files/admission && mkdir -p charts/lull/files/admission && \
+   find manifests/admission -maxdepth 1 -name '*.yaml' ! -name kustomization.yaml ! -name kustomizeconfig.yaml ! -name params.yaml \
+     -exec cp {} charts/lull/files/admission/ \;)
 }
 
 # Runs code-generator's $1 on the packages (under api/ and plugins/) whose
@@ -56,7 +62,8 @@ crd_kustomization() { # run in the root
 generated() { # $1: root; lists generated files relative to it
   (cd "$1" && find api plugins \( -name 'zz_generated.deepcopy.go' -o -name 'zz_generated.conversion.go' -o -name 'zz_generated.defaults.go' \) | sort; find manifests/crds -type f | sort
    if [[ -d charts/lull/crds ]]; then find charts/lull/crds -type f | sort; fi
-   if [[ -d charts/lull/files/monitoring ]]; then find charts/lull/files/monitoring -type f | sort; fi)
+   if [[ -d charts/lull/files/monitoring ]]; then find charts/lull/files/monitoring -type f | sort; fi
+   if [[ -d charts/lull/files/admission ]]; then find charts/lull/files/admission -type f | sort; fi)
 }
 
 if [[ "${1:-}" == "--verify" ]]; then
@@ -78,4 +85,4 @@ if [[ "${1:-}" == "--verify" ]]; then
 fi
 
 generate "$ROOT"
-echo "generated conversion, defaulting and deepcopy functions, manifests/crds, charts/lull/crds and charts/lull/files/monitoring"
+echo "generated conversion, defaulting and deepcopy functions, manifests/crds, charts/lull/crds, charts/lull/files/monitoring and charts/lull/files/admission"
