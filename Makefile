@@ -27,7 +27,7 @@ build:
 	@mkdir -p $(BIN)
 	@for c in $$(ls cmd 2>/dev/null); do \
 	  echo "go build -o $(BIN)/$$c ./cmd/$$c"; \
-	  go build -ldflags "-X lull.dev/lull/pkg/version.Version=$(VERSION)" -o $(BIN)/$$c ./cmd/$$c; \
+	  go build -ldflags "-X lull.dev/lull/internal/version.Version=$(VERSION)" -o $(BIN)/$$c ./cmd/$$c; \
 	done
 
 ## binaries: build the pinned etcd, kube-*, kubectl, kwok, controller-gen (cached by version)
@@ -56,11 +56,11 @@ test-e2e: binaries build
 FUZZTIME ?= 60s
 fuzz:
 	@seed=$${LULL_REFERENCE_SEED:-$$(date +%s)}; specs=$${LULL_REFERENCE_SPECS:-20000}; \
-	  echo "LULL_REFERENCE_SEED=$$seed LULL_REFERENCE_SPECS=$$specs go test ./pkg/window/ -run '^TestReferenceEvaluator\$$'"; \
-	  LULL_REFERENCE_SEED=$$seed LULL_REFERENCE_SPECS=$$specs go test ./pkg/window/ -count=1 -v -timeout 60m $(FUZZFLAGS) -run '^TestReferenceEvaluator$$'
+	  echo "LULL_REFERENCE_SEED=$$seed LULL_REFERENCE_SPECS=$$specs go test ./internal/window/ -run '^TestReferenceEvaluator\$$'"; \
+	  LULL_REFERENCE_SEED=$$seed LULL_REFERENCE_SPECS=$$specs go test ./internal/window/ -count=1 -v -timeout 60m $(FUZZFLAGS) -run '^TestReferenceEvaluator$$'
 	@for f in FuzzReference FuzzRRule FuzzCompile; do \
-	  echo "go test ./pkg/window/ -run '^\$$' -fuzz '^$$f\$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)"; \
-	  go test ./pkg/window/ -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) || exit 1; \
+	  echo "go test ./internal/window/ -run '^\$$' -fuzz '^$$f\$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)"; \
+	  go test ./internal/window/ -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) || exit 1; \
 	done
 
 ## verify: formatting, vet, lint, import direction, go.mod pins, generated code
@@ -69,7 +69,7 @@ verify:
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; echo "gofmt: ok"
 	go vet ./...
 	@for m in $(NESTED_MODULES); do echo "(cd $$m && go vet ./...)"; (cd $$m && go vet ./...) || exit 1; done
-	go test -count=1 ./test/imports/ # import arrows point down (cmd → drainer/, plugins/ → pkg/ → api/)
+	go test -count=1 ./test/imports/ # import arrows point down (cmd → the components → internal/ → api/), no aliases
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy; run 'go mod tidy'"; go mod tidy -diff; exit 1; }; echo "go mod tidy: ok"
 	@for m in $(NESTED_MODULES); do \
 	  (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum are not tidy; run 'cd $$m && go mod tidy'"; exit 1; }; \

@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/hostfiles"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/hostfiles"
 )
 
 // Event reasons on the NodeMaintenance.

@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/hostfiles"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/hostfiles"
-	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 const (

@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"lull.dev/lull/pkg/options"
-	lullscheme "lull.dev/lull/pkg/scheme"
-	"lull.dev/lull/pkg/settings"
-	"lull.dev/lull/pkg/version"
+	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/options"
+	"lull.dev/lull/internal/settings"
+	"lull.dev/lull/internal/version"
 )
 
 // Run runs lull-agent with args until a signal; it returns the exit code.

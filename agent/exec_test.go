@@ -22,7 +22,7 @@ import (
 
 	"lull.dev/lull/agent/agenttest"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // Commands run as /bin/sh -c <command> with the unit and the step in the

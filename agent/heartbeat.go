@@ -14,10 +14,10 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
-	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/internal/agentlease"
 )
 
-// Heartbeat keeps the agent's lease (pkg/agentlease) renewed, so the
+// Heartbeat keeps the agent's lease (internal/agentlease) renewed, so the
 // drainer knows an agent runs on the node.
 type Heartbeat struct {
 	Kube      kubernetes.Interface

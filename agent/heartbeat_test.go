@@ -15,7 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/internal/agentlease"
 )
 
 const agentNamespace = "lull-system"
@@ -39,7 +39,7 @@ func getAgentLease(t *testing.T, kube *kubefake.Clientset) *coordinationv1.Lease
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace, Labels: l.Labels}, Spec: l.Spec}
 }
 
-// Renew creates the agent lease (pkg/agentlease: its name, its label, its
+// Renew creates the agent lease (internal/agentlease: its name, its label, its
 // duration) when there is none, renews it, and takes it over from another
 // identity (a previous agent pod) saying when.
 func TestHeartbeatRenew(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/serving"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/serving"
-	"lull.dev/lull/pkg/settings"
 )
 
 // Options are lull-agent's options, in the style of Kubernetes' component

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/hostfiles"
+	"lull.dev/lull/internal/hostfiles"
 )
 
 // Red team 2: "a step never runs forever unnoticed". Every fresh agent

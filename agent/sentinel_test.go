@@ -14,14 +14,14 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // sentinelCase is a Sentinel for node n1 whose file lives in a temporary
 // directory (host root /, so no chroot), and its client.
 func sentinelCase(t *testing.T, objs ...client.Object) (*Sentinel, client.Client, string) {
 	t.Helper()
-	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
+	c := crfake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).
 		WithStatusSubresource(&lullv1alpha1.NodeMaintenance{}).Build()
 	file := filepath.Join(t.TempDir(), "reboot-required")
 	return &Sentinel{Live: c, Client: c, Node: "n1", Commands: &Commands{HostRoot: "/"}, File: file,

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/settings"
 )
 
 // CacheOptions limit the agent's cache to its own node, its node's

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/internal/policy"
 )
 
 // The steps on systemd (RestartService, ReloadService, DaemonReload): each

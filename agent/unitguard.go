@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/internal/policy"
 )
 
 // A restart is judged by what the unit is on the node, not by how the
@@ -16,7 +16,7 @@ import (
 // refuses — the step fails, and the drainer falls back to a drained
 // reboot — when starting it would take the node down: an Id or alias that
 // is a target, a slice or a unit that reboots, powers off, exits or
-// sleeps (pkg/policy.HostActionUnit); a dependency on a shutdown or sleep
+// sleeps (internal/policy.HostActionUnit); a dependency on a shutdown or sleep
 // target or such a unit; or an action systemd takes on the unit's success,
 // failure or timeout (SuccessAction=reboot-force, FailureAction=poweroff).
 // The planner and the admission guard refuse what the name alone tells;

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/hostfiles"
+	"lull.dev/lull/internal/hostfiles"
 )
 
 // Files carries out a request's WriteFiles step: it writes the NodeConfig
@@ -33,7 +33,7 @@ import (
 //     protectedPaths in the admission guard's ConfigMap, read now; a
 //     ConfigMap that cannot be read refuses everything) and off
 //     hostfiles.DefaultProtected;
-//   - pkg/hostfiles then checks drift before writing anything, journals
+//   - internal/hostfiles then checks drift before writing anything, journals
 //     the set on the host, writes each file atomically, reads it back,
 //     and restores every file on failure; should the agent die midway,
 //     the next one rolls the set back (or forward, had it been verified)
@@ -191,7 +191,7 @@ func notPlanned(d *lullv1alpha1.Decision, files []lullv1alpha1.ConfigFile) []str
 	for _, f := range files {
 		// A unit's file or drop-in is planned only as a change of its
 		// unit: declared as a plain file it would be written without the
-		// drain a unit write needs (pkg/policy).
+		// drain a unit write needs (internal/policy).
 		unit, isUnit := lullv1alpha1.UnitOfFile(f.Path)
 		if !isUnit && planned[lullv1alpha1.Change{Kind: lullv1alpha1.ChangeFile, Name: f.Path}] ||
 			isUnit && planned[lullv1alpha1.Change{Kind: lullv1alpha1.ChangeUnit, Name: unit}] {

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/hostfiles"
-	"lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/hostfiles"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 var writeStart = time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
@@ -48,7 +48,7 @@ func writeCase(t *testing.T, mutate func(nm *lullv1alpha1.NodeMaintenance, nc *l
 	// The drainer recorded the NodeConfig when the request started.
 	nm.Status.Decision.ConfigUID, nm.Status.Decision.ConfigSHA256 = nc.UID, hostfiles.ConfigSHA256(nc.Spec.Files)
 	objs := []client.Object{nc, cm}
-	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
+	c := crfake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(objs...).Build()
 	return &Files{Live: c, HostRoot: root, ConfigNamespace: lullv1alpha1.ConfigNamespace,
 		Admission: types.NamespacedName{Namespace: "lull-system", Name: "lull-admission"}}, nm, root
 }
@@ -228,7 +228,7 @@ func TestRecoverUnfinishedWriteFilesAtStart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(journal, "set.json"), b, 0o600))
 
-	c := crfake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	c := crfake.NewClientBuilder().WithScheme(lullscheme.New()).Build()
 	a := &Agent{Client: c, Live: c, Node: "n1", Files: f}
 	_, err = a.Reconcile(t.Context(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
 	require.NoError(t, err)

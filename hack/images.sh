@@ -224,7 +224,7 @@ image() {
   for p in "${PLATFORMS[@]}"; do
     arch=${p#linux/}
     case "$name" in
-      lull-scheduler|lull-drainer|lull-agent) go_static "$arch" "$name" "./cmd/${name}" "lull.dev/lull/pkg/version.Version=${VERSION}" ;;
+      lull-scheduler|lull-drainer|lull-agent) go_static "$arch" "$name" "./cmd/${name}" "lull.dev/lull/internal/version.Version=${VERSION}" ;;
       e2e-graceful) go_static "$arch" "$name" ./test/e2e/images/graceful ;;
       pause) pause_static "$arch" ;;
     esac

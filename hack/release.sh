@@ -76,7 +76,7 @@ for p in $PLATFORMS; do
   step "kubectl-lull ${os}/${arch}"
   rm -rf "$work/stage" && mkdir -p "$work/stage"
   CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
-    -ldflags "-s -w -X lull.dev/lull/pkg/version.Version=${VERSION}" \
+    -ldflags "-s -w -X lull.dev/lull/internal/version.Version=${VERSION}" \
     -o "$work/stage/kubectl-lull" ./cmd/kubectl-lull
   cp LICENSE "$work/stage/LICENSE"
   archive "$DIST/$name" kubectl-lull LICENSE

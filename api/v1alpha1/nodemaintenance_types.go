@@ -228,7 +228,7 @@ type Decision struct {
 	Config string `json:"config,omitempty"`
 	// ConfigUID and ConfigSHA256 identify that NodeConfig as it was when
 	// the request started: its UID, and the SHA-256 of its files
-	// (pkg/hostfiles.ConfigSHA256). lull-agent writes no other: one
+	// (internal/hostfiles.ConfigSHA256). lull-agent writes no other: one
 	// deleted and created again under the same name since is refused,
 	// whatever it holds. Empty in a request started by a lull-drainer that
 	// did not record them: its NodeConfig is known by name alone.

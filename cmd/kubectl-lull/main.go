@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"lull.dev/lull/pkg/cli"
+	"lull.dev/lull/cli"
 )
 
 func main() {

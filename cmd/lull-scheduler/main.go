@@ -14,8 +14,8 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
-	"lull.dev/lull/pkg/settings"
-	"lull.dev/lull/pkg/version"
+	"lull.dev/lull/internal/settings"
+	"lull.dev/lull/internal/version"
 	"lull.dev/lull/plugins/nodedisruption"
 )
 

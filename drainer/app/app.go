@@ -24,19 +24,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"lull.dev/lull/drainer/apirequests"
 	"lull.dev/lull/drainer/maintenance"
-	policyctl "lull.dev/lull/drainer/policy"
-	windowctrl "lull.dev/lull/drainer/window"
-	"lull.dev/lull/pkg/agentlease"
-	"lull.dev/lull/pkg/apirequests"
-	"lull.dev/lull/pkg/options"
-	lullscheme "lull.dev/lull/pkg/scheme"
-	"lull.dev/lull/pkg/serving"
-	"lull.dev/lull/pkg/settings"
-	"lull.dev/lull/pkg/version"
+	"lull.dev/lull/drainer/policycontroller"
+	"lull.dev/lull/drainer/windowcontroller"
+	"lull.dev/lull/internal/agentlease"
+	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/options"
+	"lull.dev/lull/internal/serving"
+	"lull.dev/lull/internal/settings"
+	"lull.dev/lull/internal/version"
 )
 
-// Options are lull-drainer's options (pkg/options declares them).
+// Options are lull-drainer's options (internal/options declares them).
 type Options = options.Drainer
 
 // NewOptions returns lull-drainer's defaults.
@@ -170,16 +170,16 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 // status, the shipped DisruptionPolicy (unless --default-policy=false) and
 // the NodeMaintenance controller with the shared forecast.
 func setupControllers(ctx context.Context, mgr ctrl.Manager, clk clock.WithTickerAndDelayedExecution, o Options) error {
-	collector := windowctrl.NewCollector(clk)
+	collector := windowcontroller.NewCollector(clk)
 	crmetrics.Registry.MustRegister(collector)
-	if err := (&windowctrl.Reconciler{
+	if err := (&windowcontroller.Reconciler{
 		Client: mgr.GetClient(), Clock: clk, Metrics: collector, Options: o.Settings.WindowOptions(),
 		Secrets: mgr.GetAPIReader(), SecretNamespace: o.ConfigNamespace,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MaintenanceWindow controller: %w", err)
 	}
 	if o.DefaultPolicy {
-		if err := (&policyctl.Shipped{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		if err := (&policycontroller.Shipped{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the shipped DisruptionPolicy: %w", err)
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/settings"
 )
 
-// The drainer's shared-settings flags default to pkg/settings' one set of
+// The drainer's shared-settings flags default to internal/settings' one set of
 // defaults (lull-scheduler's args and kubectl-lull's flags are checked
 // against the same set), and set what the controllers read.
 func TestSharedSettingsFlags(t *testing.T) {

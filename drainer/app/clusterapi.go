@@ -19,8 +19,8 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/machines"
-	"lull.dev/lull/pkg/capi"
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/capi"
+	"lull.dev/lull/internal/settings"
 )
 
 // clusterAPIPoll is how often the leader asks discovery whether Cluster

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"lull.dev/lull/drainer/karpenter"
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/settings"
 )
 
 // karpenterPoll is how often the leader asks discovery whether
@@ -22,7 +22,7 @@ const karpenterPoll = 30 * time.Second
 // SetupKarpenter starts the NodePool controller (drainer/karpenter) on the
 // leader once the API server serves karpenter.sh/v1 NodePools: Karpenter
 // may be installed before lull, after it, or never. lull's view of the
-// nodes Karpenter disrupts (pkg/disruptors) needs none of this: it reads
+// nodes Karpenter disrupts (internal/disruptors) needs none of this: it reads
 // the nodes.
 func SetupKarpenter(mgr ctrl.Manager, o Options, clk clock.WithTicker) error {
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {

@@ -36,8 +36,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"lull.dev/lull/drainer/machines"
-	"lull.dev/lull/pkg/capi"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/capi"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // rt3Manager is as much of a manager as SetupClusterAPI and the builder

@@ -19,12 +19,12 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
-	policyctl "lull.dev/lull/drainer/policy"
+	"lull.dev/lull/drainer/policycontroller"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/forecast"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/disruptors"
-	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/settings"
 )
 
 // The NodeMaintenance controller's wiring: the shared forecast fed by the
@@ -38,7 +38,7 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	h := f.Handlers()
 	// The budget counts the requests holding a slot, and the nodes other
 	// tools disrupt, from these indexes, not from lists of every request
-	// and node (pkg/budget, pkg/disruptors).
+	// and node (internal/budget, internal/disruptors).
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &lullv1alpha1.NodeMaintenance{}, budget.HoldsSlotField, budget.HoldsSlotIndex); err != nil {
 		return fmt.Errorf("indexing NodeMaintenances by budget slot: %w", err)
 	}
@@ -84,7 +84,7 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 			return err
 		}
 	}
-	if err := (&policyctl.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&policycontroller.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	var uninstall *maintenance.UninstallWatch

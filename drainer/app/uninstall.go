@@ -15,10 +15,10 @@ import (
 
 	"lull.dev/lull/drainer/karpenter"
 	"lull.dev/lull/drainer/maintenance"
+	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/settings"
+	"lull.dev/lull/internal/uninstall"
 	"lull.dev/lull/lease"
-	lullscheme "lull.dev/lull/pkg/scheme"
-	"lull.dev/lull/pkg/settings"
-	"lull.dev/lull/pkg/uninstall"
 )
 
 // lull-drainer's part in an uninstall: the Helm chart's pre-delete hook

@@ -18,7 +18,7 @@
 //
 // Karpenter's forceful disruption (expiry, node repair, a NodeClaim
 // deleted by hand) ignores budgets: lull cannot hold it, and sees it as
-// Karpenter holding the node (pkg/disruptors).
+// Karpenter holding the node (internal/disruptors).
 package karpenter
 
 import (
@@ -50,10 +50,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/disruptors"
-	"lull.dev/lull/pkg/gate"
-	engine "lull.dev/lull/pkg/window"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/gate"
+	"lull.dev/lull/internal/window"
 )
 
 // NodePool is Karpenter's NodePool, which lull reads and patches as an
@@ -92,7 +92,7 @@ type Reconciler struct {
 	// write its entry.
 	Recorder events.EventRecorder
 	Clock    clock.Clock
-	Options  engine.Options
+	Options  window.Options
 	// Uninstalling reports whether lull is being uninstalled: then every
 	// entry of lull's goes (nil: never).
 	Uninstalling func(ctx context.Context) (bool, error)
@@ -277,7 +277,7 @@ func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstruct
 		for _, p := range governed {
 			windowsOf[p] = append(windowsOf[p], w.Name)
 		}
-		ev := engine.CompileOrInvalid(&w.Spec, r.Options).Evaluate(now)
+		ev := window.CompileOrInvalid(&w.Spec, r.Options).Evaluate(now)
 		if ev.Until.Before(next) {
 			next = ev.Until
 		}

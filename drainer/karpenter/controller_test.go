@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/disruptors"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 var now = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)

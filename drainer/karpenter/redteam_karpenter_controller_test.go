@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/disruptors"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // initializedLabel is Karpenter's label on a node it has initialized

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/capi"
+	"lull.dev/lull/internal/capi"
 )
 
 // Event reasons on Clusters.

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/capi"
+	"lull.dev/lull/internal/capi"
 )
 
 func testCluster(governed bool, annotations map[string]string) *unstructured.Unstructured {

@@ -1,5 +1,5 @@
 // Package machines is lull-drainer's Cluster API controller: a Machine that
-// lull governs (pkg/capi.GovernedLabel) carries lull's pre-drain hook, and
+// lull governs (internal/capi.GovernedLabel) carries lull's pre-drain hook, and
 // when Cluster API deletes it (a rollout, a scale-down, a remediation, a
 // user's delete) its node becomes a lull request like any other: it waits
 // for the node's windows, gates, budget and lease, lull cordons and
@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/capi"
+	"lull.dev/lull/internal/capi"
 )
 
 // Event reasons on Machines.

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/capi"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/capi"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 var deletedAt = time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"lull.dev/lull/pkg/capi"
+	"lull.dev/lull/internal/capi"
 )
 
 // What both controllers do to Cluster API's objects, read as unstructured.

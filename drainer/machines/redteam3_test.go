@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/capi"
-	"lull.dev/lull/pkg/options"
+	"lull.dev/lull/internal/capi"
+	"lull.dev/lull/internal/options"
 )
 
 // TestRedteam3ReusedKeyEndsOurRequest: this lull (Cluster ns/c1) drained

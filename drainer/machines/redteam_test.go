@@ -30,8 +30,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/capi"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/capi"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // ourRequest is the request lull-drainer made for Machine ns/<machine>

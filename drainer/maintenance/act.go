@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/agentlease"
+	"lull.dev/lull/internal/gate"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/agentlease"
-	"lull.dev/lull/pkg/gate"
 )
 
 // The act unit: WaitingForAgent → Acting → (PoweredOff) → complete. The
@@ -32,7 +32,7 @@ const (
 )
 
 // agentAlive is the agent gate: does lull-agent run on the node (its
-// lease is fresh)? pkg/agentlease judges, from the cache; kubectl lull
+// lease is fresh)? internal/agentlease judges, from the cache; kubectl lull
 // plan asks the same of its snapshot.
 func (s *step) agentAlive(ctx context.Context) (bool, string, error) {
 	return agentlease.Lookup(ctx, s.r.Client, s.r.Options.AgentNamespace, s.node.Name, s.now)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // Red team 2: a WriteFiles held while its agent was away (AgentAway) must

@@ -17,13 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/agentlease"
-	"lull.dev/lull/pkg/plan"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/agentlease"
+	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/plan"
 )
 
 // The drainer's agent gate and kubectl lull plan's are one judgement
-// (pkg/agentlease) on the same leases: the drainer reads its client (the
+// (internal/agentlease) on the same leases: the drainer reads its client (the
 // cache), the preview its snapshot, and both say the same.
 func TestAgentGateAgreesWithPlan(t *testing.T) {
 	now := t0()

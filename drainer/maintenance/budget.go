@@ -13,12 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/forecast"
 )
 
 // The budget wake-up path. A request that finds its budget full waits in
-// line (budget.Waiters) and looks again on a timer (pkg/gate), at low
+// line (budget.Waiters) and looks again on a timer (internal/gate), at low
 // priority. The step that releases a slot in the ledger wakes the next in
 // line of each of the request's windows (releaseBudget), not every
 // waiting request, and only once the ledger no longer counts the slot. A

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/forecast"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/forecast"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 func nmIn(name string, phase lullv1alpha1.MaintenancePhase, created time.Time, windows ...string) *lullv1alpha1.NodeMaintenance {

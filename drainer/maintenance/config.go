@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/hostfiles"
+	"lull.dev/lull/internal/hostfiles"
 )
 
 // A request that writes a NodeConfig (spec.changes.config) is bound to it

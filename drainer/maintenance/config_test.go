@@ -15,11 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/hostfiles"
+	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/options"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/hostfiles"
-	"lull.dev/lull/pkg/options"
-	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 var boundFiles = []lullv1alpha1.ConfigFile{

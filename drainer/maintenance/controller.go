@@ -10,7 +10,7 @@
 // (as Karpenter cuts node termination), whose events are built by the
 // constructors in events.go:
 //
-//   - gate.go: waiting to start → started (pkg/gate's verdict; budget.go
+//   - gate.go: waiting to start → started (internal/gate's verdict; budget.go
 //     keeps the line for budget slots, lease.go takes and renews the
 //     node's lease);
 //   - cordon.go: the cordon, and what lull keeps on a node it holds;
@@ -51,11 +51,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/forecast"
+	"lull.dev/lull/internal/options"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/options"
-	"lull.dev/lull/pkg/settings"
 )
 
 const (
@@ -70,7 +70,7 @@ const (
 // DefaultWorkers is how many requests are reconciled at once by default.
 const DefaultWorkers = options.DefaultWorkers
 
-// Options configure the controller (pkg/options declares them, with their
+// Options configure the controller (internal/options declares them, with their
 // defaults and flags, for lull-drainer and the plan preview alike).
 type Options = options.Maintenance
 
@@ -121,7 +121,7 @@ type Reconciler struct {
 // Options.Workers workers, one request at a time each (the queue never
 // hands one request to two workers); two requests' budget checks and
 // claims may interleave, and are kept safe by the ledger (its lock and
-// its conditional write, pkg/budget), not by running one at a time.
+// its conditional write, internal/budget), not by running one at a time.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	r.Options.Default()
 	if r.Clock == nil {

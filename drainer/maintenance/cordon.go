@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/disruptors"
-	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/gate"
 )
 
 // The cordon unit: Cordoning → Cordoned / Draining / Acting. It cordons

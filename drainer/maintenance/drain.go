@@ -17,12 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/drain"
-	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/internal/drain"
+	"lull.dev/lull/internal/gate"
 )
 
 // The drain unit: Draining → Drained (or Acting). One eviction round per
-// reconcile through pkg/drain; a blocked drain escalates (escalate.go),
+// reconcile through internal/drain; a blocked drain escalates (escalate.go),
 // and a window that closes pauses or aborts it.
 
 // maxPendingNames bounds the pod names kept in status.

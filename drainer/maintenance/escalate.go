@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/drain"
+	"lull.dev/lull/internal/drain"
 )
 
 // The drain unit's escalation: what blocks a drain (the

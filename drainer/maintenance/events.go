@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/gate"
-	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/internal/gate"
+	"lull.dev/lull/internal/policy"
 )
 
 // evt is one event on a request: its type, reason and message. Each

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/gate"
+	"lull.dev/lull/internal/gate"
 )
 
 // every event each unit of the controller raises, built by its

@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/gate"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/disruptors"
-	"lull.dev/lull/pkg/gate"
 )
 
 // otherDisruptorRetry is how often a request waiting for another tool's
@@ -24,11 +24,11 @@ import (
 const otherDisruptorRetry = 30 * time.Second
 
 // The gate unit: a request waiting to start (Pending, WaitingFor*) is
-// taken through pkg/gate's gates and either keeps waiting, holding nothing,
+// taken through internal/gate's gates and either keeps waiting, holding nothing,
 // or starts: its lease and budget slot taken, the node marked, and the
 // cordon unit (or, for host steps alone, the act unit) next.
 
-// gate asks pkg/gate whether the request may start (policy decision,
+// gate asks internal/gate whether the request may start (policy decision,
 // lull-agent on the node for a plan with host steps, window, health,
 // budget, lease, in that order) and acts on its verdict. The
 // budget slot and the lease are taken, not only checked, as the gates
@@ -43,7 +43,7 @@ func (s *step) gate(ctx context.Context) (reconcile.Result, error) {
 		Budget: s.reserveBudget,
 		Lease: func(ctx context.Context) (*lease.HeldError, error) {
 			// Another tool disrupting the node holds it as far as lull is
-			// concerned: lull takes no lease beside it (pkg/disruptors).
+			// concerned: lull takes no lease beside it (internal/disruptors).
 			// Its mark going (or the node) wakes the request.
 			if d, ok := disruptors.Of(s.node); ok {
 				return d.Held(s.node.Name, otherDisruptorRetry), nil

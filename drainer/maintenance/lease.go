@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
 )
 
 // renew keeps the lease while the node is disrupted. A lost lease stops

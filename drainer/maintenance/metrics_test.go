@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // The phase gauges are read at scrape time; when the cache cannot list,
@@ -24,7 +24,7 @@ import (
 // missing (lull_maintenance_gauges_error 1) instead of leaving them out
 // silently.
 func TestMetricsScrapeSaysWhyGaugesAreMissing(t *testing.T) {
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).Build()
 	gather := func(r client.Reader) map[string][]float64 {
 		reg := prometheus.NewRegistry()
 		m := NewMetrics(r)
@@ -71,7 +71,7 @@ func TestDisruptingSeconds(t *testing.T) {
 		return n
 	}
 	started := t0.Add(-90 * time.Minute)
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+	c := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(
 		nm("n1", lullv1alpha1.PhaseDraining, &started), nm("n2", lullv1alpha1.PhaseWaitingForBudget, nil),
 		nm("n3", lullv1alpha1.PhaseCompleted, &started)).Build()
 	m := NewMetrics(c)

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/drain"
-	"lull.dev/lull/pkg/forecast"
+	"lull.dev/lull/internal/drain"
+	"lull.dev/lull/internal/forecast"
 )
 
 // staleRetry is how soon a reconcile that read a request older than our

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/disruptors"
-	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 // Red team of 4411b92: lull's cordon carries a mark (lull.dev/cordoned-by:

@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/disruptors"
-	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 // Promise 5 (a request never proceeds on a node another tool is

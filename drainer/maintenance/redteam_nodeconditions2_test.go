@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // Red team of a0a57c7's node-conditions controller (setupNodeConditions):

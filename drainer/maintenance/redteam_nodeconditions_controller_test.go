@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 // Red team of cf44d28 (node lifecycle conditions), the controller's side:

@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	lullscheme "lull.dev/lull/pkg/scheme"
-	"lull.dev/lull/pkg/settings"
 )
 
 // redteamEnv is newSilenceEnv with a client that keeps the status

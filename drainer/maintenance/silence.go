@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/alerts"
+	"lull.dev/lull/drainer/alerts"
 )
 
 // Silences while lull takes a node down on purpose (a window's

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/internal/policy"
 )
 
 // Condition types of a NodeMaintenance's status.

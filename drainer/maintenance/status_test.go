@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // A drain's progress alone (pod counts, waitingFor, condition messages)

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
 )
 
 // Uninstalling lull (docs/install.md#uninstalling). When lull is being

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/agentlease"
+	"lull.dev/lull/internal/agentlease"
 )
 
 // A node lull took down and has not seen back: a Reboot or PowerOff that

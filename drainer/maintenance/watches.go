@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/agentlease"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/gate"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/agentlease"
-	"lull.dev/lull/pkg/disruptors"
-	"lull.dev/lull/pkg/gate"
 )
 
 // What wakes a request: the predicates and map functions of the
@@ -39,7 +39,7 @@ func nodeChanged(label string) predicate.Funcs {
 			}
 			// A reboot shows as a new boot ID and Ready going and coming;
 			// another tool's disruption starting or ending decides the
-			// lease gate (pkg/disruptors).
+			// lease gate (internal/disruptors).
 			_, otherBefore := disruptors.Of(o)
 			_, otherNow := disruptors.Of(n)
 			return o.Labels[label] != n.Labels[label] || otherBefore != otherNow ||

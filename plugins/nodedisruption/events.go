@@ -9,8 +9,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/groups"
+	"lull.dev/lull/internal/forecast"
+	"lull.dev/lull/internal/groups"
 )
 
 // Event resources for our CRDs, in the <plural>.<version>.<group> form the

@@ -1,7 +1,7 @@
 // Package nodedisruption is the NodeDisruption scheduler plugin: it keeps
 // pods off nodes that are leased for disruption or under maintenance, and
 // prefers nodes whose next disruption is furthest away. It reads the shared
-// forecast (pkg/forecast), the same one lull-drainer acts on.
+// forecast (internal/forecast), the same one lull-drainer acts on.
 package nodedisruption
 
 import (
@@ -19,8 +19,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 	"k8s.io/utils/clock"
 
-	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/forecast"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 	_ "lull.dev/lull/plugins/nodedisruption/apis/config/scheme" // installs the args into the scheduler's scheme
 )

@@ -22,8 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/forecast"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 )
 

@@ -23,8 +23,8 @@ import (
 	"lull.dev/lull/agent"
 	"lull.dev/lull/agent/agenttest"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/policy"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/policy"
 	"lull.dev/lull/test/framework"
 )
 

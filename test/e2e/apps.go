@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
-	"lull.dev/lull/pkg/drain"
+	"lull.dev/lull/internal/drain"
 )
 
 // OptedInDeployment is a Deployment in "default" whose pods (label

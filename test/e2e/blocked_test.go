@@ -21,7 +21,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
-	"lull.dev/lull/pkg/options"
+	"lull.dev/lull/internal/options"
 )
 
 // askLimit is how long a drain blocked by a budget that allows a

@@ -25,8 +25,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/capi"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/capi"
 	"lull.dev/lull/test/framework"
 )
 

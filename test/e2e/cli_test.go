@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/cli"
+	"lull.dev/lull/internal/plan"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/cli"
-	"lull.dev/lull/pkg/plan"
 )
 
 // planOf previews a request of class for node with the real binary.

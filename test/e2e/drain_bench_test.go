@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/test/framework"
 )
 

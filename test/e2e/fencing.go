@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/lease"
-	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 // StepFencing is the invariant "no host step without lull's lease": a host

@@ -22,8 +22,8 @@ import (
 	"lull.dev/lull/agent"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
-	"lull.dev/lull/pkg/gate"
-	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/internal/gate"
+	"lull.dev/lull/internal/plan"
 )
 
 // heldBy is a request a health gate holds for reason.

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/disruptors"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/disruptors"
-	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 // windowCloseSlack is how late after a window's close an eviction may still
@@ -171,7 +171,7 @@ func (iv *invariants) closes(node string, at time.Time) {
 
 // budgetSelecting watches that at most limit of the nodes whose labels
 // match (a window's, whoever made them) disrupt at once, lull's requests
-// and other tools' disruptions (pkg/disruptors) counted alike.
+// and other tools' disruptions (internal/disruptors) counted alike.
 func (iv *invariants) budgetSelecting(window string, limit int, match map[string]string) {
 	iv.mu.Lock()
 	defer iv.mu.Unlock()

@@ -30,7 +30,7 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/karpenter"
 	"lull.dev/lull/drainer/maintenance"
-	"lull.dev/lull/pkg/disruptors"
+	"lull.dev/lull/internal/disruptors"
 	"lull.dev/lull/test/framework"
 )
 
@@ -227,7 +227,7 @@ func waitEntry(t *testing.T, dyn dynamic.Interface, pool, want string, timeout t
 }
 
 // otherDisruptions records, for the nodes of a pool, every node another
-// tool was seen disrupting (pkg/disruptors), from a Node informer.
+// tool was seen disrupting (internal/disruptors), from a Node informer.
 type otherDisruptions struct {
 	mu   sync.Mutex
 	seen map[string]disruptors.Disruption

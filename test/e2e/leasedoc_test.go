@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/plan"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/plan"
 	"lull.dev/lull/test/framework"
 )
 

@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/drainer/alerts"
 	"lull.dev/lull/drainer/maintenance"
-	"lull.dev/lull/pkg/alerts"
 	"lull.dev/lull/test/framework"
 )
 

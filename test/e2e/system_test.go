@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/plan"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/plan"
-	lullscheme "lull.dev/lull/pkg/scheme"
 )
 
 // sysEnv is a scenario against the whole local cluster.

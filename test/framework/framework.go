@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 )
 
 // RepoRoot returns the repository's root directory.

@@ -96,7 +96,7 @@ func TestKustomizeInstallInOneCommand(t *testing.T) {
 }
 
 // The install creates no object of lull's own kinds: the shipped policy is
-// lull-drainer's to create (pkg/policy/default.yaml), so no install path
+// lull-drainer's to create (internal/policy/default.yaml), so no install path
 // needs the CRDs served first.
 func TestInstallHasNoLullObjects(t *testing.T) {
 	for key := range renderKustomize(t) {

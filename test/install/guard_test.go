@@ -13,8 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"lull.dev/lull/pkg/agentlease"
-	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/internal/agentlease"
+	"lull.dev/lull/internal/policy"
 	"lull.dev/lull/test/framework"
 )
 
@@ -640,21 +640,21 @@ func TestGuard(t *testing.T) {
 	})
 
 	// The default list of node-critical units is the planner's, which
-	// drains before restarting one (pkg/policy.NodeCriticalUnits).
+	// drains before restarting one (internal/policy.NodeCriticalUnits).
 	t.Run("finding 6: critical units are the planner's", func(t *testing.T) {
 		got := strings.Split(g.jsonpath(t, "{.data.criticalUnits}", "-n", "lull-system", "get", "configmap", "lull-admission"), ",")
 		if !slices.Equal(got, policy.NodeCriticalUnits) {
-			t.Errorf("lull-admission criticalUnits = %v, want pkg/policy.NodeCriticalUnits %v", got, policy.NodeCriticalUnits)
+			t.Errorf("lull-admission criticalUnits = %v, want internal/policy.NodeCriticalUnits %v", got, policy.NodeCriticalUnits)
 		}
 		// And the guard's host-action units are the planner's: each of
-		// pkg/policy.HostActionUnits, however spelled, is refused.
+		// internal/policy.HostActionUnits, however spelled, is refused.
 		for _, unit := range policy.HostActionUnits {
 			bare := strings.TrimSuffix(unit, ".service")
 			f := g.file("dp-ha.yaml", "apiVersion: lull.dev/v1alpha1\nkind: DisruptionPolicy\nmetadata: {name: ha}\nspec:\n  rules:\n"+
 				"  - {name: r, class: c, steps: [{type: RestartService, unit: "+bare+"}]}\n")
 			out, err := g.kubectl(append(append([]string{}, em...), "create", "--dry-run=server", "-f", f)...)
 			if err == nil || !strings.Contains(err.Error(), "RestartService cannot restart "+unit) {
-				t.Errorf("the guard let RestartService %s through (pkg/policy.HostActionUnits names it): %v %s", bare, err, out)
+				t.Errorf("the guard let RestartService %s through (internal/policy.HostActionUnits names it): %v %s", bare, err, out)
 			}
 			// Issue 43, finding 1: nor may a request name it as a
 			// changed unit (a restart in disguise).

@@ -17,8 +17,8 @@ import (
 
 	"lull.dev/lull/agent"
 	"lull.dev/lull/drainer/maintenance"
-	windowctrl "lull.dev/lull/drainer/window"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/drainer/windowcontroller"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/test/framework"
 )
 
@@ -74,7 +74,7 @@ func exported(t *testing.T) map[string]bool {
 	// say (no window, no request yet) are described instead.
 	descs := make(chan *prometheus.Desc, 100)
 	m.Describe(descs)
-	windowctrl.NewCollector(clock.RealClock{}).Describe(descs)
+	windowcontroller.NewCollector(clock.RealClock{}).Describe(descs)
 	close(descs)
 	fq := regexp.MustCompile(`fqName: "([a-z_]+)"`)
 	for d := range descs {

@@ -28,7 +28,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/karpenter"
-	lullscheme "lull.dev/lull/pkg/scheme"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/test/framework"
 )
 

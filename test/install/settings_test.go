@@ -14,7 +14,7 @@ import (
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 
 	"lull.dev/lull/drainer/app"
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 	_ "lull.dev/lull/plugins/nodedisruption/apis/config/scheme" // decodes NodeDisruptionArgs
 )

@@ -24,9 +24,9 @@ import (
 	"lull.dev/lull/agent/agenttest"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
+	"lull.dev/lull/internal/agentlease"
+	"lull.dev/lull/internal/policy"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/agentlease"
-	"lull.dev/lull/pkg/policy"
 )
 
 // actionsPolicy maps the acceptance classes: ssh-keys needs nothing,

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"lull.dev/lull/pkg/alerts"
+	"lull.dev/lull/drainer/alerts"
 )
 
 // A real Alertmanager keeps no alerts across a restart: until Prometheus

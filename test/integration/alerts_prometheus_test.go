@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"lull.dev/lull/pkg/alerts"
+	"lull.dev/lull/drainer/alerts"
 	"lull.dev/lull/test/framework"
 )
 

@@ -19,8 +19,8 @@ import (
 	"lull.dev/lull/agent"
 	"lull.dev/lull/agent/agenttest"
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/hostfiles"
-	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/internal/hostfiles"
+	"lull.dev/lull/internal/policy"
 )
 
 // changeEnv is a drainer, a policy deciding the changes of these tests, a

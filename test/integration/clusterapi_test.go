@@ -23,7 +23,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
-	"lull.dev/lull/pkg/capi"
+	"lull.dev/lull/internal/capi"
 	"lull.dev/lull/test/framework"
 )
 

@@ -33,10 +33,10 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
 	"lull.dev/lull/drainer/maintenance"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/plan"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	"lull.dev/lull/pkg/plan"
-	"lull.dev/lull/pkg/settings"
 	"lull.dev/lull/test/framework"
 )
 

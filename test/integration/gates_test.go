@@ -21,9 +21,9 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
-	windowctrl "lull.dev/lull/drainer/window"
-	"lull.dev/lull/pkg/gate"
-	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/drainer/windowcontroller"
+	"lull.dev/lull/internal/gate"
+	"lull.dev/lull/internal/plan"
 )
 
 // alertServer is a Prometheus alerts API the test sets: the alerts gate
@@ -72,7 +72,7 @@ func (e *drainEnv) startWithWindows() chan event.GenericEvent {
 	e.start(nil)
 	mgr := e.manager()
 	wake := make(chan event.GenericEvent, 16)
-	require.NoError(e.t, (&windowctrl.Reconciler{Client: mgr.GetClient(), Clock: e.clock, Metrics: windowctrl.NewCollector(e.clock),
+	require.NoError(e.t, (&windowcontroller.Reconciler{Client: mgr.GetClient(), Clock: e.clock, Metrics: windowcontroller.NewCollector(e.clock),
 		Wake: wake, Secrets: mgr.GetAPIReader(), SecretNamespace: "lull-system"}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(e.ctx)
 	e.t.Cleanup(cancel)

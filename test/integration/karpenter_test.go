@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/disruptors"
+	"lull.dev/lull/internal/disruptors"
 )
 
 // taint puts Karpenter's disruption taint on node, or takes it away.

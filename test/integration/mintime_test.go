@@ -10,16 +10,16 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
-	"lull.dev/lull/pkg/forecast"
-	"lull.dev/lull/pkg/gate"
-	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/internal/forecast"
+	"lull.dev/lull/internal/gate"
+	"lull.dev/lull/internal/plan"
 )
 
 // Issue 15's acceptance scenario: a window that closes in 10 minutes with
 // minTimeRemaining 30m, and a labelled node. The scheduler does not treat
 // the node as disrupted now (a pod is placed on it), the drainer waits for
 // the next window, and `kubectl lull plan` says the next window: all three
-// from the forecast and the gates of pkg/gate, agreeing on the same start.
+// from the forecast and the gates of internal/gate, agreeing on the same start.
 func TestMinTimeRemainingOneAnswer(t *testing.T) {
 	e := newDrainEnv(t)
 	// Daily 08:10-10:10 UTC; the fake now is 10:00, so 10 minutes are left.

@@ -16,8 +16,8 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
-	"lull.dev/lull/pkg/plan"
-	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/internal/plan"
+	"lull.dev/lull/internal/policy"
 )
 
 // predict previews a request of class for nodes, with the options the

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/disruptors"
+	"lull.dev/lull/internal/disruptors"
 )
 
 // racePolicy plays Karpenter tainting node in the same write as the one

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/alerts"
+	"lull.dev/lull/drainer/alerts"
 )
 
 // Red team (silences), finding 2 at admission: the CRD's rule "at least

@@ -30,8 +30,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/forecast"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/forecast"
 	"lull.dev/lull/plugins/nodedisruption"
 	"lull.dev/lull/test/framework"
 )

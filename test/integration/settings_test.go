@@ -12,7 +12,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
-	"lull.dev/lull/pkg/plan"
+	"lull.dev/lull/internal/plan"
 )
 
 // customLabel is a maintenance label key other than the default.

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	policyctl "lull.dev/lull/drainer/policy"
-	"lull.dev/lull/pkg/policy"
+	"lull.dev/lull/drainer/policycontroller"
+	"lull.dev/lull/internal/policy"
 )
 
 // lull-drainer creates the policy it ships when it is missing, puts the
@@ -28,7 +28,7 @@ func TestShippedPolicyKeptAsShipped(t *testing.T) {
 	shipped, err := policy.Shipped()
 	require.NoError(t, err)
 	mgr := e.manager()
-	require.NoError(t, (&policyctl.Shipped{Client: mgr.GetClient()}).SetupWithManager(mgr))
+	require.NoError(t, (&policycontroller.Shipped{Client: mgr.GetClient()}).SetupWithManager(mgr))
 	run, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	go func() {

@@ -20,8 +20,8 @@ import (
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/app"
 	"lull.dev/lull/drainer/maintenance"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/settings"
 )
 
 // drainerDeployment stands for the installed Deployment lull-drainer (no

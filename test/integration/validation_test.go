@@ -23,7 +23,7 @@ import (
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
 	"lull.dev/lull/drainer/maintenance"
-	windowctrl "lull.dev/lull/drainer/window"
+	"lull.dev/lull/drainer/windowcontroller"
 	"lull.dev/lull/test/framework"
 )
 
@@ -250,7 +250,7 @@ func TestUnreadableWindowDoesNotStall(t *testing.T) {
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: framework.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	require.NoError(t, err)
-	require.NoError(t, (&windowctrl.Reconciler{Client: mgr.GetClient(), Clock: e.clock, Metrics: windowctrl.NewCollector(e.clock)}).SetupWithManager(mgr))
+	require.NoError(t, (&windowcontroller.Reconciler{Client: mgr.GetClient(), Clock: e.clock, Metrics: windowcontroller.NewCollector(e.clock)}).SetupWithManager(mgr))
 	go func() { _ = mgr.Start(e.ctx) }()
 
 	e.label("fine", ptr.To("kernel-update"))
@@ -261,9 +261,9 @@ func TestUnreadableWindowDoesNotStall(t *testing.T) {
 	require.Contains(t, nm.Status.Windows, "legacy")
 
 	got := waitWindow(t, "legacy", func(w *lullv1alpha1.MaintenanceWindow) bool {
-		return condStatus(w, windowctrl.ConditionReady) == metav1.ConditionFalse
+		return condStatus(w, windowcontroller.ConditionReady) == metav1.ConditionFalse
 	})
-	ready := meta.FindStatusCondition(got.Status.Conditions, windowctrl.ConditionReady)
+	ready := meta.FindStatusCondition(got.Status.Conditions, windowcontroller.ConditionReady)
 	require.Equal(t, "InvalidSpec", ready.Reason)
 	for _, want := range []string{`spec.minTimeRemaining: Invalid value: "\"soon\""`, `"four hours" is not a Go duration`, "spec.maxUnavailable"} {
 		require.Contains(t, ready.Message, want)

@@ -24,8 +24,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	windowctrl "lull.dev/lull/drainer/window"
-	"lull.dev/lull/pkg/window"
+	"lull.dev/lull/drainer/windowcontroller"
+	"lull.dev/lull/internal/window"
 	"lull.dev/lull/test/framework"
 )
 
@@ -90,7 +90,7 @@ func TestWindowStatusController(t *testing.T) {
 	wake := make(chan event.GenericEvent, 1)
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: framework.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
 	require.NoError(t, err)
-	require.NoError(t, (&windowctrl.Reconciler{Client: mgr.GetClient(), Clock: clk, Metrics: windowctrl.NewCollector(clk), Wake: wake}).SetupWithManager(mgr))
+	require.NoError(t, (&windowcontroller.Reconciler{Client: mgr.GetClient(), Clock: clk, Metrics: windowcontroller.NewCollector(clk), Wake: wake}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() { _ = mgr.Start(ctx) }()
@@ -98,17 +98,17 @@ func TestWindowStatusController(t *testing.T) {
 	w := weekendWindow("weekend")
 	require.NoError(t, cp.Client.Create(ctx, w))
 	got := waitWindow(t, "weekend", func(w *lullv1alpha1.MaintenanceWindow) bool {
-		return condStatus(w, windowctrl.ConditionPermitted) == metav1.ConditionFalse && w.Status.Next != nil
+		return condStatus(w, windowcontroller.ConditionPermitted) == metav1.ConditionFalse && w.Status.Next != nil
 	})
 	require.Equal(t, time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC), got.Status.Next.Start.UTC())
 	require.Equal(t, time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC), got.Status.Next.End.UTC())
-	require.Equal(t, metav1.ConditionTrue, condStatus(got, windowctrl.ConditionReady))
+	require.Equal(t, metav1.ConditionTrue, condStatus(got, windowcontroller.ConditionReady))
 	require.NotEmpty(t, got.Status.Upcoming)
 
 	clk.SetTime(time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC))
 	wake <- event.GenericEvent{Object: w}
 	got = waitWindow(t, "weekend", func(w *lullv1alpha1.MaintenanceWindow) bool {
-		return condStatus(w, windowctrl.ConditionPermitted) == metav1.ConditionTrue
+		return condStatus(w, windowcontroller.ConditionPermitted) == metav1.ConditionTrue
 	})
 	require.Equal(t, lullv1alpha1.StatePermitted, got.Status.Current.State)
 	require.Equal(t, time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC), got.Status.Current.Until.UTC())
@@ -117,11 +117,11 @@ func TestWindowStatusController(t *testing.T) {
 	bad.Spec.Schedule.TimeZone = "Mars/Olympus_Mons"
 	require.NoError(t, cp.Client.Create(ctx, bad), "zone names are checked by the controller, not at admission")
 	got = waitWindow(t, "mars", func(w *lullv1alpha1.MaintenanceWindow) bool {
-		return condStatus(w, windowctrl.ConditionReady) == metav1.ConditionFalse
+		return condStatus(w, windowcontroller.ConditionReady) == metav1.ConditionFalse
 	})
-	ready := meta.FindStatusCondition(got.Status.Conditions, windowctrl.ConditionReady)
+	ready := meta.FindStatusCondition(got.Status.Conditions, windowcontroller.ConditionReady)
 	require.Contains(t, ready.Message, "unknown time zone")
-	require.Equal(t, metav1.ConditionFalse, condStatus(got, windowctrl.ConditionPermitted), "an invalid window is restrictive")
+	require.Equal(t, metav1.ConditionFalse, condStatus(got, windowcontroller.ConditionPermitted), "an invalid window is restrictive")
 }
 
 // TestWindowStatusTimes: through the API server, an always-open window's
@@ -133,7 +133,7 @@ func TestWindowStatusTimes(t *testing.T) {
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: framework.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	require.NoError(t, err)
-	require.NoError(t, (&windowctrl.Reconciler{Client: mgr.GetClient(), Clock: clk, Metrics: windowctrl.NewCollector(clk)}).SetupWithManager(mgr))
+	require.NoError(t, (&windowcontroller.Reconciler{Client: mgr.GetClient(), Clock: clk, Metrics: windowcontroller.NewCollector(clk)}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() { _ = mgr.Start(ctx) }()
@@ -146,7 +146,7 @@ func TestWindowStatusTimes(t *testing.T) {
 	for _, w := range []*lullv1alpha1.MaintenanceWindow{always, daily} {
 		require.NoError(t, cp.Client.Create(ctx, w))
 		got := waitWindow(t, w.Name, func(w *lullv1alpha1.MaintenanceWindow) bool {
-			return condStatus(w, windowctrl.ConditionPermitted) == metav1.ConditionTrue && w.Status.Next != nil
+			return condStatus(w, windowcontroller.ConditionPermitted) == metav1.ConditionTrue && w.Status.Next != nil
 		})
 		require.Equal(t, opened, got.Status.Next.Start.UTC(), "%s: opened when the controller first saw it", w.Name)
 		require.Nil(t, got.Status.Next.End, "%s never closes", w.Name)
@@ -194,7 +194,7 @@ func waitWindow(t *testing.T, name string, ok func(*lullv1alpha1.MaintenanceWind
 // to fix; the window engine checks the rest (ranges, the combinations RFC
 // 5545 forbids) and makes such a window Ready=False. Admission is never
 // stricter than the engine: every rule of the engine's corpus
-// (pkg/window/testdata/rrule: RFC 5545's examples, python-dateutil's tests
+// (internal/window/testdata/rrule: RFC 5545's examples, python-dateutil's tests
 // and 400 random rules), and every rule below, is refused at admission
 // only if the engine refuses it too.
 func TestRRuleAdmission(t *testing.T) {
@@ -222,7 +222,7 @@ func TestRRuleAdmission(t *testing.T) {
 		rules[rule] = true
 	}
 	for _, file := range []string{"rfc5545.json", "dateutil.json", "dateutil-random.json"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "pkg", "window", "testdata", "rrule", file))
+		data, err := os.ReadFile(filepath.Join("..", "..", "internal", "window", "testdata", "rrule", file))
 		require.NoError(t, err)
 		var examples []struct {
 			RRule string `json:"rrule"`

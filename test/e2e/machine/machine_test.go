@@ -31,9 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/budget"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/lease"
-	"lull.dev/lull/pkg/budget"
-	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/test/e2e"
 	"lull.dev/lull/test/framework"
 )

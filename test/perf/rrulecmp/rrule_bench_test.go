@@ -10,7 +10,7 @@ import (
 	"github.com/teambition/rrule-go"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/window"
+	"lull.dev/lull/internal/window"
 )
 
 const rule = "FREQ=WEEKLY;BYDAY=SA"

@@ -31,8 +31,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
+	"lull.dev/lull/internal/lullscheme"
 	"lull.dev/lull/lease"
-	lullscheme "lull.dev/lull/pkg/scheme"
 	"lull.dev/lull/plugins/nodedisruption"
 )
 

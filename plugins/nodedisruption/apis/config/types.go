@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/settings"
 )
 
 // SchemeGroupVersion is the internal version of the scheduler's config group.

@@ -13,7 +13,7 @@ import (
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	configv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
 
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 )
 
@@ -124,7 +124,7 @@ profiles:
       - name: NodeDisruption
 `)
 	got := argsOf(t, cfg)
-	// The shared settings default to pkg/settings' one set of defaults, as
+	// The shared settings default to internal/settings' one set of defaults, as
 	// lull-drainer's and kubectl-lull's flags do (their tests check that).
 	want := &config.NodeDisruptionArgs{
 		Settings:                  settings.Defaults(),

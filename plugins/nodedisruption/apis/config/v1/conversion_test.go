@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/plugins/nodedisruption/apis/config"
 )
 

@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/pkg/settings"
+	"lull.dev/lull/internal/settings"
 )
 
 // DefaultHorizon is how far ahead the plugin scores by default.
@@ -21,7 +21,7 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 }
 
 // SetDefaults_NodeDisruptionArgs fills unset fields; the shared settings
-// take the defaults of pkg/settings, as lull-drainer's and kubectl-lull's
+// take the defaults of internal/settings, as lull-drainer's and kubectl-lull's
 // flags do.
 //
 //nolint:revive // the name follows the Kubernetes defaulter convention

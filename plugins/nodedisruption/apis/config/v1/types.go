@@ -6,7 +6,7 @@ import (
 
 // NodeDisruptionArgs configure the NodeDisruption plugin. Unset fields take
 // the defaults documented on each field. The fields marked shared are
-// lull's shared settings (pkg/settings): lull-drainer and kubectl-lull take
+// lull's shared settings (internal/settings): lull-drainer and kubectl-lull take
 // them as flags, and all three must be given the same values.
 //
 // +kubebuilder:object:root=true
