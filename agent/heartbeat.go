@@ -80,7 +80,7 @@ func (h *Heartbeat) write(ctx context.Context, d time.Duration) error {
 	if apierrors.IsNotFound(err) {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.Namespace,
 			Labels: map[string]string{agentlease.ComponentLabel: agentlease.Component}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(h.Identity), LeaseDurationSeconds: ptr.To(int32(d / time.Second)),
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(h.Identity), LeaseDurationSeconds: ptr.To(int32(d / time.Second)), //nolint:gosec // G115: d is agentlease.Duration or a second (the callers' constants)
 				AcquireTime: &now, RenewTime: &now}}
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
 		if err != nil {
@@ -95,7 +95,7 @@ func (h *Heartbeat) write(ctx context.Context, d time.Duration) error {
 		l.Spec.HolderIdentity, l.Spec.AcquireTime = ptr.To(h.Identity), &now
 	}
 	l.Spec.RenewTime = &now
-	l.Spec.LeaseDurationSeconds = ptr.To(int32(d / time.Second))
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(d / time.Second)) //nolint:gosec // G115: d is agentlease.Duration or a second (the callers' constants)
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("renewing lease %s: %w", name, err)
 	}

@@ -70,59 +70,79 @@ func (c *Commands) restart(ctx context.Context, a lullv1alpha1.ActionStatus, cha
 	if err != nil {
 		return out, err
 	}
-	was := before[propInvocationID]
-	type seen struct {
-		p    props
-		runs unitRuns
-	}
-	msg, err := settle(ctx, c, func() (seen, error) {
+	check := restartCheck{c: c, a: a, before: before, oneshot: oneshot, ran: ran}
+	msg, err := settle(ctx, c, func() (restartSeen, error) {
 		after, err := c.unitState(ctx, a, a.Unit)
 		if err != nil {
-			return seen{}, fmt.Errorf("reading the state of unit %s after restarting it: %w", a.Unit, err)
+			return restartSeen{}, fmt.Errorf("reading the state of unit %s after restarting it: %w", a.Unit, err)
 		}
 		var runs unitRuns
 		if oneshot {
 			if runs, err = c.unitJournal(ctx, a, unitID); err != nil {
-				return seen{}, fmt.Errorf("after restarting oneshot unit %s: %w", a.Unit, err)
+				return restartSeen{}, fmt.Errorf("after restarting oneshot unit %s: %w", a.Unit, err)
 			}
 		}
-		return seen{after, runs}, nil
-	}, func(s seen, final bool) (string, error) {
-		after := s.p
-		id, active := after[propInvocationID], after[propActiveState]
-		restarted := id != "" && id != was
-		if oneshot && !restarted && ran != nil {
-			if msg, err := s.runs.ranAgain(a.Unit, ran); msg != "" || err != nil {
-				return msg, err
-			}
-		}
-		switch {
-		case restarted && active == "active":
-			return fmt.Sprintf("unit %s restarted (InvocationID %s, was %s) and active", a.Unit, id, orNone(was)), nil
-		case ranOnce(after) && after[propStateChange] != "" && after[propStateChange] != "0" && after[propStateChange] != before[propStateChange]:
-			// A oneshot service without RemainAfterExit that something
-			// keeps loaded (a target that wants it) is inactive once it
-			// has run, and systemd clears its InvocationID: its state
-			// changed since (it ran again) and it succeeded.
-			return fmt.Sprintf("oneshot unit %s ran again (state changed at %s, was %s) and succeeded", a.Unit,
-				after[propStateChange], orNone(before[propStateChange])), nil
-		case restarted && active == "failed":
-			return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but failed", a.Unit, id)
-		case !final:
-			return "", nil
-		case !restarted && oneshot && ran == nil:
-			return "", fmt.Errorf("%s exited 0 but whether oneshot unit %s ran again cannot be seen: systemd unloads a oneshot that ran and that nothing references, "+
-				"so its run is seen only in the journal, and --unit-journal-command is empty", c.Restart, a.Unit)
-		case !restarted && oneshot:
-			return "", fmt.Errorf("%s exited 0 but oneshot unit %s did not run again: neither its state (%s=%s, was %s) nor systemd's journal shows a new run; %s",
-				c.Restart, a.Unit, propStateChange, orNone(after[propStateChange]), orNone(before[propStateChange]), chrootHint)
-		case !restarted:
-			return "", fmt.Errorf("%s exited 0 but did not restart unit %s: its InvocationID is still %s (%s); %s",
-				c.Restart, a.Unit, orNone(id), active, chrootHint)
-		}
-		return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but is %s, not active, %s after the command", a.Unit, id, active, c.settle())
-	})
+		return restartSeen{after, runs}, nil
+	}, check.judge)
 	return verified(out, msg, err)
+}
+
+// restartSeen is what restart reads of its unit after the command: its
+// state and, for a oneshot, what the journal says of its runs.
+type restartSeen struct {
+	p    props
+	runs unitRuns
+}
+
+// restartCheck judges, for restart, whether the unit restarted: its state
+// before the command, whether it is a oneshot, and (for a oneshot) its
+// runs the journal showed before.
+type restartCheck struct {
+	c       *Commands
+	a       lullv1alpha1.ActionStatus
+	before  props
+	oneshot bool
+	ran     unitRuns
+}
+
+// judge is restart's verdict on s, what settle read after the command:
+// a message when the restart is seen, an error when it failed or (final)
+// was not seen in time, neither while it may still come.
+func (r restartCheck) judge(s restartSeen, final bool) (string, error) {
+	was := r.before[propInvocationID]
+	after := s.p
+	id, active := after[propInvocationID], after[propActiveState]
+	restarted := id != "" && id != was
+	if r.oneshot && !restarted && r.ran != nil {
+		if msg, err := s.runs.ranAgain(r.a.Unit, r.ran); msg != "" || err != nil {
+			return msg, err
+		}
+	}
+	switch {
+	case restarted && active == "active":
+		return fmt.Sprintf("unit %s restarted (InvocationID %s, was %s) and active", r.a.Unit, id, orNone(was)), nil
+	case ranOnce(after) && after[propStateChange] != "" && after[propStateChange] != "0" && after[propStateChange] != r.before[propStateChange]:
+		// A oneshot service without RemainAfterExit that something
+		// keeps loaded (a target that wants it) is inactive once it
+		// has run, and systemd clears its InvocationID: its state
+		// changed since (it ran again) and it succeeded.
+		return fmt.Sprintf("oneshot unit %s ran again (state changed at %s, was %s) and succeeded", r.a.Unit,
+			after[propStateChange], orNone(r.before[propStateChange])), nil
+	case restarted && active == "failed":
+		return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but failed", r.a.Unit, id)
+	case !final:
+		return "", nil
+	case !restarted && r.oneshot && r.ran == nil:
+		return "", fmt.Errorf("%s exited 0 but whether oneshot unit %s ran again cannot be seen: systemd unloads a oneshot that ran and that nothing references, "+
+			"so its run is seen only in the journal, and --unit-journal-command is empty", r.c.Restart, r.a.Unit)
+	case !restarted && r.oneshot:
+		return "", fmt.Errorf("%s exited 0 but oneshot unit %s did not run again: neither its state (%s=%s, was %s) nor systemd's journal shows a new run; %s",
+			r.c.Restart, r.a.Unit, propStateChange, orNone(after[propStateChange]), orNone(r.before[propStateChange]), chrootHint)
+	case !restarted:
+		return "", fmt.Errorf("%s exited 0 but did not restart unit %s: its InvocationID is still %s (%s); %s",
+			r.c.Restart, r.a.Unit, orNone(id), active, chrootHint)
+	}
+	return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but is %s, not active, %s after the command", r.a.Unit, id, active, r.c.settle())
 }
 
 // reload reloads the unit and sees that it happened: the unit went

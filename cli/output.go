@@ -100,7 +100,7 @@ func (f *outputFlags) printer() (printers.ResourcePrinter, error) {
 func jsonPathPrinter(format, arg string) (printers.ResourcePrinter, error) {
 	tmpl := arg
 	if format == "jsonpath-file" {
-		b, err := os.ReadFile(arg)
+		b, err := os.ReadFile(arg) //nolint:gosec // G304: the template file the user named with -o, read with the user's rights (kubectl's own -o go-template-file does the same)
 		if err != nil {
 			return nil, fmt.Errorf("-o %s=%s: %w", format, arg, err)
 		}

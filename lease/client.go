@@ -75,8 +75,9 @@ func (c *Client) Namespace() string { return c.namespace }
 // Acquire takes node's lease for holder. It creates the lease, takes over a
 // lease that is free or has expired by observation, or renews it when holder
 // already holds it. It returns a *HeldError when another actor holds a
-// live lease. A zero duration means DefaultDuration; a negative one is an
-// error.
+// live lease. A zero duration means DefaultDuration; a negative one, or
+// one a Lease cannot hold (under a second, or more than MaxDuration), is
+// an error.
 func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason string, duration time.Duration) (*Info, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("acquiring lease for node %s: holder must not be empty", node)
@@ -86,6 +87,10 @@ func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason st
 	}
 	if duration == 0 {
 		duration = DefaultDuration
+	}
+	if duration < time.Second || duration > MaxDuration {
+		return nil, fmt.Errorf("acquiring lease for node %s: duration %s does not fit a Lease (1s to %s); give one in that range, or zero for the default (%s)",
+			node, duration, MaxDuration, DefaultDuration)
 	}
 	leases := c.cs.CoordinationV1().Leases(c.namespace)
 	name := Name(node)
@@ -155,7 +160,7 @@ func (c *Client) create(ctx context.Context, node, holder, operation, reason str
 		},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(holder),
-			LeaseDurationSeconds: ptr.To(int32(duration / time.Second)),
+			LeaseDurationSeconds: ptr.To(int32(duration / time.Second)), //nolint:gosec // G115: Acquire bounds duration to MaxDuration
 			AcquireTime:          c.now(),
 			RenewTime:            c.now(),
 			LeaseTransitions:     ptr.To[int32](0),
@@ -232,17 +237,17 @@ func (c *Client) Renew(ctx context.Context, node, holder string) (*Info, error) 
 // between acquiring it and using it leaves it behind, and only the leader
 // is left to release it).
 func (c *Client) Release(ctx context.Context, node, holder string) error {
-	return c.release(ctx, node, holder, func(h string) bool { return h == holder || (c.takeOver && SameFamily(h, holder)) })
+	return c.release(ctx, node, func(h string) bool { return h == holder || (c.takeOver && SameFamily(h, holder)) })
 }
 
 // ReleaseForTool is Release for a request that has ended for every replica
 // of holder's tool: it deletes the lease also when another replica of the
 // tool (SameFamily) holds it, for instance one that stopped mid-request.
 func (c *Client) ReleaseForTool(ctx context.Context, node, holder string) error {
-	return c.release(ctx, node, holder, func(h string) bool { return SameFamily(h, holder) })
+	return c.release(ctx, node, func(h string) bool { return SameFamily(h, holder) })
 }
 
-func (c *Client) release(ctx context.Context, node, holder string, ours func(string) bool) error {
+func (c *Client) release(ctx context.Context, node string, ours func(string) bool) error {
 	leases := c.cs.CoordinationV1().Leases(c.namespace)
 	stale := c.cached(node)
 	for attempt := 0; attempt < 2; attempt++ {

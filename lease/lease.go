@@ -8,6 +8,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -31,6 +32,9 @@ const (
 	AnnotationReason = "lull.dev/reason"
 	// DefaultDuration is the lease duration when a caller gives none.
 	DefaultDuration = 5 * time.Minute
+	// MaxDuration is the longest lease duration a Lease holds
+	// (spec.leaseDurationSeconds is an int32 of seconds).
+	MaxDuration = math.MaxInt32 * time.Second
 )
 
 // Name returns the lease name for a node: "node-<nodeName>", the medik8s

@@ -152,12 +152,19 @@ func TestAcquireUnknownNode(t *testing.T) {
 	assert.Contains(t, err.Error(), "getting node nope")
 }
 
-// A negative duration is refused and writes nothing; zero means the default.
+// A negative duration, or one a Lease cannot hold, is refused and writes
+// nothing; zero means the default.
 func TestAcquireDuration(t *testing.T) {
 	cs, clk := setup(t)
 	c := New(cs, Options{Clock: clk})
 	_, err := c.Acquire(t.Context(), "n1", "a", "drain", "", -90*time.Second)
 	require.ErrorContains(t, err, "duration -1m30s is negative")
+	// One a Lease cannot hold (its int32 of seconds would wrap to a
+	// negative or short duration, or round to zero) is refused too.
+	for _, d := range []time.Duration{500 * time.Millisecond, MaxDuration + time.Second, 1 << 62} {
+		_, err = c.Acquire(t.Context(), "n1", "a", "drain", "", d)
+		require.ErrorContains(t, err, "does not fit a Lease", "duration %s", d)
+	}
 	_, err = cs.CoordinationV1().Leases(DefaultNamespace).Get(t.Context(), "node-n1", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "nothing created: %v", err)
 

@@ -295,7 +295,7 @@ type RecoveryGate struct {
 const (
 	DefaultAlertsPeriod    = 30 * time.Second
 	DefaultRecoverySettle  = 2 * time.Minute
-	AlertsCredentialsLabel = "lull.dev/alerts-credentials"
+	AlertsCredentialsLabel = "lull.dev/alerts-credentials" //nolint:gosec // G101: a label key that marks a Secret, not a credential
 	// AlertsCredentialsURLKey is the key of an alerts credentials
 	// Secret naming where its credentials may be sent: a server, or a
 	// path prefix of one (https://monitoring.example/prometheus).

@@ -56,7 +56,7 @@ func ReadDir(root string) (*Config, error) {
 			}
 			f.Mode = linkMode
 		case t.IsRegular():
-			if f.Contents, err = os.ReadFile(p); err != nil {
+			if f.Contents, err = os.ReadFile(p); err != nil { //nolint:gosec // G304: a file of the directory tree the user named on kubectl lull's command line, read with the user's rights
 				return err
 			}
 		default:
@@ -92,7 +92,7 @@ func typeName(t fs.FileMode) string {
 // portableMode is fileMode from what os.FileMode says.
 func portableMode(info fs.FileInfo) int32 {
 	m := info.Mode()
-	mode := int32(m.Perm())
+	mode := int32(m.Perm()) //nolint:gosec // G115: Perm() is at most 0o777
 	if m&fs.ModeSetuid != 0 {
 		mode |= 0o4000
 	}

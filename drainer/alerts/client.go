@@ -337,7 +337,7 @@ type promAnswer struct {
 func (c *Client) prometheus(body []byte, f Filter) ([]Alert, error) {
 	var answer promAnswer
 	if err := json.Unmarshal(body, &answer); err != nil {
-		return nil, fmt.Errorf("the answer is not Prometheus' JSON: %v; it begins %s", err, c.quote(body))
+		return nil, fmt.Errorf("the answer is not Prometheus' JSON: %w; it begins %s", err, c.quote(body))
 	}
 	if err := c.check(answer.promEnvelope, body); err != nil {
 		return nil, err
@@ -382,7 +382,7 @@ func (c *Client) alertmanager(ctx context.Context, body []byte, f Filter) ([]Ale
 	}
 	var answer []amAlert
 	if err := json.Unmarshal(body, &answer); err != nil {
-		return nil, fmt.Errorf("the answer is not Alertmanager's JSON: %v; it begins %s", err, c.quote(body))
+		return nil, fmt.Errorf("the answer is not Alertmanager's JSON: %w; it begins %s", err, c.quote(body))
 	}
 	var out []Alert
 	authors := &silenceAuthors{c: c, known: map[string]bool{}}

@@ -120,7 +120,7 @@ func (c *Client) askProm(ctx context.Context, u *url.URL, where string, data any
 		Data json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &answer); err != nil {
-		return fmt.Errorf("%s: the answer is not Prometheus' JSON: %v; it begins %s", where, err, c.quote(body))
+		return fmt.Errorf("%s: the answer is not Prometheus' JSON: %w; it begins %s", where, err, c.quote(body))
 	}
 	if err := c.check(answer.promEnvelope, body); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -129,7 +129,7 @@ func (c *Client) askProm(ctx context.Context, u *url.URL, where string, data any
 		return fmt.Errorf("%s: the answer has no data: is this Prometheus? It begins %s", where, c.quote(body))
 	}
 	if err := json.Unmarshal(answer.Data, data); err != nil {
-		return fmt.Errorf("%s: the answer is not Prometheus' JSON: %v; it begins %s", where, err, c.quote(body))
+		return fmt.Errorf("%s: the answer is not Prometheus' JSON: %w; it begins %s", where, err, c.quote(body))
 	}
 	return nil
 }
@@ -228,7 +228,7 @@ func (c *Client) alertmanagerComplete(ctx context.Context, base *url.URL) error 
 		Uptime string `json:"uptime"`
 	}
 	if err := json.Unmarshal(body, &status); err != nil {
-		return fmt.Errorf("%s: the answer is not Alertmanager's status JSON: %v: is this Alertmanager?", where, err)
+		return fmt.Errorf("%s: the answer is not Alertmanager's status JSON: %w: is this Alertmanager?", where, err)
 	}
 	started, err := time.Parse(time.RFC3339Nano, status.Uptime)
 	if err != nil || started.IsZero() {

@@ -76,7 +76,7 @@ func ParseMatcher(s string) (Matcher, error) {
 	}
 	m, err := parseMatcher(text)
 	if err != nil {
-		return Matcher{}, fmt.Errorf("matcher %q: %s", s, err)
+		return Matcher{}, fmt.Errorf("matcher %q: %w", s, err)
 	}
 	return m, nil
 }
@@ -103,7 +103,7 @@ func parseMatcher(text string) (Matcher, error) {
 	if op == MatchRegexp || op == MatchNotRegexp {
 		re, err := compile(value)
 		if err != nil {
-			return Matcher{}, fmt.Errorf("invalid regular expression %q: %v", value, err)
+			return Matcher{}, fmt.Errorf("invalid regular expression %q: %w", value, err)
 		}
 		m.re = re
 	}

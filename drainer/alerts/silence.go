@@ -265,7 +265,7 @@ func (c *Client) GetSilence(ctx context.Context, id string) (Silence, error) {
 	}
 	var a amSilence
 	if err := json.Unmarshal(answer, &a); err != nil {
-		return Silence{}, fmt.Errorf("%s: the answer is not a silence: %v; it begins %s", where, err, c.quote(answer))
+		return Silence{}, fmt.Errorf("%s: the answer is not a silence: %w; it begins %s", where, err, c.quote(answer))
 	}
 	if a.ID != id {
 		return Silence{}, fmt.Errorf("%s: the answer is silence %q, not the one asked for", where, a.ID)
@@ -310,7 +310,7 @@ func (c *Client) silences(ctx context.Context, base *url.URL) ([]Silence, error)
 	}
 	var list []amSilence
 	if err := json.Unmarshal(answer, &list); err != nil {
-		return nil, fmt.Errorf("%s: the answer is not a list of silences: %v; it begins %s", where, err, c.quote(answer))
+		return nil, fmt.Errorf("%s: the answer is not a list of silences: %w; it begins %s", where, err, c.quote(answer))
 	}
 	out := make([]Silence, 0, len(list))
 	for _, a := range list {

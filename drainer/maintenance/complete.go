@@ -280,7 +280,7 @@ func (r *Reconciler) uncordon(ctx context.Context, node *corev1.Node, uid types.
 			if apierrors.IsNotFound(gerr) {
 				return true, nil
 			}
-			return false, fmt.Errorf("undoing lull's cordon of node %s: %w (reading it again: %v)", node.Name, err, gerr)
+			return false, fmt.Errorf("undoing lull's cordon of node %s: %w (reading it again: %v)", node.Name, err, gerr) //nolint:errorlint // the undo's error is the one wrapped; the re-read's is context only
 		}
 		*node = live
 		if live.Annotations[lullv1alpha1.CordonedByAnnotation] != string(uid) {

@@ -249,7 +249,7 @@ func (s *step) count(round *drain.Round, evictErr string) {
 		s.status.Pods = &lullv1alpha1.PodCounts{}
 	}
 	if s.status.Pods.Total == 0 {
-		s.status.Pods.Total = int32(len(round.Pods)) // the first round sees them all
+		s.status.Pods.Total = int32(len(round.Pods)) //nolint:gosec // G115: a count of a node's pods, far below 2^31 (the first round sees them all)
 	}
 	if len(round.Refused) > 0 {
 		s.status.LastError = strings.Join(round.Refused, "; ")
@@ -261,7 +261,7 @@ func (s *step) count(round *drain.Round, evictErr string) {
 	for _, p := range round.Pods {
 		pending = append(pending, p.Namespace+"/"+p.Name)
 	}
-	left := int32(len(round.Pods) - round.Gone)
+	left := int32(len(round.Pods) - round.Gone) //nolint:gosec // G115: a count of a node's pods, far below 2^31
 	if left > s.status.Pods.Total {
 		s.status.Pods.Total = left
 	}

@@ -34,7 +34,7 @@ func (s *step) renew(ctx context.Context) (reconcile.Result, bool, error) {
 		// nothing (the round fails and is retried).
 		info, gerr := s.r.Leases.Get(ctx, s.node.Name)
 		if gerr != nil {
-			return reconcile.Result{}, false, fmt.Errorf("renewing the lease of node %s failed (%v); reading who holds it: %w", s.node.Name, err, gerr)
+			return reconcile.Result{}, false, fmt.Errorf("renewing the lease of node %s failed (%v); reading who holds it: %w", s.node.Name, err, gerr) //nolint:errorlint // the re-read's error decides what the caller does; the renewal's is context only
 		}
 		holder := ""
 		if info != nil {

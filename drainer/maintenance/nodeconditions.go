@@ -224,7 +224,7 @@ func (r *Reconciler) syncNodeConditions(ctx context.Context, node *corev1.Node, 
 			// look again at the node as it is.
 			var live corev1.Node
 			if gerr := r.live().Get(ctx, client.ObjectKey{Name: node.Name}, &live); gerr != nil {
-				return fmt.Errorf("writing lull's conditions on node %s: %w (reading it again: %v)", node.Name, err, gerr)
+				return fmt.Errorf("writing lull's conditions on node %s: %w (reading it again: %v)", node.Name, err, gerr) //nolint:errorlint // the write's error is the one wrapped; the re-read's is context only
 			}
 			*node = live
 		default:

@@ -63,16 +63,23 @@ func (in Install) Uninstalling(ctx context.Context, c client.Reader) (bool, stri
 		return true, fmt.Sprintf("the Deployment %s/%s is marked %s=%s (kubectl lull uninstall)", in.Namespace, DefaultIdentityFamily,
 			lullv1alpha1.UninstallAnnotation, d.Annotations[lullv1alpha1.UninstallAnnotation]), nil
 	}
+	// A namespace or CRD already gone is one being deleted.
 	var ns corev1.Namespace
-	if err := c.Get(ctx, client.ObjectKey{Name: in.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
+	switch err := c.Get(ctx, client.ObjectKey{Name: in.Namespace}, &ns); {
+	case apierrors.IsNotFound(err):
+		return true, fmt.Sprintf("the namespace %s is being deleted", in.Namespace), nil
+	case err != nil:
 		return false, "", err
-	} else if err != nil || ns.DeletionTimestamp != nil {
+	case ns.DeletionTimestamp != nil:
 		return true, fmt.Sprintf("the namespace %s is being deleted", in.Namespace), nil
 	}
 	var crd apiextensionsv1.CustomResourceDefinition
-	if err := c.Get(ctx, client.ObjectKey{Name: NodeMaintenanceCRD}, &crd); err != nil && !apierrors.IsNotFound(err) {
+	switch err := c.Get(ctx, client.ObjectKey{Name: NodeMaintenanceCRD}, &crd); {
+	case apierrors.IsNotFound(err):
+		return true, fmt.Sprintf("the CRD %s is being deleted", NodeMaintenanceCRD), nil
+	case err != nil:
 		return false, "", err
-	} else if err != nil || crd.DeletionTimestamp != nil {
+	case crd.DeletionTimestamp != nil:
 		return true, fmt.Sprintf("the CRD %s is being deleted", NodeMaintenanceCRD), nil
 	}
 	return false, "", nil

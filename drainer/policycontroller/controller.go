@@ -63,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 		st := p.Status.DeepCopy()
 		st.ObservedGeneration = p.Generation
-		st.Order = int32(set.Order(p.Name))
+		st.Order = int32(set.Order(p.Name)) //nolint:gosec // G115: a position among the cluster's DisruptionPolicies, far below 2^31
 		st.Summary = policy.Summary(p)
 		st.EffectiveRules = eff
 		shadowed := 0

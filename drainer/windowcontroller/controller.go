@@ -215,7 +215,7 @@ func (r *Reconciler) countSelected(ctx context.Context, mw *lullv1alpha1.Mainten
 	if err := r.Client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return c, fmt.Errorf("listing nodes: %w", err)
 	}
-	c.selected = int32(len(nodes.Items))
+	c.selected = int32(len(nodes.Items)) //nolint:gosec // G115: a count of nodes, far below 2^31
 	selected := make(map[string]bool, len(nodes.Items))
 	for _, n := range nodes.Items {
 		selected[n.Name] = true

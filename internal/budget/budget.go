@@ -219,12 +219,12 @@ func evaluate(ctx context.Context, cached client.Reader, req Request, active []A
 		room = min(room, req.DefaultMaxUnavailable-len(inUse)-1)
 	}
 	for _, w := range req.Windows {
-		maxUnavailable, inUse, err := windowUse(ctx, cached, w, active, inUseLabels)
+		maxUnavailable, inUse, unresolved, err := windowUse(ctx, cached, w, active, inUseLabels)
 		if err != nil {
 			return Result{}, err
 		}
-		if maxUnavailable < 0 {
-			return Result{Message: fmt.Sprintf("window %s: %v", w.Name, errBudget(w))}, nil
+		if unresolved != nil {
+			return Result{Message: fmt.Sprintf("window %s: %v", w.Name, unresolved)}, nil
 		}
 		if maxUnavailable == 0 {
 			// Only 0 and 0% resolve to no node: a freeze. Say so,
@@ -259,32 +259,26 @@ func labelsOf(ctx context.Context, cached client.Reader, active []Active) (map[s
 	return out, nil
 }
 
-// windowUse is window w's maxUnavailable (-1: not resolvable, errBudget
-// says why) and the nodes in active using it: those recorded against it
-// and those its selector selects now.
-func windowUse(ctx context.Context, cached client.Reader, w *lullv1alpha1.MaintenanceWindow, active []Active, inUseLabels map[string]labels.Set) (int, []string, error) {
+// windowUse is window w's maxUnavailable and the nodes in active using it:
+// those recorded against it and those its selector selects now. When
+// maxUnavailable does not resolve, unresolved says why (and
+// maxUnavailable is 0: nothing more starts); err is a failed read.
+func windowUse(ctx context.Context, cached client.Reader, w *lullv1alpha1.MaintenanceWindow, active []Active, inUseLabels map[string]labels.Set) (maxUnavailable int, inUse []string, unresolved, err error) {
 	sel := WindowSelector(w)
 	var selected corev1.NodeList // counted only: not copied
 	if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, nil, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
+		return 0, nil, nil, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
 	}
-	var inUse []string
 	for _, a := range active {
 		if l, ok := inUseLabels[a.Node]; slices.Contains(a.Budgets, w.Name) || (ok && sel.Matches(l)) {
 			inUse = append(inUse, a.Node)
 		}
 	}
-	maxUnavailable, err := MaxUnavailable(w, len(selected.Items))
-	if err != nil {
-		return -1, inUse, nil
+	maxUnavailable, unresolved = MaxUnavailable(w, len(selected.Items))
+	if unresolved != nil {
+		return 0, inUse, unresolved, nil
 	}
-	return maxUnavailable, inUse, nil
-}
-
-// errBudget is why window w's maxUnavailable does not resolve.
-func errBudget(w *lullv1alpha1.MaintenanceWindow) error {
-	_, err := MaxUnavailable(w, 0)
-	return err
+	return maxUnavailable, inUse, nil, nil
 }
 
 // Left is how many more nodes window w's budget takes now, as cached
@@ -309,7 +303,7 @@ func Left(ctx context.Context, cached client.Reader, w *lullv1alpha1.Maintenance
 	if err != nil {
 		return 0, nil, err
 	}
-	maxUnavailable, inUse, err := windowUse(ctx, cached, w, active, inUseLabels)
+	maxUnavailable, inUse, _, err := windowUse(ctx, cached, w, active, inUseLabels) // unresolved: maxUnavailable 0, no room
 	if err != nil {
 		return 0, nil, err
 	}

@@ -70,7 +70,7 @@ func (c *LookupCache) Lookup(s *Snapshot, node *v1.Node) *Node {
 	t := c.table.Load()
 	// The set of two slots: the address's high bits after a Fibonacci
 	// multiply (node objects are aligned, their low bits are zeros).
-	set := (uint64(uintptr(unsafe.Pointer(node))) * 0x9E3779B97F4A7C15) >> lookupCacheShift * 2
+	set := (uint64(uintptr(unsafe.Pointer(node))) * 0x9E3779B97F4A7C15) >> lookupCacheShift * 2 //nolint:gosec // G103: the address is hashed, never dereferenced or converted back; the entry compares the pointer itself
 	a, b := &t[set], &t[set+1]
 	if e := a.Load(); e != nil && e.node == node && e.gen == s.gen {
 		return e.n

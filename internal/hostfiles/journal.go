@@ -335,7 +335,7 @@ func (s *session) rollBack(j *journal, jf JournalFile) error {
 			return nil
 		}
 		if sum, err := jf.hashOf(p, name, st); err != nil || sum != jf.SHA256 {
-			return fmt.Errorf("it exists and is not the file the set wrote (sha256 %s, %v): changed by someone else since", sum, err)
+			return fmt.Errorf("it exists and is not the file the set wrote (sha256 %s, %v): changed by someone else since", sum, err) //nolint:errorlint // err is nil when only the sum differs: %w would print %!w(<nil>)
 		}
 		if err := p.remove(name); err != nil {
 			return err

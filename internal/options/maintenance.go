@@ -7,6 +7,7 @@
 package options
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"lull.dev/lull/internal/settings"
+	"lull.dev/lull/lease"
 )
 
 // DefaultWorkers is how many requests are reconciled at once by default.
@@ -156,7 +158,10 @@ func (m *Maintenance) Validate() []error {
 			errs = append(errs, field.Invalid(field.NewPath(flag), d.String(), "must be positive"))
 		}
 	}
-	positive("--lease-duration", m.LeaseDuration)
+	if m.LeaseDuration < time.Second || m.LeaseDuration > lease.MaxDuration {
+		errs = append(errs, field.Invalid(field.NewPath("--lease-duration"), m.LeaseDuration.String(),
+			fmt.Sprintf("must be from 1s to %s (a Lease holds whole seconds in an int32)", lease.MaxDuration)))
+	}
 	positive("--drain-timeout", m.DrainTimeout)
 	positive("--eviction-retry-delay", m.RetryDelay)
 	positive("--eviction-max-retry-delay", m.MaxRetryDelay)

@@ -56,6 +56,19 @@ func TestDrainerValidate(t *testing.T) {
 	}
 }
 
+// A lease duration a Lease cannot hold (under a second rounds to zero,
+// beyond lease.MaxDuration wraps its int32 of seconds) is refused at
+// start, not at the first acquire.
+func TestDrainerLeaseDurationFitsALease(t *testing.T) {
+	for _, arg := range []string{"--lease-duration=500ms", "--lease-duration=1000000h"} {
+		o := NewDrainer()
+		fs := pflag.NewFlagSet("lull-drainer", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		require.NoError(t, fs.Parse([]string{arg}), arg)
+		require.NotEmpty(t, o.Validate(), arg)
+	}
+}
+
 // Default fills in only what is unset; the switches stay as given.
 func TestMaintenanceDefault(t *testing.T) {
 	m := Maintenance{DrainTimeout: time.Minute}

@@ -215,6 +215,8 @@ func parseNumber(v, name string, lo, hi int) (int, error) {
 
 // parseRRuleList parses a comma-separated list of whole numbers from lo
 // to hi, or also from -hi to -lo when signed.
+//
+//nolint:unparam // lo is RFC 5545's lower bound of the rule part, said at each call (1 for all five today)
 func parseRRuleList(v, name string, lo, hi int, signed bool) ([]int, error) {
 	want := fmt.Sprintf("%d..%d", lo, hi)
 	if signed {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -238,7 +239,7 @@ func TestClusterAPIRolloutWaitsForLull(t *testing.T) {
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 			for _, n := range old {
 				node, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-				if err != nil || node.Spec.Unschedulable {
+				if apierrors.IsNotFound(err) || err == nil && node.Spec.Unschedulable { // deleted or cordoned; another error: ask again
 					disrupted = n
 					return true, nil
 				}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -90,7 +91,7 @@ func tarFiles(t *testing.T, r io.Reader) map[string]string {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {

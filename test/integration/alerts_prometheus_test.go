@@ -211,7 +211,7 @@ func startLoopback(t *testing.T, name, dir string, args func(addr string) []stri
 					_ = conn.Close()
 				}
 			}
-			if err == nil || err == gone {
+			if err == nil || errors.Is(err, gone) {
 				break
 			}
 		}

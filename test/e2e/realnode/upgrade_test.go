@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,7 +30,7 @@ func previousRelease(t *testing.T) (src, version string, images []string) {
 	start := time.Now()
 	out, err := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "previous-release.sh")).Output()
 	var stderr string
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		stderr = string(ee.Stderr)
 	}
 	require.NoError(t, err, "hack/previous-release.sh: %s", stderr)
