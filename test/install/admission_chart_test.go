@@ -84,3 +84,37 @@ func TestChartAdmissionIsKustomize(t *testing.T) {
 		}
 	}
 }
+
+// Values the guard's selectors and CEL cannot hold are refused by the
+// render with what to fix, never written into a guard that fails to
+// install or matches something else (a replacement's $1, a quote that ends
+// a CEL string).
+func TestChartRefusesValuesTheGuardCannotHold(t *testing.T) {
+	chart := filepath.Join(framework.RepoRoot(), "charts", "lull")
+	for _, c := range []struct{ set, want string }{
+		{set: "maintenanceLabel=bad label", want: `maintenanceLabel "bad label" is not a label key`},
+		{set: "maintenanceLabel=example.com/m$1", want: `maintenanceLabel "example.com/m$1" is not a label key`},
+		{set: "namespace=Bad_NS", want: `namespace "Bad_NS" is not a namespace name`},
+		{set: "leaseNamespace=a.b", want: `leaseNamespace "a.b" is not a namespace name`},
+		{set: "configNamespace=", want: `configNamespace "" is not a namespace name`},
+		{set: "admission.adminGroup=o'ps", want: `admission.adminGroup "o'ps" must be a group name without quotes`},
+		{set: "admission.adminGroup=", want: `admission.adminGroup "" must be a group name`},
+	} {
+		out, err := runErr(nil, bin(t, "helm"), "template", "lull", chart, "--set", c.set, "--show-only", "templates/admission.yaml")
+		if err == nil || !strings.Contains(out+err.Error(), c.want) {
+			t.Errorf("--set %s: rendered (err %v), want a refusal saying %s:\n%.400s", c.set, err, c.want, out)
+		}
+	}
+	// A label that extends the default's spelling moves the selectors and
+	// the CEL, not the guard's own annotation lull.dev/maintenance-label-params.
+	h := renderHelm(t, "--set", "maintenanceLabel=lull.dev/maintenance-x", "--show-only", "templates/admission.yaml")
+	j, _ := json.Marshal(h)
+	for _, want := range []string{`lull.dev/maintenance-x\"`, `lull.dev/maintenance-label-params`} {
+		if !strings.Contains(string(j), want) {
+			t.Errorf("maintenanceLabel=lull.dev/maintenance-x: the guard lacks %s", want)
+		}
+	}
+	if strings.Contains(string(j), `lull.dev/maintenance\"`) || strings.Contains(string(j), "lull.dev/maintenance-x-label-params") {
+		t.Errorf("maintenanceLabel=lull.dev/maintenance-x: the default label or a moved annotation is left in the guard")
+	}
+}

@@ -43,6 +43,7 @@ guard that protects the wrong label or namespace:
 */}}
 {{- define "lull.admission" -}}
 {{- $v := .Values -}}
+{{- include "lull.admissionValues" $v -}}
 {{- $t := .text -}}
 {{- $t = regexReplaceAll "lull\\.dev/maintenance([^-a-zA-Z0-9_.])" $t (printf "%s${1}" $v.maintenanceLabel) -}}
 {{- $t = regexReplaceAll "(?m)^(\\s+namespace: )lull-system$" $t (printf "${1}%s" $v.namespace) -}}
@@ -51,4 +52,25 @@ guard that protects the wrong label or namespace:
 {{- $t = regexReplaceAll "(?m)^(\\s+name: )lull:admins$" $t (printf "${1}%s" ($v.admission.adminGroup | quote)) -}}
 {{- $t = replace "group lull:admins" (printf "group %s" $v.admission.adminGroup) $t -}}
 {{- trim $t -}}
+{{- end }}
+
+{{/*
+The values lull.admission writes into the guard's selectors and CEL, each
+refused with what to fix rather than rendered into a guard that fails to
+install or, worse, matches something else: the maintenance label must be a
+label key, the namespaces DNS labels, and the administrators' group must
+not end the CEL string that names it.
+*/}}
+{{- define "lull.admissionValues" -}}
+{{- if not (regexMatch "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" .maintenanceLabel) }}
+{{- fail (printf "maintenanceLabel %q is not a label key (an optional DNS subdomain prefix and /, then a name of letters, digits, '-', '_' and '.'): the admission guard selects Nodes by it" .maintenanceLabel) }}
+{{- end }}
+{{- range $name, $ns := dict "namespace" .namespace "leaseNamespace" .leaseNamespace "configNamespace" .configNamespace }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $ns) }}
+{{- fail (printf "%s %q is not a namespace name (a DNS label: lowercase letters, digits and '-')" $name $ns) }}
+{{- end }}
+{{- end }}
+{{- if or (eq .admission.adminGroup "") (regexMatch "['\"\\\\\n]" .admission.adminGroup) }}
+{{- fail (printf "admission.adminGroup %q must be a group name without quotes, backslashes or line breaks: the admission guard's messages name it in CEL strings" .admission.adminGroup) }}
+{{- end }}
 {{- end }}
