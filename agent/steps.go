@@ -121,7 +121,7 @@ func (r restartCheck) judge(s restartSeen, final bool) (string, error) {
 	switch {
 	case restarted && active == "active":
 		return fmt.Sprintf("unit %s restarted (InvocationID %s, was %s) and active", r.a.Unit, id, orNone(was)), nil
-	case ranOnce(after) && after[propStateChange] != "" && after[propStateChange] != "0" && after[propStateChange] != r.before[propStateChange]:
+	case r.ranAgainInactive(after):
 		// A oneshot service without RemainAfterExit that something
 		// keeps loaded (a target that wants it) is inactive once it
 		// has run, and systemd clears its InvocationID: its state
@@ -132,17 +132,34 @@ func (r restartCheck) judge(s restartSeen, final bool) (string, error) {
 		return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but failed", r.a.Unit, id)
 	case !final:
 		return "", nil
+	}
+	return "", r.notSeen(after, restarted)
+}
+
+// ranAgainInactive reports whether a oneshot unit, inactive after a
+// successful run, shows a state change other than the one before the
+// command.
+func (r restartCheck) ranAgainInactive(after props) bool {
+	return ranOnce(after) && after[propStateChange] != "" && after[propStateChange] != "0" && after[propStateChange] != r.before[propStateChange]
+}
+
+// notSeen is restart's error once settle's time is up and the restart was
+// not seen (after: the unit's state read last): it did not restart, or
+// restarted and is not active.
+func (r restartCheck) notSeen(after props, restarted bool) error {
+	id, active := after[propInvocationID], after[propActiveState]
+	switch {
 	case !restarted && r.oneshot && r.ran == nil:
-		return "", fmt.Errorf("%s exited 0 but whether oneshot unit %s ran again cannot be seen: systemd unloads a oneshot that ran and that nothing references, "+
+		return fmt.Errorf("%s exited 0 but whether oneshot unit %s ran again cannot be seen: systemd unloads a oneshot that ran and that nothing references, "+
 			"so its run is seen only in the journal, and --unit-journal-command is empty", r.c.Restart, r.a.Unit)
 	case !restarted && r.oneshot:
-		return "", fmt.Errorf("%s exited 0 but oneshot unit %s did not run again: neither its state (%s=%s, was %s) nor systemd's journal shows a new run; %s",
+		return fmt.Errorf("%s exited 0 but oneshot unit %s did not run again: neither its state (%s=%s, was %s) nor systemd's journal shows a new run; %s",
 			r.c.Restart, r.a.Unit, propStateChange, orNone(after[propStateChange]), orNone(r.before[propStateChange]), chrootHint)
 	case !restarted:
-		return "", fmt.Errorf("%s exited 0 but did not restart unit %s: its InvocationID is still %s (%s); %s",
+		return fmt.Errorf("%s exited 0 but did not restart unit %s: its InvocationID is still %s (%s); %s",
 			r.c.Restart, r.a.Unit, orNone(id), active, chrootHint)
 	}
-	return "", fmt.Errorf("unit %s was restarted (InvocationID %s) but is %s, not active, %s after the command", r.a.Unit, id, active, r.c.settle())
+	return fmt.Errorf("unit %s was restarted (InvocationID %s) but is %s, not active, %s after the command", r.a.Unit, id, active, r.c.settle())
 }
 
 // reload reloads the unit and sees that it happened: the unit went

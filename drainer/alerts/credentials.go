@@ -43,22 +43,52 @@ func Credentials(ctx context.Context, secrets client.Reader, namespace, name str
 	return nil
 }
 
-// credentialsMayGo says why credentials whose Secret names allowed (its
+// CredentialsMayGo says why credentials whose Secret names allowed (its
 // url: a server or a path prefix) and insecure (its insecure-http) must
 // not be sent to target, the gate's URL; nil when they may.
 func CredentialsMayGo(allowed string, insecure []byte, target string) error {
-	if strings.TrimSpace(allowed) == "" {
-		return fmt.Errorf("it names no %s: lull sends credentials only to the server the Secret's owner names there (e.g. https://prometheus.monitoring:9090)",
-			lullv1alpha1.AlertsCredentialsURLKey)
-	}
-	a, err := url.Parse(strings.TrimSpace(allowed))
-	if err != nil || (a.Scheme != "http" && a.Scheme != "https") || a.Host == "" || a.User != nil || a.RawQuery != "" || a.Fragment != "" {
-		return fmt.Errorf("its %s %q is not an http(s) URL without credentials, query or fragment", lullv1alpha1.AlertsCredentialsURLKey, allowed)
+	a, err := allowedURL(allowed)
+	if err != nil {
+		return err
 	}
 	t, err := url.Parse(target)
 	if err != nil {
 		return fmt.Errorf("the gate's url %q: %w", target, err)
 	}
+	if err := cleanPath(target, t); err != nil {
+		return err
+	}
+	prefix := strings.TrimSuffix(a.EscapedPath(), "/")
+	path := t.EscapedPath()
+	under := path == prefix || strings.HasPrefix(path, prefix+"/") || (prefix == "" && (path == "" || strings.HasPrefix(path, "/")))
+	if !strings.EqualFold(t.Scheme, a.Scheme) || !strings.EqualFold(t.Host, a.Host) || !under {
+		return fmt.Errorf("its credentials may be sent only to %s (its %s), not to the gate's url %s", a.String(), lullv1alpha1.AlertsCredentialsURLKey, target)
+	}
+	if t.Scheme == "http" && strings.TrimSpace(string(insecure)) != "true" {
+		return fmt.Errorf("its credentials would go over plain http to %s: set %s: \"true\" in the Secret to allow it, or use https",
+			target, lullv1alpha1.AlertsCredentialsInsecureKey)
+	}
+	return nil
+}
+
+// allowedURL parses the url a credentials Secret names: an http(s) URL
+// without credentials, query or fragment.
+func allowedURL(allowed string) (*url.URL, error) {
+	if strings.TrimSpace(allowed) == "" {
+		return nil, fmt.Errorf("it names no %s: lull sends credentials only to the server the Secret's owner names there (e.g. https://prometheus.monitoring:9090)",
+			lullv1alpha1.AlertsCredentialsURLKey)
+	}
+	a, err := url.Parse(strings.TrimSpace(allowed))
+	if err != nil || (a.Scheme != "http" && a.Scheme != "https") || a.Host == "" || a.User != nil || a.RawQuery != "" || a.Fragment != "" {
+		return nil, fmt.Errorf("its %s %q is not an http(s) URL without credentials, query or fragment", lullv1alpha1.AlertsCredentialsURLKey, allowed)
+	}
+	return a, nil
+}
+
+// cleanPath says why credentials must not go to t's path (target as
+// written): a dot segment, or a character some server reads as a
+// separator.
+func cleanPath(target string, t *url.URL) error {
 	// The request is built with url.JoinPath, which cleans dot segments
 	// (%2e%2e too, once unescaped): /prometheus/../grafana would pass a
 	// prefix check by name and go elsewhere.
@@ -74,16 +104,6 @@ func CredentialsMayGo(allowed string, insecure []byte, target string) error {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/-._~", r))
 	}) {
 		return fmt.Errorf("the gate's url %s has a path character other than letters, digits and /-._~: credentials are not sent to it", target)
-	}
-	prefix := strings.TrimSuffix(a.EscapedPath(), "/")
-	path := t.EscapedPath()
-	under := path == prefix || strings.HasPrefix(path, prefix+"/") || (prefix == "" && (path == "" || strings.HasPrefix(path, "/")))
-	if !strings.EqualFold(t.Scheme, a.Scheme) || !strings.EqualFold(t.Host, a.Host) || !under {
-		return fmt.Errorf("its credentials may be sent only to %s (its %s), not to the gate's url %s", a.String(), lullv1alpha1.AlertsCredentialsURLKey, target)
-	}
-	if t.Scheme == "http" && strings.TrimSpace(string(insecure)) != "true" {
-		return fmt.Errorf("its credentials would go over plain http to %s: set %s: \"true\" in the Secret to allow it, or use https",
-			target, lullv1alpha1.AlertsCredentialsInsecureKey)
 	}
 	return nil
 }

@@ -80,6 +80,13 @@ func Classify(method, path string, watch bool) (verb, resource string) {
 	if len(parts) >= 3 {
 		resource += "/" + parts[2]
 	}
+	return verbOf(method, watch, named), resource
+}
+
+// verbOf is the audit log's verb for a request with method to a resource:
+// named (one object, not a collection), watch (?watch=true).
+func verbOf(method string, watch, named bool) string {
+	var verb string
 	switch method {
 	case http.MethodGet:
 		switch {
@@ -104,5 +111,5 @@ func Classify(method, path string, watch bool) (verb, resource string) {
 	default:
 		verb = strings.ToLower(method)
 	}
-	return verb, resource
+	return verb
 }

@@ -257,40 +257,21 @@ func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstruct
 		n := &nodes.Items[i]
 		byPool[n.Labels[disruptors.NodePoolLabel]] = append(byPool[n.Labels[disruptors.NodePoolLabel]], n)
 	}
-	want := map[string]Entry{}
 	limit := map[string]int{}
 	for i := range windows.Items {
 		w := &windows.Items[i]
 		if !w.Spec.GovernsKarpenter() {
 			continue
 		}
-		sel := budget.WindowSelector(w)
-		var governed []string
-		for _, p := range pools {
-			if selects(sel, p, byPool[p.GetName()]) {
-				governed = append(governed, p.GetName())
-			}
-		}
+		governed := governedPools(budget.WindowSelector(w), pools, byPool)
 		if len(governed) == 0 {
 			continue
 		}
 		for _, p := range governed {
 			windowsOf[p] = append(windowsOf[p], w.Name)
 		}
-		ev := window.CompileOrInvalid(&w.Spec, r.Options).Evaluate(now)
-		if ev.Until.Before(next) {
-			next = ev.Until
-		}
-		// Open, with the time left lull itself needs to start a node
-		// (minTimeRemaining): Karpenter gets no more than lull takes.
-		open := ev.Permitted
-		if open && w.Spec.MinTimeRemaining != nil && !ev.Until.IsZero() && ev.Until.Sub(now) < w.Spec.MinTimeRemaining.Duration {
-			open = false
-		} else if open && w.Spec.MinTimeRemaining != nil {
-			if t := ev.Until.Add(-w.Spec.MinTimeRemaining.Duration); t.After(now) && t.Before(next) {
-				next = t
-			}
-		}
+		var open bool
+		open, next = r.openForKarpenter(w, now, next)
 		room := 0
 		if open {
 			left, _, err := budget.Left(ctx, r.Client, w)
@@ -299,18 +280,62 @@ func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstruct
 			}
 			room = left
 		}
-		// The room is shared: each pool a part, the first by name one
-		// more while some is left over.
-		for j, p := range governed {
-			share := room / len(governed)
-			if j < room%len(governed) {
-				share++
-			}
-			if cur, ok := limit[p]; !ok || share < cur {
-				limit[p] = share
-			}
+		shareRoom(limit, governed, room)
+	}
+	return entries(limit, byPool), windowsOf, next, nil
+}
+
+// governedPools are the names of the pools (of pools) a window's selector
+// selects, by their nodes (byPool: each pool's nodes).
+func governedPools(sel labels.Selector, pools []*unstructured.Unstructured, byPool map[string][]*corev1.Node) []string {
+	var governed []string
+	for _, p := range pools {
+		if selects(sel, p, byPool[p.GetName()]) {
+			governed = append(governed, p.GetName())
 		}
 	}
+	return governed
+}
+
+// openForKarpenter says whether window w lets Karpenter disrupt now, and
+// the next time (no later than next) that may change.
+func (r *Reconciler) openForKarpenter(w *lullv1alpha1.MaintenanceWindow, now, next time.Time) (bool, time.Time) {
+	ev := window.CompileOrInvalid(&w.Spec, r.Options).Evaluate(now)
+	if ev.Until.Before(next) {
+		next = ev.Until
+	}
+	// Open, with the time left lull itself needs to start a node
+	// (minTimeRemaining): Karpenter gets no more than lull takes.
+	open := ev.Permitted
+	if open && w.Spec.MinTimeRemaining != nil && !ev.Until.IsZero() && ev.Until.Sub(now) < w.Spec.MinTimeRemaining.Duration {
+		open = false
+	} else if open && w.Spec.MinTimeRemaining != nil {
+		if t := ev.Until.Add(-w.Spec.MinTimeRemaining.Duration); t.After(now) && t.Before(next) {
+			next = t
+		}
+	}
+	return open, next
+}
+
+// shareRoom shares a window's room among the pools it governs: each pool
+// a part, the first by name one more while some is left over; a pool
+// keeps the smallest share any of its windows gives (limit).
+func shareRoom(limit map[string]int, governed []string, room int) {
+	for j, p := range governed {
+		share := room / len(governed)
+		if j < room%len(governed) {
+			share++
+		}
+		if cur, ok := limit[p]; !ok || share < cur {
+			limit[p] = share
+		}
+	}
+}
+
+// entries are lull's budget entries for the pools of limit, each pool's
+// share of room.
+func entries(limit map[string]int, byPool map[string][]*corev1.Node) map[string]Entry {
+	want := map[string]Entry{}
 	for p, share := range limit {
 		// Karpenter subtracts from its budget the pool's nodes that are
 		// NotReady or that it is disrupting: add them back, so that what
@@ -324,7 +349,7 @@ func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstruct
 		}
 		want[p] = Entry{Nodes: fmt.Sprint(n)}
 	}
-	return want, windowsOf, next, nil
+	return want
 }
 
 // selects reports whether a window's selector selects a pool: one of its

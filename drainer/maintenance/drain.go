@@ -81,6 +81,15 @@ func (s *step) drain(ctx context.Context) (reconcile.Result, error) {
 	}
 	s.count(round, evictErr)
 	s.coveredBudgets(round)
+	return s.recordRound(ctx, round, evictErr, listed)
+}
+
+// recordRound ends a drain round: the node is drained when a listed round
+// found nothing left; otherwise its blockers are recorded (escalating a
+// blocked drain), its progress saved and, after a successful save, what
+// it left blocked remembered for the next round (listed: when the pods
+// were last listed).
+func (s *step) recordRound(ctx context.Context, round *drain.Round, evictErr string, listed time.Time) (reconcile.Result, error) {
 	if round.Listed && len(round.Pods) == 0 && len(round.Refused) == 0 {
 		s.status.Pods.Evicted, s.status.Pods.Pending = s.status.Pods.Total, 0
 		return s.drained(ctx)

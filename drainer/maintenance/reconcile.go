@@ -47,14 +47,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("getting NodeMaintenance %s: %w", req.Name, err)
 		}
-		if r.uninstalling() {
-			return reconcile.Result{}, nil // no new request while lull goes
-		}
-		if r.writes.createdAhead(req.Name, r.Clock.Now()) {
-			// We created it a moment ago; the cache has not caught up.
-			return reconcile.Result{RequeueAfter: staleRetry}, nil
-		}
-		return reconcile.Result{}, r.createFromLabel(ctx, node)
+		return r.noRequest(ctx, req.Name, node)
 	}
 	if r.writes.stale(nm.Name, nm.UID, nm.ResourceVersion, r.Clock.Now()) {
 		// The cache still shows the version our last write replaced (a
@@ -68,17 +61,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	case nm.DeletionTimestamp != nil:
 		return r.finalize(ctx, nm, node)
 	case nm.Status.Phase.Finished():
-		// An ended request keeps no silence (its last round may have
-		// failed to expire it).
-		if err := r.expireFinished(ctx, nm, node); err != nil {
-			return reconcile.Result{}, err
-		}
-		if nm.Status.Silence != nil {
-			// The finalizer and the record stay until the silence is seen
-			// expired, or has passed its end (at most its duration).
-			return reconcile.Result{RequeueAfter: silenceRetry}, nil
-		}
-		return reconcile.Result{}, r.finished(ctx, nm, node)
+		return r.ended(ctx, nm, node)
 	}
 	if added, err := r.ensureFinalizer(ctx, nm); !added || err != nil {
 		return reconcile.Result{}, err
@@ -86,6 +69,13 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if node == nil {
 		return r.nodeGone(ctx, nm)
 	}
+	return r.advance(ctx, nm, node)
+}
+
+// advance moves a live request whose node exists on: its label synced
+// first, then completed (label removed, spec.complete, or uncordoning
+// already) or its phase's step run.
+func (r *Reconciler) advance(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
 	stop, labelRemoved, err := r.syncLabel(ctx, nm, node)
 	if stop || err != nil {
 		return reconcile.Result{}, err
@@ -98,6 +88,36 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	return r.newStep(ctx, nm, node).run(ctx)
+}
+
+// noRequest handles a node (nil when it does not exist) that has no
+// request: one is made from its label, unless lull is being uninstalled
+// or the cache has not yet caught up with the one made a moment ago.
+func (r *Reconciler) noRequest(ctx context.Context, name string, node *corev1.Node) (reconcile.Result, error) {
+	if r.uninstalling() {
+		return reconcile.Result{}, nil // no new request while lull goes
+	}
+	if r.writes.createdAhead(name, r.Clock.Now()) {
+		// We created it a moment ago; the cache has not caught up.
+		return reconcile.Result{RequeueAfter: staleRetry}, nil
+	}
+	return reconcile.Result{}, r.createFromLabel(ctx, node)
+}
+
+// ended handles a request whose phase is finished: its silence expired
+// first, then its finalizer and record (finished).
+func (r *Reconciler) ended(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
+	// An ended request keeps no silence (its last round may have
+	// failed to expire it).
+	if err := r.expireFinished(ctx, nm, node); err != nil {
+		return reconcile.Result{}, err
+	}
+	if nm.Status.Silence != nil {
+		// The finalizer and the record stay until the silence is seen
+		// expired, or has passed its end (at most its duration).
+		return reconcile.Result{RequeueAfter: silenceRetry}, nil
+	}
+	return reconcile.Result{}, r.finished(ctx, nm, node)
 }
 
 // getNode reads the request's node from the cache; nil when it does not

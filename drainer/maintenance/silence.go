@@ -247,40 +247,12 @@ func (s *step) keepSilence(ctx context.Context, w *lullv1alpha1.MaintenanceWindo
 	// now when the start is past, so a clock of its that lags lull's does
 	// not leave it pending.
 	want := alerts.Silence{Matchers: matchers, StartsAt: s.now.Add(-silenceBackdate), EndsAt: s.now.Add(d), CreatedBy: alerts.SilenceAuthor, Comment: s.silenceComment()}
-	var cur *alerts.Silence
-	if rec := s.status.Silence; rec != nil && rec.Window == w.Name {
-		got, err := c.GetSilence(ctx, rec.ID)
-		switch {
-		case err == nil && got.State == "expired" && got.EndsAt.Before(rec.EndsAt.Add(-time.Second)):
-			// Expired before its end, by someone: they want the alerts
-			// (whenever lull looks; one that lapsed ends at its end).
-			rec.Withdrawn = true
-			msg := fmt.Sprintf("silence %s of node %s was expired at %s by someone other than lull, before its end %s; lull does not make it again for this request",
-				rec.ID, s.nm.Spec.NodeName, got.EndsAt.UTC().Format(time.RFC3339), rec.EndsAt.UTC().Format(time.RFC3339))
-			s.cond(ConditionSilenced, false, ReasonSilenceWithdrawn, msg)
-			s.record(warning(ReasonSilenceWithdrawn, msg))
-			return nil
-		case err == nil && (got.Active() || got.State == "pending"):
-			cur = &got
-		case err != nil && !isNotFound(err):
-			return err
-		}
+	cur, withdrawn, err := s.recordedSilence(ctx, c, w.Name)
+	if withdrawn || err != nil {
+		return err
 	}
 	if cur == nil {
-		// A silence made by a round whose status write was lost. The list
-		// may be too long to read (Alertmanager keeps expired silences for
-		// days): then a new one is made, and the lost one expires by
-		// itself.
-		list, err := c.Silences(ctx)
-		if err != nil {
-			s.logger.Info("Silences not listed; making a new one rather than adopting a lost one", "err", err)
-		}
-		for i := range list {
-			if (list[i].Active() || list[i].State == "pending") && list[i].CreatedBy == alerts.SilenceAuthor && list[i].Comment == want.Comment {
-				cur = &list[i]
-				break
-			}
-		}
+		cur = s.lostSilence(ctx, c, want.Comment)
 	}
 	if cur != nil {
 		// Extended in place: Alertmanager keeps the ID when the matchers
@@ -306,6 +278,53 @@ func (s *step) keepSilence(ctx context.Context, w *lullv1alpha1.MaintenanceWindo
 	s.cond(ConditionSilenced, true, ReasonSilenced, msg)
 	if news {
 		s.record(normal(ReasonSilenced, msg))
+	}
+	return nil
+}
+
+// recordedSilence is the silence the status records for window, as
+// Alertmanager has it, when it is active or pending: nil when it is not
+// recorded, no longer known or has ended. withdrawn is true (and recorded
+// in the status) when someone expired it before its end.
+func (s *step) recordedSilence(ctx context.Context, c *alerts.Client, window string) (cur *alerts.Silence, withdrawn bool, err error) {
+	rec := s.status.Silence
+	if rec == nil || rec.Window != window {
+		return nil, false, nil
+	}
+	got, err := c.GetSilence(ctx, rec.ID)
+	switch {
+	case err == nil && got.State == "expired" && got.EndsAt.Before(rec.EndsAt.Add(-time.Second)):
+		// Expired before its end, by someone: they want the alerts
+		// (whenever lull looks; one that lapsed ends at its end).
+		rec.Withdrawn = true
+		msg := fmt.Sprintf("silence %s of node %s was expired at %s by someone other than lull, before its end %s; lull does not make it again for this request",
+			rec.ID, s.nm.Spec.NodeName, got.EndsAt.UTC().Format(time.RFC3339), rec.EndsAt.UTC().Format(time.RFC3339))
+		s.cond(ConditionSilenced, false, ReasonSilenceWithdrawn, msg)
+		s.record(warning(ReasonSilenceWithdrawn, msg))
+		return nil, true, nil
+	case err == nil && (got.Active() || got.State == "pending"):
+		return &got, false, nil
+	case err != nil && !isNotFound(err):
+		return nil, false, err
+	}
+	return nil, false, nil
+}
+
+// lostSilence is an active or pending silence of lull's with comment
+// (this request's): one made by a round whose status write was lost; nil
+// when there is none.
+func (s *step) lostSilence(ctx context.Context, c *alerts.Client, comment string) *alerts.Silence {
+	// The list may be too long to read (Alertmanager keeps expired
+	// silences for days): then a new one is made, and the lost one
+	// expires by itself.
+	list, err := c.Silences(ctx)
+	if err != nil {
+		s.logger.Info("Silences not listed; making a new one rather than adopting a lost one", "err", err)
+	}
+	for i := range list {
+		if (list[i].Active() || list[i].State == "pending") && list[i].CreatedBy == alerts.SilenceAuthor && list[i].Comment == comment {
+			return &list[i]
+		}
 	}
 	return nil
 }

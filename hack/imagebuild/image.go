@@ -130,7 +130,12 @@ type entry struct {
 // layerTar writes the layer as an uncompressed tar: entries sorted by path,
 // every parent directory present (0755 unless given), owned by 0:0 with
 // empty user and group names, mtime = created.
-func layerTar(files []File, created time.Time) ([]byte, error) {
+// layerFiles is what a layer of files holds, by path without the leading
+// "/": each file, and each parent directory not listed with its own mode
+// (0755). A destination that is not absolute, the root, given twice, a
+// file that is another's parent, a mode beyond 07777 or a file without a
+// source is an error.
+func layerFiles(files []File) (map[string]File, error) {
 	byPath := map[string]File{}
 	explicitDir := map[string]bool{}
 	for _, f := range files {
@@ -164,6 +169,14 @@ func layerTar(files []File, created time.Time) ([]byte, error) {
 			}
 			byPath[d] = File{Dest: "/" + d, Mode: 0o755, Dir: true}
 		}
+	}
+	return byPath, nil
+}
+
+func layerTar(files []File, created time.Time) ([]byte, error) {
+	byPath, err := layerFiles(files)
+	if err != nil {
+		return nil, err
 	}
 	entries := make([]entry, 0, len(byPath))
 	for p, f := range byPath {

@@ -118,19 +118,7 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 			return Result{Free: true}, nil
 		}
 		pruned := l.prune(ctx, cached, entries, staleness)
-		var act actives
-		if err := cachedActive(ctx, cached, req.Node, l.settledUIDs(), &act); err != nil {
-			return Result{}, err
-		}
-		for _, n := range req.Also {
-			act.add(n)
-		}
-		for _, node := range sortedNodes(entries) {
-			if node != req.Node {
-				act.add(node, entries[node].Budgets...)
-			}
-		}
-		res, err := evaluate(ctx, cached, req, act.list())
+		res, err := l.evaluateEntries(ctx, cached, req, entries)
 		if err != nil {
 			return res, err
 		}
@@ -147,13 +135,39 @@ func (l *Ledger) Reserve(ctx context.Context, cached client.Reader, nm *lullv1al
 			l.took(req.Node, nm.UID)
 			return res, nil
 		}
-		if (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err)) || attempt >= 4 {
+		if !ledgerChanged(err) || attempt >= 4 {
 			return Result{}, fmt.Errorf("reserving budget for node %s in ConfigMap %s/%s (%d stale entries dropped): %w", req.Node, l.Namespace, l.name(), pruned, err)
 		}
 		// Another replica wrote (or someone deleted) the ledger since we
 		// read it: check again against what it is now.
 		live = true
 	}
+}
+
+// evaluateEntries evaluates req's budget counting the requests the cache
+// shows using budget (but req's node's), the nodes in req.Also, and the
+// ledger's entries for other nodes.
+func (l *Ledger) evaluateEntries(ctx context.Context, cached client.Reader, req Request, entries map[string]Entry) (Result, error) {
+	var act actives
+	if err := cachedActive(ctx, cached, req.Node, l.settledUIDs(), &act); err != nil {
+		return Result{}, err
+	}
+	for _, n := range req.Also {
+		act.add(n)
+	}
+	for _, node := range sortedNodes(entries) {
+		if node != req.Node {
+			act.add(node, entries[node].Budgets...)
+		}
+	}
+	return evaluate(ctx, cached, req, act.list())
+}
+
+// ledgerChanged reports whether a write of the ledger failed because the
+// ledger changed (or was created or deleted) since it was read: the
+// write is decided again on the ledger as it is now.
+func ledgerChanged(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }
 
 // HoldsSlotField indexes the cache's NodeMaintenances by whether they

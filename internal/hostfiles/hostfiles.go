@@ -189,22 +189,7 @@ func (w *Writer) Apply(files []lullv1alpha1.ConfigFile) (Result, error) {
 	}
 	t := &txn{w: w, s: s, ops: ops, made: map[string]*dir{}}
 	defer t.close()
-	var p string
-	if w.Journal != "" {
-		err = t.begin()
-	}
-	if err == nil {
-		p, err = t.apply()
-	}
-	if err == nil {
-		p, err = t.verify()
-	}
-	if err == nil && t.j != nil {
-		t.j.rec.State = JournalVerified
-		if err = t.j.save(journalRecord); err == nil && w.afterVerify != nil {
-			err = w.afterVerify()
-		}
-	}
+	p, err := t.write()
 	if err != nil {
 		werr := &WriteError{Path: p, Err: err, Rollback: t.rollback()}
 		if werr.Rollback == nil && t.j != nil {
@@ -233,6 +218,28 @@ func (w *Writer) Apply(files []lullv1alpha1.ConfigFile) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// write journals the set (when the Writer has a journal), writes it,
+// reads it back and records it verified; p is the file a failure was at.
+// It puts nothing back: Apply rolls back on its error.
+func (t *txn) write() (p string, err error) {
+	if t.w.Journal != "" {
+		err = t.begin()
+	}
+	if err == nil {
+		p, err = t.apply()
+	}
+	if err == nil {
+		p, err = t.verify()
+	}
+	if err == nil && t.j != nil {
+		t.j.rec.State = JournalVerified
+		if err = t.j.save(journalRecord); err == nil && t.w.afterVerify != nil {
+			err = t.w.afterVerify()
+		}
+	}
+	return p, err
 }
 
 // plan validates the set and reads what is on disk; it writes nothing.
@@ -480,14 +487,7 @@ func (o *op) compare(previous string) (*Drift, error) {
 		want = absent
 	}
 	if o.found == nil {
-		if o.absent {
-			o.done = true
-			return nil, nil
-		}
-		if previous == "" {
-			return nil, nil
-		}
-		return &Drift{Path: o.path, Want: want, Got: absent}, nil
+		return o.compareMissing(previous, want), nil
 	}
 	st, err := readState(o.dir, o.name, o.found)
 	if err != nil {
@@ -497,12 +497,11 @@ func (o *op) compare(previous string) (*Drift, error) {
 	mode, owner := o.attrs(st, o.mode, o.uid, o.gid)
 	pm, puid, pgid := o.previousAttrs()
 	pmode, powner := o.attrs(st, pm, puid, pgid)
-	recorded := o.prevMode != nil || o.prevUID != nil || o.prevGID != nil
 	switch {
 	case !o.absent && got == o.sha && mode == nil && owner == nil:
 		o.done = true
 		return nil, nil
-	case got == previous && (o.absent || previous == o.sha && !recorded || pmode == nil && powner == nil):
+	case got == previous && (o.byContentAlone(previous) || pmode == nil && powner == nil):
 		o.old = st
 		return nil, nil
 	case got == previous:
@@ -514,6 +513,29 @@ func (o *op) compare(previous string) (*Drift, error) {
 	default:
 		return &Drift{Path: o.path, Want: want, Got: got}, nil
 	}
+}
+
+// compareMissing is compare for a file that does not exist (want: the
+// previous content's sum, or absent): in place when it is to be removed,
+// to be written when it did not exist before either, drift otherwise.
+func (o *op) compareMissing(previous, want string) *Drift {
+	if o.absent {
+		o.done = true
+		return nil
+	}
+	if previous == "" {
+		return nil
+	}
+	return &Drift{Path: o.path, Want: want, Got: absent}
+}
+
+// byContentAlone reports whether the file is as the configuration was
+// planned from (previous) by its content alone (see compare): a file to
+// remove, or one whose content stays and that records no previous mode
+// or owner.
+func (o *op) byContentAlone(previous string) bool {
+	recorded := o.prevMode != nil || o.prevUID != nil || o.prevGID != nil
+	return o.absent || previous == o.sha && !recorded
 }
 
 // previousAttrs are the mode and owner the file should have before the

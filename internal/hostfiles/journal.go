@@ -331,31 +331,48 @@ func (s *session) rollBack(j *journal, jf JournalFile) error {
 	}
 	switch {
 	case jf.New:
-		if !exists {
-			return nil
-		}
-		if sum, err := jf.hashOf(p, name, st); err != nil || sum != jf.SHA256 {
-			return fmt.Errorf("it exists and is not the file the set wrote (sha256 %s, %v): changed by someone else since", sum, err) //nolint:errorlint // err is nil when only the sum differs: %w would print %!w(<nil>)
-		}
-		if err := p.remove(name); err != nil {
-			return err
-		}
-		return p.sync()
+		return rollBackNew(p, name, st, exists, jf)
 	case jf.Absent:
-		if _, err := p.lstat(jf.Aside); errors.Is(err, fs.ErrNotExist) {
-			if exists {
-				return nil // never removed
-			}
-			return errors.New("neither it nor its set-aside copy exists")
-		}
-		if exists {
-			return fmt.Errorf("it was removed and set aside as %s, and a file was made in its place since", jf.Aside)
-		}
-		if err := p.rename(jf.Aside, name); err != nil {
-			return err
-		}
-		return p.sync()
+		return rollBackAbsent(p, name, exists, jf)
 	}
+	return rollBackReplaced(j, p, name, st, exists, jf)
+}
+
+// rollBackNew removes a file the set made, if it is still the one the set
+// wrote.
+func rollBackNew(p *dir, name string, st *unix.Stat_t, exists bool, jf JournalFile) error {
+	if !exists {
+		return nil
+	}
+	if sum, err := jf.hashOf(p, name, st); err != nil || sum != jf.SHA256 {
+		return fmt.Errorf("it exists and is not the file the set wrote (sha256 %s, %v): changed by someone else since", sum, err) //nolint:errorlint // err is nil when only the sum differs: %w would print %!w(<nil>)
+	}
+	if err := p.remove(name); err != nil {
+		return err
+	}
+	return p.sync()
+}
+
+// rollBackAbsent puts back a file the set removed, from its set-aside copy.
+func rollBackAbsent(p *dir, name string, exists bool, jf JournalFile) error {
+	if _, err := p.lstat(jf.Aside); errors.Is(err, fs.ErrNotExist) {
+		if exists {
+			return nil // never removed
+		}
+		return errors.New("neither it nor its set-aside copy exists")
+	}
+	if exists {
+		return fmt.Errorf("it was removed and set aside as %s, and a file was made in its place since", jf.Aside)
+	}
+	if err := p.rename(jf.Aside, name); err != nil {
+		return err
+	}
+	return p.sync()
+}
+
+// rollBackReplaced puts back the content, mode and owner a file the set
+// replaced had, from its copy in the journal.
+func rollBackReplaced(j *journal, p *dir, name string, st *unix.Stat_t, exists bool, jf JournalFile) error {
 	// Replaced: put the copy back unless the file is already as it was.
 	if exists {
 		sum, err := jf.hashOf(p, name, st)

@@ -87,40 +87,62 @@ func (r *recurrence) compileDays(in *lullv1alpha1.Recurrence, p *field.Path) fie
 // compileFrequency sets the recurrence's period and checks that the
 // fields given are the ones its frequency takes.
 func (r *recurrence) compileFrequency(in *lullv1alpha1.Recurrence, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
 	switch in.Frequency {
 	case lullv1alpha1.Daily:
 		r.freq = freqDaily
-		if r.weekdays != 0 || r.hasMday() || r.hasNth || r.months != 0 {
-			errs = append(errs, field.Invalid(p, "", "a Daily recurrence takes only interval"))
-		}
+		return r.dailyFieldErrors(p)
 	case lullv1alpha1.Weekly:
 		r.freq = freqWeekly
-		if r.weekdays == 0 && len(in.DaysOfWeek) == 0 {
-			errs = append(errs, field.Required(p.Child("daysOfWeek"), "a Weekly recurrence needs daysOfWeek"))
-		}
-		if r.hasMday() || r.hasNth || r.months != 0 {
-			errs = append(errs, field.Invalid(p, "", "a Weekly recurrence takes only interval and daysOfWeek"))
-		}
+		return r.weeklyFieldErrors(in, p)
 	case lullv1alpha1.Monthly, lullv1alpha1.Yearly:
 		r.freq = freqMonthly
 		if in.Frequency == lullv1alpha1.Yearly {
 			r.freq = freqYearly
 		}
-		if len(in.DaysOfMonth) == 0 && len(in.Weekdays) == 0 {
-			errs = append(errs, field.Required(p.Child("daysOfMonth"), "a Monthly or Yearly recurrence needs daysOfMonth or weekdays"))
-		}
-		if len(in.DaysOfWeek) > 0 {
-			errs = append(errs, field.Invalid(p.Child("daysOfWeek"), "", "use weekdays (with ordinals) for Monthly and Yearly"))
-		}
-		if in.Frequency == lullv1alpha1.Yearly && len(in.Months) == 0 {
-			errs = append(errs, field.Required(p.Child("months"), "a Yearly recurrence needs months"))
-		}
-		if in.Frequency == lullv1alpha1.Monthly && len(in.Months) > 0 {
-			errs = append(errs, field.Invalid(p.Child("months"), "", "months is only valid with frequency Yearly"))
-		}
+		return monthlyFieldErrors(in, p)
 	default:
-		errs = append(errs, field.NotSupported(p.Child("frequency"), in.Frequency, []string{"Daily", "Weekly", "Monthly", "Yearly"}))
+		return field.ErrorList{field.NotSupported(p.Child("frequency"), in.Frequency, []string{"Daily", "Weekly", "Monthly", "Yearly"})}
+	}
+}
+
+// dailyFieldErrors refuses the day fields a Daily recurrence does not take.
+func (r *recurrence) dailyFieldErrors(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if r.weekdays != 0 || r.hasMday() || r.hasNth || r.months != 0 {
+		errs = append(errs, field.Invalid(p, "", "a Daily recurrence takes only interval"))
+	}
+	return errs
+}
+
+// weeklyFieldErrors checks that a Weekly recurrence has daysOfWeek and no
+// other day fields.
+func (r *recurrence) weeklyFieldErrors(in *lullv1alpha1.Recurrence, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if r.weekdays == 0 && len(in.DaysOfWeek) == 0 {
+		errs = append(errs, field.Required(p.Child("daysOfWeek"), "a Weekly recurrence needs daysOfWeek"))
+	}
+	if r.hasMday() || r.hasNth || r.months != 0 {
+		errs = append(errs, field.Invalid(p, "", "a Weekly recurrence takes only interval and daysOfWeek"))
+	}
+	return errs
+}
+
+// monthlyFieldErrors checks the day and month fields of a Monthly or
+// Yearly recurrence: days of the month or ordinal weekdays, and months
+// only (and always) with Yearly.
+func monthlyFieldErrors(in *lullv1alpha1.Recurrence, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(in.DaysOfMonth) == 0 && len(in.Weekdays) == 0 {
+		errs = append(errs, field.Required(p.Child("daysOfMonth"), "a Monthly or Yearly recurrence needs daysOfMonth or weekdays"))
+	}
+	if len(in.DaysOfWeek) > 0 {
+		errs = append(errs, field.Invalid(p.Child("daysOfWeek"), "", "use weekdays (with ordinals) for Monthly and Yearly"))
+	}
+	if in.Frequency == lullv1alpha1.Yearly && len(in.Months) == 0 {
+		errs = append(errs, field.Required(p.Child("months"), "a Yearly recurrence needs months"))
+	}
+	if in.Frequency == lullv1alpha1.Monthly && len(in.Months) > 0 {
+		errs = append(errs, field.Invalid(p.Child("months"), "", "months is only valid with frequency Yearly"))
 	}
 	return errs
 }

@@ -175,6 +175,19 @@ func (p *rruleParts) check(byday string) error {
 	if len(p.monthDays) > 0 && p.freq == freqWeekly {
 		return fmt.Errorf("BYMONTHDAY is not valid with FREQ=WEEKLY (RFC 5545); use FREQ=MONTHLY, or FREQ=DAILY to keep days of some weeks")
 	}
+	if err := p.checkOrdinals(byday); err != nil {
+		return err
+	}
+	if len(p.setPos) > 0 && len(p.months)+len(p.weekNos)+len(p.yearDays)+len(p.monthDays)+len(p.byDay) == 0 {
+		return fmt.Errorf("BYSETPOS needs another BY part to choose from (RFC 5545), e.g. BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1")
+	}
+	return nil
+}
+
+// checkOrdinals refuses BYDAY ordinals (-1MO, 2TU) where the RFC does not
+// give them a meaning, or where RRULE implementations read them
+// differently; byday is the part as written, for messages.
+func (p *rruleParts) checkOrdinals(byday string) error {
 	plain, ordinals := 0, 0
 	for _, o := range p.byDay {
 		if o.n == 0 {
@@ -183,24 +196,22 @@ func (p *rruleParts) check(byday string) error {
 			ordinals++
 		}
 	}
-	if ordinals > 0 {
-		switch {
-		case p.freq != freqMonthly && p.freq != freqYearly:
-			return fmt.Errorf("BYDAY=%s: ordinals are only valid with FREQ=MONTHLY or YEARLY", byday)
-		case len(p.weekNos) > 0:
-			return fmt.Errorf("BYDAY=%s: ordinals are not valid with BYWEEKNO (RFC 5545)", byday)
-		case plain > 0:
-			return fmt.Errorf("BYDAY=%s mixes weekdays with and without ordinals, which RRULE implementations read differently; use two windows", byday)
-		}
-		inMonth := p.freq == freqMonthly || len(p.months) > 0
-		for _, o := range p.byDay {
-			if inMonth && (o.n > 5 || o.n < -5) {
-				return fmt.Errorf("BYDAY=%s: counted within a month (FREQ=MONTHLY, or BYMONTH given) an ordinal must be 1..5 or -5..-1", byday)
-			}
-		}
+	if ordinals == 0 {
+		return nil
 	}
-	if len(p.setPos) > 0 && len(p.months)+len(p.weekNos)+len(p.yearDays)+len(p.monthDays)+len(p.byDay) == 0 {
-		return fmt.Errorf("BYSETPOS needs another BY part to choose from (RFC 5545), e.g. BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1")
+	switch {
+	case p.freq != freqMonthly && p.freq != freqYearly:
+		return fmt.Errorf("BYDAY=%s: ordinals are only valid with FREQ=MONTHLY or YEARLY", byday)
+	case len(p.weekNos) > 0:
+		return fmt.Errorf("BYDAY=%s: ordinals are not valid with BYWEEKNO (RFC 5545)", byday)
+	case plain > 0:
+		return fmt.Errorf("BYDAY=%s mixes weekdays with and without ordinals, which RRULE implementations read differently; use two windows", byday)
+	}
+	inMonth := p.freq == freqMonthly || len(p.months) > 0
+	for _, o := range p.byDay {
+		if inMonth && (o.n > 5 || o.n < -5) {
+			return fmt.Errorf("BYDAY=%s: counted within a month (FREQ=MONTHLY, or BYMONTH given) an ordinal must be 1..5 or -5..-1", byday)
+		}
 	}
 	return nil
 }

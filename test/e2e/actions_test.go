@@ -235,11 +235,11 @@ func TestSystemHostActions(t *testing.T) {
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 			var cur lullv1alpha1.NodeMaintenance
 			if err := e.c.Get(ctx, client.ObjectKey{Name: off}, &cur); err != nil || cur.Status.Phase != lullv1alpha1.PhasePoweredOff {
-				return false, fmt.Errorf("request: %w, phase %s", err, cur.Status.Phase)
+				return false, fmt.Errorf("request: %v, phase %s", err, cur.Status.Phase) //nolint:errorlint // err is nil when only the phase is wrong: %w would print %!w(<nil>)
 			}
 			n, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, off, metav1.GetOptions{})
 			if err != nil || !n.Spec.Unschedulable {
-				return false, fmt.Errorf("node: %w, uncordoned", err)
+				return false, fmt.Errorf("node: %v, uncordoned", err) //nolint:errorlint // err is nil when the node is only uncordoned: %w would print %!w(<nil>)
 			}
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
@@ -248,7 +248,7 @@ func TestSystemHostActions(t *testing.T) {
 			}
 			l, err := cluster.Clientset.CoordinationV1().Leases(lease.DefaultNamespace).Get(ctx, lease.Name(off), metav1.GetOptions{})
 			if err != nil || !lease.SameFamily(ptr.Deref(l.Spec.HolderIdentity, ""), "lull-drainer") {
-				return false, fmt.Errorf("lease: %w", err)
+				return false, fmt.Errorf("lease: %v", err) //nolint:errorlint // err is nil when another holds the lease: %w would print %!w(<nil>)
 			}
 			return false, nil
 		})

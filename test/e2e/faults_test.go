@@ -391,7 +391,7 @@ func portFree(ctx context.Context, rawURL string, timeout time.Duration) error {
 		return true, ln.Close()
 	})
 	if err != nil {
-		return fmt.Errorf("%s still in use after %s: %w", u.Host, timeout, last)
+		return fmt.Errorf("%s still in use after %s: %v", u.Host, timeout, last) //nolint:errorlint // last is nil when no listen failed (a Close did, or time ran out first): %w would print %!w(<nil>)
 	}
 	return nil
 }

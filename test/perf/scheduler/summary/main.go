@@ -143,22 +143,62 @@ func main() {
 		os.Exit(1)
 	}
 	sort.Strings(files)
+	items, err := readRuns(files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	throughput, pluginRows := tabulate(items)
+	workloads := make([]string, 0, len(throughput))
+	for w := range throughput {
+		workloads = append(workloads, w)
+	}
+	sort.Slice(workloads, func(i, j int) bool {
+		a, b := workloads[i], workloads[j]
+		return nodesOf(a) < nodesOf(b) || nodesOf(a) == nodesOf(b) && a < b
+	})
+	fmt.Printf("sources: %s\n\n", strings.Join(files, ", "))
+	fmt.Println("scheduling throughput, pods/s: mean over runs of each run's average [each run, in run order]")
+	missing := false
+	for _, w := range workloads {
+		if !printWorkload(w, throughput[w]) {
+			missing = true
+		}
+	}
+	sort.Strings(pluginRows)
+	fmt.Println("\nplugin execution time, NodeDisruption (lull profile) beside TaintToleration (tainted default), sampled cycles; Filter and Score are per node")
+	for _, r := range pluginRows {
+		fmt.Println(r)
+	}
+	if missing || len(workloads) == 0 {
+		os.Exit(1)
+	}
+}
+
+// readRuns reads the data items of each run's file (one file per run:
+// go test -count).
+func readRuns(files []string) (dataItems, error) {
 	var items dataItems
-	for _, f := range files { // one file per run (go test -count)
+	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			return items, err
 		}
 		var run dataItems
 		if err := json.Unmarshal(data, &run); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			return items, err
 		}
 		items.DataItems = append(items.DataItems, run.DataItems...)
 	}
-	throughput := map[string]map[string][]float64{} // workload -> profile -> average pods/s per run
-	var pluginRows []string
+	return items, nil
+}
+
+// tabulate sorts the data items into the throughput of each workload by
+// profile (each run's average pods/s) and the plugin rows: NodeDisruption
+// where it filters the leased nodes, beside TaintToleration where it
+// filters the same nodes tainted.
+func tabulate(items dataItems) (throughput map[string]map[string][]float64, pluginRows []string) {
+	throughput = map[string]map[string][]float64{} // workload -> profile -> average pods/s per run
 	for _, it := range items.DataItems {
 		// Name is BenchmarkPerfScheduling/<profile>_<workload>/<workload>/<namespace>.
 		parts := strings.SplitN(strings.TrimPrefix(it.Labels["Name"], "BenchmarkPerfScheduling/"), "/", 3)
@@ -187,28 +227,5 @@ func main() {
 				workload, it.Labels["plugin"], ep, it.Data["Average"]*1000, it.Data["Perc50"]*1000, it.Data["Perc90"]*1000, it.Data["Perc99"]*1000, firstBucket(it.Data["Perc99"])))
 		}
 	}
-	workloads := make([]string, 0, len(throughput))
-	for w := range throughput {
-		workloads = append(workloads, w)
-	}
-	sort.Slice(workloads, func(i, j int) bool {
-		a, b := workloads[i], workloads[j]
-		return nodesOf(a) < nodesOf(b) || nodesOf(a) == nodesOf(b) && a < b
-	})
-	fmt.Printf("sources: %s\n\n", strings.Join(files, ", "))
-	fmt.Println("scheduling throughput, pods/s: mean over runs of each run's average [each run, in run order]")
-	missing := false
-	for _, w := range workloads {
-		if !printWorkload(w, throughput[w]) {
-			missing = true
-		}
-	}
-	sort.Strings(pluginRows)
-	fmt.Println("\nplugin execution time, NodeDisruption (lull profile) beside TaintToleration (tainted default), sampled cycles; Filter and Score are per node")
-	for _, r := range pluginRows {
-		fmt.Println(r)
-	}
-	if missing || len(workloads) == 0 {
-		os.Exit(1)
-	}
+	return throughput, pluginRows
 }
