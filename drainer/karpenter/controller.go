@@ -282,7 +282,7 @@ func (r *Reconciler) desired(ctx context.Context, pools []*unstructured.Unstruct
 		}
 		shareRoom(limit, governed, room)
 	}
-	return entries(limit, byPool), windowsOf, next, nil
+	return poolEntries(limit, byPool), windowsOf, next, nil
 }
 
 // governedPools are the names of the pools (of pools) a window's selector
@@ -332,9 +332,9 @@ func shareRoom(limit map[string]int, governed []string, room int) {
 	}
 }
 
-// entries are lull's budget entries for the pools of limit, each pool's
+// poolEntries are lull's budget entries for the pools of limit, each pool's
 // share of room.
-func entries(limit map[string]int, byPool map[string][]*corev1.Node) map[string]Entry {
+func poolEntries(limit map[string]int, byPool map[string][]*corev1.Node) map[string]Entry {
 	want := map[string]Entry{}
 	for p, share := range limit {
 		// Karpenter subtracts from its budget the pool's nodes that are

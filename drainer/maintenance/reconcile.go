@@ -61,7 +61,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	case nm.DeletionTimestamp != nil:
 		return r.finalize(ctx, nm, node)
 	case nm.Status.Phase.Finished():
-		return r.ended(ctx, nm, node)
+		return r.endRequest(ctx, nm, node)
 	}
 	if added, err := r.ensureFinalizer(ctx, nm); !added || err != nil {
 		return reconcile.Result{}, err
@@ -104,9 +104,9 @@ func (r *Reconciler) noRequest(ctx context.Context, name string, node *corev1.No
 	return reconcile.Result{}, r.createFromLabel(ctx, node)
 }
 
-// ended handles a request whose phase is finished: its silence expired
+// endRequest handles a request whose phase is finished: its silence expired
 // first, then its finalizer and record (finished).
-func (r *Reconciler) ended(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
+func (r *Reconciler) endRequest(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
 	// An ended request keeps no silence (its last round may have
 	// failed to expire it).
 	if err := r.expireFinished(ctx, nm, node); err != nil {

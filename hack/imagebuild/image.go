@@ -127,9 +127,6 @@ type entry struct {
 	file File
 }
 
-// layerTar writes the layer as an uncompressed tar: entries sorted by path,
-// every parent directory present (0755 unless given), owned by 0:0 with
-// empty user and group names, mtime = created.
 // layerFiles is what a layer of files holds, by path without the leading
 // "/": each file, and each parent directory not listed with its own mode
 // (0755). A destination that is not absolute, the root, given twice, a
@@ -173,6 +170,9 @@ func layerFiles(files []File) (map[string]File, error) {
 	return byPath, nil
 }
 
+// layerTar writes the layer as an uncompressed tar: entries sorted by path,
+// every parent directory present (0755 unless given), owned by 0:0 with
+// empty user and group names, mtime = created.
 func layerTar(files []File, created time.Time) ([]byte, error) {
 	byPath, err := layerFiles(files)
 	if err != nil {
