@@ -250,7 +250,7 @@ func (d *dir) recheck(w *dir) error {
 		default:
 			return fmt.Errorf("checking /%s again: %w", w.rel, err)
 		}
-		return fmt.Errorf("%w: /%s %s (%v)", ErrMoved, w.rel, why, err) //nolint:errorlint // callers test ErrMoved; the system call's error is detail for the message
+		return fmt.Errorf("%w: /%s %s (%v)", ErrMoved, w.rel, why, err) //nolint:errorlint // only ErrMoved is wrapped: with the system call's ENOENT wrapped too, a directory swapped away would match fs.ErrNotExist ("nothing there") for errors.Is
 	}
 	defer cur.f.Close()
 	if cur.dev != w.dev || cur.ino != w.ino {
