@@ -88,7 +88,7 @@ func (c *Client) Acquire(ctx context.Context, node, holder, operation, reason st
 	if duration == 0 {
 		duration = DefaultDuration
 	}
-	if duration < time.Second || duration > MaxDuration {
+	if !FitsALease(duration) {
 		return nil, fmt.Errorf("acquiring lease for node %s: duration %s does not fit a Lease (1s to %s); give one in that range, or zero for the default (%s)",
 			node, duration, MaxDuration, DefaultDuration)
 	}

@@ -37,6 +37,13 @@ const (
 	MaxDuration = math.MaxInt32 * time.Second
 )
 
+// FitsALease reports whether d is a duration a Lease can hold: at least a
+// second (spec.leaseDurationSeconds is whole seconds, and 0 is no lease)
+// and at most MaxDuration.
+func FitsALease(d time.Duration) bool {
+	return d >= time.Second && d <= MaxDuration
+}
+
 // Name returns the lease name for a node: "node-<nodeName>", the medik8s
 // convention, so tools following either can interoperate.
 func Name(node string) string { return "node-" + node }

@@ -158,7 +158,7 @@ func (m *Maintenance) Validate() []error {
 			errs = append(errs, field.Invalid(field.NewPath(flag), d.String(), "must be positive"))
 		}
 	}
-	if m.LeaseDuration < time.Second || m.LeaseDuration > lease.MaxDuration {
+	if !lease.FitsALease(m.LeaseDuration) {
 		errs = append(errs, field.Invalid(field.NewPath("--lease-duration"), m.LeaseDuration.String(),
 			fmt.Sprintf("must be from 1s to %s (a Lease holds whole seconds in an int32)", lease.MaxDuration)))
 	}
