@@ -39,15 +39,15 @@ func TestRunRejectsBadSettings(t *testing.T) {
 }
 
 // Profiling is unauthenticated, so it is off unless asked for; the client
-// limit defaults to kube-scheduler's.
+// limit defaults to 200/s, burst 400 (a 5,000-node wave's limit at 50/s).
 func TestPprofOffAndClientLimitDefaults(t *testing.T) {
 	o := NewOptions()
 	fs := pflag.NewFlagSet("lull-drainer", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	require.NoError(t, fs.Parse(nil))
 	assert.Empty(t, o.PprofAddr)
-	assert.Equal(t, 50.0, o.QPS)
-	assert.Equal(t, 100, o.Burst)
+	assert.Equal(t, 200.0, o.QPS)
+	assert.Equal(t, 400, o.Burst)
 	require.NoError(t, fs.Parse([]string{"--pprof-bind-address=127.0.0.1:6060", "--kube-api-qps=5", "--kube-api-burst=7"}))
 	assert.Equal(t, "127.0.0.1:6060", o.PprofAddr)
 	assert.Equal(t, 5.0, o.QPS)

@@ -97,10 +97,15 @@ func NewDrainer() *Drainer {
 		LeaderElectionRenewDeadline: 10 * time.Second,
 		LeaderElectionRetryPeriod:   2 * time.Second,
 		Options:                     serving.Options{MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081"},
-		// kube-scheduler's: controller-runtime's 20/s, burst 30 throttled
-		// a 1,000-node wave's waiting requests into one-second reconciles.
-		QPS:              50,
-		Burst:            100,
+		// controller-runtime's 20/s, burst 30 throttled a 1,000-node
+		// wave's waiting requests into one-second reconciles; at 50/s
+		// (kube-scheduler's) a 5,000-node wave's request creations held
+		// every worker in the client's limiter while slots stood empty
+		// (docs/performance.md). The limit is per resource; the API
+		// server's priority and fairness is the fleet's protection.
+		// Karpenter's controller uses 200/s too.
+		QPS:              200,
+		Burst:            400,
 		UninstallTimeout: 45 * time.Second,
 		ClusterAPI:       true,
 		Karpenter:        true,
