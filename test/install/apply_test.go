@@ -73,7 +73,9 @@ func TestKustomizeInstallApplies(t *testing.T) {
 		return run(t, nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	}
 	k("apply", "--server-side", "-k", filepath.Join(root, "manifests", "crds"))
-	k("wait", "--for=condition=Established", "--timeout=60s", "crd/nodemaintenances.lull.dev", "crd/maintenancewindows.lull.dev", "crd/disruptionpolicies.lull.dev", "crd/nodeconfigs.lull.dev")
+	waitEstablished(t, func(args ...string) (string, error) {
+		return runErr(nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	}, "crd/nodemaintenances.lull.dev", "crd/maintenancewindows.lull.dev", "crd/disruptionpolicies.lull.dev", "crd/nodeconfigs.lull.dev")
 	k("apply", "--server-side", "-k", filepath.Join(root, "manifests", "install"))
 	installed(t, kubeconfig)
 	// Applying again (an upgrade to the same version) changes nothing and

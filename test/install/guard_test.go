@@ -98,7 +98,7 @@ func (g *guarded) file(name, content string) string {
 func (g *guarded) applyCRDs() {
 	g.t.Helper()
 	g.must("apply", "--server-side", "-k", filepath.Join(framework.RepoRoot(), "manifests", "crds"))
-	g.must("wait", "--for=condition=Established", "--timeout=60s", "crd/nodemaintenances.lull.dev", "crd/maintenancewindows.lull.dev", "crd/disruptionpolicies.lull.dev", "crd/nodeconfigs.lull.dev")
+	waitEstablished(g.t, g.kubectl, "crd/nodemaintenances.lull.dev", "crd/maintenancewindows.lull.dev", "crd/disruptionpolicies.lull.dev", "crd/nodeconfigs.lull.dev")
 }
 
 // operators binds the operators' RBAC and waits until the guard refuses:

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -146,4 +147,26 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(tmp)
 	os.Exit(code)
+}
+
+// waitEstablished waits until the CRDs are Established. kubectl wait
+// fails at once, instead of waiting, on a CRD whose status has no
+// conditions yet ("accessor error: <nil> is of the type <nil>"), as a
+// CRD just created on a loaded API server can be (CI,
+// TestGuardNodeConditionsRedTeam): it is asked again until a minute has
+// passed.
+func waitEstablished(t *testing.T, kubectl func(args ...string) (string, error), crds ...string) {
+	t.Helper()
+	args := append([]string{"wait", "--for=condition=Established", "--timeout=20s"}, crds...)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := kubectl(args...)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %v to be Established: %v\n%s", crds, err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -18,7 +18,7 @@ func TestGuardKarpenterWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.must("apply", "--server-side", "-f", dirs[0]+"/karpenter.sh_nodepools.yaml", "-f", dirs[0]+"/karpenter.sh_nodeclaims.yaml")
-	g.must("wait", "--for=condition=Established", "--timeout=60s", "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")
+	waitEstablished(t, g.kubectl, "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")
 	for _, r := range framework.KarpenterRights {
 		if got := g.canI(t, r); got != r.Want {
 			t.Errorf("%s %s %s: can-i says %v, docs/install.md says %v", r.Account, r.Verb, r.Resource, got, r.Want)

@@ -41,7 +41,7 @@ func karpenterGuarded(t *testing.T) *guarded {
 		t.Fatal(err)
 	}
 	g.must("apply", "--server-side", "-f", dirs[0]+"/karpenter.sh_nodepools.yaml")
-	g.must("wait", "--for=condition=Established", "--timeout=60s", "crd/nodepools.karpenter.sh")
+	waitEstablished(t, g.kubectl, "crd/nodepools.karpenter.sh")
 	return g
 }
 
