@@ -4,7 +4,6 @@
 package framework
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,12 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,35 +87,7 @@ func StartWith(crdDirs ...string) (*ControlPlane, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("creating clientset: %w", err)
 	}
-	if err := waitMappable(c, env.CRDs); err != nil {
-		_ = env.Stop()
-		return nil, err
-	}
 	return &ControlPlane{Config: cfg, Client: c, Clientset: cs, env: env}, nil
-}
-
-// waitMappable waits until c maps every served version of every kind of
-// crds: envtest's own wait can return before discovery serves each
-// version, and on a loaded machine a test's first create of such a kind
-// failed "Resource kind ... not found" (CI, TestClusterAPIManagementCluster).
-func waitMappable(c client.Client, crds []*apiextensionsv1.CustomResourceDefinition) error {
-	for _, crd := range crds {
-		for _, v := range crd.Spec.Versions {
-			if !v.Served {
-				continue
-			}
-			gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
-			var last error
-			err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-				_, last = c.RESTMapper().RESTMapping(gk, v.Name)
-				return last == nil, nil
-			})
-			if err != nil {
-				return fmt.Errorf("waiting for %s/%s %s to be served: %w (%v)", crd.Spec.Group, v.Name, gk.Kind, err, last) //nolint:errorlint // the poll's error is wrapped; the mapper's last answer is context
-			}
-		}
-	}
-	return nil
 }
 
 // Stop stops kube-apiserver and etcd and removes their data.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -81,7 +82,18 @@ func TestClusterAPIManagementCluster(t *testing.T) {
 		"spec": map[string]any{"clusterName": "c1", "bootstrap": map[string]any{"dataSecretName": "x"},
 			"infrastructureRef": map[string]any{"apiGroup": "infrastructure.example", "kind": "M", "name": "m1"}},
 	}}
-	require.NoError(t, mgmt.Client.Create(ctx, m))
+	// The hook's policy reaches a kind some moments after its CRD: until
+	// the API server's type converter has the CRD's schema, a create the
+	// policy matches is refused 503 ("Resource kind ... not found. There
+	// can be a delay ..."), as it would be for Cluster API, which tries
+	// again. So does the test.
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := mgmt.Client.Create(ctx, m)
+		if apierrors.IsServiceUnavailable(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}))
 	require.NoError(t, unstructured.SetNestedField(m.Object, "mgmt-n1", "status", "nodeRef", "name"))
 	require.NoError(t, mgmt.Client.Status().Update(ctx, m))
 
