@@ -14,6 +14,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/memlimit"
 	"lull.dev/lull/internal/options"
 	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/internal/version"
@@ -35,6 +36,7 @@ func run(o *Options) int {
 	ctrl.SetLogger(klog.NewKlogr())
 	logger := klog.Background().WithName(settings.Agent).WithValues("node", o.Node)
 	o.WarnInsecure(logger)
+	memlimit.Set(logger)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		logger.Error(err, "Loading kubeconfig")

@@ -12,8 +12,10 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"lull.dev/lull/internal/memlimit"
 	"lull.dev/lull/internal/settings"
 	"lull.dev/lull/internal/version"
 	"lull.dev/lull/plugins/nodedisruption"
@@ -27,6 +29,7 @@ func main() {
 		fmt.Println(version.Line(settings.Scheduler))
 		return
 	}
+	memlimit.Set(klog.Background().WithName(settings.Scheduler))
 	cmd := app.NewSchedulerCommand(app.WithPlugin(nodedisruption.Name, nodedisruption.New))
 	os.Exit(cli.Run(cmd))
 }

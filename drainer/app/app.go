@@ -30,6 +30,7 @@ import (
 	"lull.dev/lull/drainer/windowcontroller"
 	"lull.dev/lull/internal/agentlease"
 	"lull.dev/lull/internal/lullscheme"
+	"lull.dev/lull/internal/memlimit"
 	"lull.dev/lull/internal/options"
 	"lull.dev/lull/internal/serving"
 	"lull.dev/lull/internal/settings"
@@ -64,6 +65,7 @@ func run(o Options) int {
 		logger.Info("Warning: pprof served without authentication on a non-loopback address", "address", o.PprofAddr)
 	}
 	o.WarnInsecure(logger)
+	memlimit.Set(logger)
 	cfg, err := restConfig(&o)
 	if err != nil {
 		logger.Error(err, "Loading kubeconfig")

@@ -281,7 +281,7 @@ func (s *step) actionsDone(ctx context.Context) (reconcile.Result, error) {
 	if _, err := s.save(ctx, lullv1alpha1.PhaseActing, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
-	return s.r.complete(ctx, s.nm, s.node)
+	return s.r.complete(ctx, s.nm, s.node, false) // the steps' end is a moment: Uncordoning records it
 }
 
 // poweredOff holds a powered-off node's lease and cordon until the request

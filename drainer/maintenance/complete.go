@@ -52,18 +52,26 @@ func (s *step) abort(ctx context.Context, next lullv1alpha1.MaintenancePhase, wh
 	return s.save(ctx, next, reconcile.Result{RequeueAfter: time.Second})
 }
 
-// complete ends a request the operator marked done: uncordon (if ours),
-// release the lease, remove the label, and record completion.
+// complete ends a request: uncordon (if ours), release the lease, remove
+// the label, record completion and give the budget slot back.
 //
-// Uncordoning is written first, and is the commit point of the
-// completion: a completion's trigger need not outlive a crash midway (the
-// end of the host steps is a moment, and a label removed can be put back),
-// and a restart that found the request held again, with its cordon and
-// lease already given back, would start it over on a record of a cordon
-// that is no longer lull's (TestRedteamCompletionCrashAfterActionsDone*).
-func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) (reconcile.Result, error) {
+// committed says the completion's trigger outlives a crash midway: the
+// label removed, spec.complete, the request deleted, or Uncordoning
+// already written. A restart then completes again from the stored status,
+// every step being safe twice (giveBack tests lull's cordon mark, the
+// lease and the label are gone or not). A completion without such a
+// trigger (the host steps' end, actionsDone: a moment, not a record)
+// writes Uncordoning first, its commit point: a restart that found the
+// request held again, with its cordon and lease already given back, would
+// start it over and disrupt the node again
+// (TestRedteamCompletionCrashAfterActionsDone*). A label removed and put
+// back across a crash is a new request for maintenance: the request is
+// held again, loses its lease, and starts over under the gates, taking
+// for lull's only a cordon carrying its mark
+// (TestRedteamCompletionCrashThenRelabelUncordonsAnAdminsCordon).
+func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node, committed bool) (reconcile.Result, error) {
 	s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), status: nm.Status.DeepCopy()}
-	if nm.Status.Phase != lullv1alpha1.PhaseUncordoning {
+	if !committed && nm.Status.Phase != lullv1alpha1.PhaseUncordoning {
 		if _, err := s.save(ctx, lullv1alpha1.PhaseUncordoning, reconcile.Result{}); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -75,7 +83,6 @@ func (r *Reconciler) complete(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", node.Name, err)
 	}
 	r.forget(node.Name)
-	s.releaseBudget(ctx)
 	if err := r.removeLabel(ctx, node); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -106,7 +113,6 @@ func (r *Reconciler) nodeGone(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	}
 	r.forget(nm.Spec.NodeName)
 	s.status.CordonedByLull, s.status.NodeAnnotations = false, nil // the node is gone, and its cordon with it
-	s.releaseBudget(ctx)
 	if neverSeen {
 		return s.finishAs(ctx, lullv1alpha1.PhaseNodeNotFound, eventNodeNotFound(nm.Spec.NodeName))
 	}
@@ -133,7 +139,7 @@ func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 		if node == nil {
 			_, err = r.nodeGone(ctx, nm)
 		} else {
-			_, err = r.complete(ctx, nm, node)
+			_, err = r.complete(ctx, nm, node, true)
 		}
 		if err != nil {
 			return reconcile.Result{}, err
@@ -148,13 +154,14 @@ func (r *Reconciler) finalize(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 	return reconcile.Result{}, client.IgnoreNotFound(r.update(ctx, nm))
 }
 
-// finish records a completed request and drops the finalizer; ev says
+// finish records a completed request (finishAs); ev says
 // why (its reason is the Cordoned condition's).
 func (s *step) finish(ctx context.Context, ev evt) (reconcile.Result, error) {
 	return s.finishAs(ctx, lullv1alpha1.PhaseCompleted, ev)
 }
 
-// finishAs records a request ended in phase and drops the finalizer.
+// finishAs records a request ended in phase, gives its budget slot back
+// and drops the finalizer.
 func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase, ev evt) (reconcile.Result, error) {
 	reason, msg := ev.Reason, ev.Message
 	s.status.CompletedAt = &metav1.Time{Time: s.now}
@@ -167,6 +174,11 @@ func (s *step) finishAs(ctx context.Context, phase lullv1alpha1.MaintenancePhase
 	if _, err := s.save(ctx, phase, reconcile.Result{}); err != nil {
 		return reconcile.Result{}, err
 	}
+	// The slot goes once the stored status says the request holds none:
+	// the next in line may start at once (releaseBudget), and a crash
+	// before the release leaves the ledger counting an ended request,
+	// which its pruning drops (fail closed).
+	s.releaseBudget(ctx)
 	// A silence not yet seen expired keeps the finalizer: the ended
 	// request's next rounds expire it (reconcile).
 	if s.nm.DeletionTimestamp == nil && s.status.Silence == nil && controllerutil.ContainsFinalizer(s.nm, Finalizer) {

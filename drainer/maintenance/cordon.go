@@ -84,15 +84,39 @@ func (s *step) cordonExpected() bool {
 // then on, and lull removes it when the request ends), and the hold
 // annotations lull recorded. Only what the stored status records is
 // restored, so nothing is put on the node before it is recorded.
-func (s *step) keepHold(ctx context.Context) error {
+// recordoned says the cordon was put back: the node took pods meanwhile,
+// perhaps (drainsAgain).
+func (s *step) keepHold(ctx context.Context) (recordoned bool, err error) {
 	patch := s.holdPatch()
 	if len(patch) == 0 {
-		return nil
+		return false, nil
 	}
 	if err := s.r.patchNode(ctx, s.node, patch); err != nil {
-		return fmt.Errorf("restoring lull's hold on node %s: %w", s.node.Name, err)
+		return false, fmt.Errorf("restoring lull's hold on node %s: %w", s.node.Name, err)
 	}
-	return nil
+	return patch["spec"] != nil, nil
+}
+
+// drainsAgain reports whether a held request whose cordon was just put
+// back must drain its node again before it goes on: the node was
+// schedulable for a while, so pods may have landed on it, and the
+// request said Drained (or was about to hand lull-agent a step that takes
+// the node down). Someone uncordoned it, or lull's own completion gave it
+// back and then stopped before releasing the lease (a crash, a failed
+// write) and the label was put back (TestRedteamCompletion2*). A step
+// lull-agent is already carrying out cannot be taken back.
+func (s *step) drainsAgain() bool {
+	if !s.needsDrain() {
+		return false
+	}
+	switch s.nm.Status.Phase {
+	case lullv1alpha1.PhaseDrained:
+		return true
+	case lullv1alpha1.PhaseActing:
+		next := nextAction(s.status.Actions)
+		return next != nil && next.State == lullv1alpha1.ActionPending
+	}
+	return false
 }
 
 // holdPatch is the node patch keepHold applies (empty: nothing to

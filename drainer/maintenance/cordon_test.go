@@ -49,7 +49,9 @@ func TestKeepHoldRestoresCordonAndAnnotations(t *testing.T) {
 				Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}})
 			before := testutil.ToFloat64(s.r.Metrics.ForeignUncordons)
 			ctx := context.Background()
-			require.NoError(t, s.keepHold(ctx))
+			recordoned, err := s.keepHold(ctx)
+			require.NoError(t, err)
+			require.True(t, recordoned)
 			got := getNode(t, c)
 			require.True(t, got.Spec.Unschedulable)
 			require.Equal(t, map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true",
@@ -64,7 +66,9 @@ func TestKeepHoldRestoresCordonAndAnnotations(t *testing.T) {
 			// Nothing taken away: nothing to do.
 			s.node = got
 			s.nm.Status = *s.status
-			require.NoError(t, s.keepHold(ctx))
+			recordoned, err = s.keepHold(ctx)
+			require.NoError(t, err)
+			require.False(t, recordoned)
 			require.Equal(t, 1.0, testutil.ToFloat64(s.r.Metrics.ForeignUncordons)-before)
 		})
 	}
@@ -79,7 +83,9 @@ func TestKeepHoldMarksLullsCordon(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}}
 			s, c := holdFixture(t, n, lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained,
 				CordonedByLull: !was, WasUnschedulable: ptr.To(was), NodeAnnotations: []string{}, Decision: &lullv1alpha1.Decision{Action: lullv1alpha1.ActionDrain}})
-			require.NoError(t, s.keepHold(context.Background()))
+			recordoned, err := s.keepHold(context.Background())
+			require.NoError(t, err)
+			require.False(t, recordoned, "a mark put back is no cordon put back")
 			got := getNode(t, c)
 			require.True(t, got.Spec.Unschedulable)
 			if was {
@@ -105,7 +111,9 @@ func TestKeepHoldOnlyWhatThePlanNeeds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, c := holdFixture(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, st)
 			ctx := context.Background()
-			require.NoError(t, s.keepHold(ctx))
+			recordoned, err := s.keepHold(ctx)
+			require.NoError(t, err)
+			require.False(t, recordoned)
 			require.False(t, getNode(t, c).Spec.Unschedulable)
 			require.Zero(t, testutil.ToFloat64(s.r.Metrics.ForeignUncordons))
 		})

@@ -81,7 +81,7 @@ func (r *Reconciler) advance(ctx context.Context, nm *lullv1alpha1.NodeMaintenan
 		return reconcile.Result{}, err
 	}
 	if labelRemoved || nm.Spec.Complete || nm.Status.Phase == lullv1alpha1.PhaseUncordoning {
-		return r.complete(ctx, nm, node)
+		return r.complete(ctx, nm, node, true) // each a record a restart finds again
 	}
 	if !r.Forecast.Synced() {
 		// Never act on a partial view of windows, leases and requests.
@@ -247,10 +247,15 @@ func (s *step) run(ctx context.Context) (reconcile.Result, error) {
 		if res, lost, err := s.renew(ctx); lost || err != nil {
 			return res, err
 		}
-		if err := s.keepHold(ctx); err != nil {
+		recordoned, err := s.keepHold(ctx)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
 		s.noteWindows()
+		if recordoned && s.drainsAgain() {
+			s.logger.Info("The node was schedulable while lull held it; draining it again", "phase", s.nm.Status.Phase)
+			return s.drain(ctx)
+		}
 	} else if s.status.CordonedByLull && s.node != nil {
 		if err := s.cordonGone(ctx); err != nil {
 			return reconcile.Result{}, err

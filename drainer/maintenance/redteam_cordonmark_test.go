@@ -387,7 +387,7 @@ func TestRedteamMarkUpgradeInCordoningIsAdopted(t *testing.T) {
 
 // Promise 1: a crash between giveBack's uncordon and the Completed write;
 // an admin cordons the node lull gave back; the restarted drainer (the
-// stored status still Uncordoning, cordonedByLull=true) completes again
+// stored status still Drained, cordonedByLull=true) completes again
 // and leaves the admin's (unmarked) cordon.
 func TestRedteamMarkCrashAfterUncordonKeepsAdminsLaterCordon(t *testing.T) {
 	st := lullv1alpha1.NodeMaintenanceStatus{Phase: lullv1alpha1.PhaseDrained, CordonedByLull: true, CordonMarked: true, WasUnschedulable: ptr.To(false),
@@ -404,7 +404,9 @@ func TestRedteamMarkCrashAfterUncordonKeepsAdminsLaterCordon(t *testing.T) {
 	n := e.node(t)
 	require.False(t, n.Spec.Unschedulable)
 	require.Empty(t, n.Annotations, "lull's cordon, mark and annotation went in one write")
-	require.Equal(t, lullv1alpha1.PhaseUncordoning, e.nm(t).Status.Phase)
+	// The label's removal is the completion's commit point: nothing else
+	// was written before the crash.
+	require.Equal(t, lullv1alpha1.PhaseDrained, e.nm(t).Status.Phase)
 	e.patchNode(t, `{"spec":{"unschedulable":true},"metadata":{"annotations":{"`+AnnotationScaleDownDisabled+`":"true"}}}`) // the admin's
 	r = e.reconciler(t, nil)
 	e.rounds(t, r, 3)
@@ -489,7 +491,7 @@ func TestRedteamMarkStaleCacheCompletionUndoesLullsCordon(t *testing.T) {
 	stale := e.node(t)
 	stale.Spec.Unschedulable = false
 	stale.Annotations = nil
-	_, err := r.complete(context.Background(), e.nm(t), stale)
+	_, err := r.complete(context.Background(), e.nm(t), stale, true)
 	require.NoError(t, err)
 	n := e.node(t)
 	require.False(t, n.Spec.Unschedulable)

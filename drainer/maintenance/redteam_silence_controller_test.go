@@ -136,7 +136,7 @@ func TestRedteamSilenceCompletedKeepsFinalizerUntilExpired(t *testing.T) {
 	e.am.mu.Lock()
 	e.am.down = true
 	e.am.mu.Unlock()
-	_, err := e.r.complete(ctx, e.nm, e.node)
+	_, err := e.r.complete(ctx, e.nm, e.node, false)
 	require.NoError(t, err)
 	var got lullv1alpha1.NodeMaintenance
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(e.nm), &got))

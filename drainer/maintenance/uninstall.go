@@ -157,7 +157,6 @@ func (r *Reconciler) windDown(ctx context.Context, nm *lullv1alpha1.NodeMaintena
 			return reconcile.Result{}, fmt.Errorf("releasing the lease of node %s: %w", nm.Spec.NodeName, err)
 		}
 		r.forget(nm.Spec.NodeName)
-		s.releaseBudget(ctx)
 		msg := "lull was uninstalled: " + s.endActions() + "lull's cordon is undone and the node's lease released; the label " +
 			r.Options.MaintenanceLabel + " stays as it was: installing lull again requests the maintenance again"
 		s.status.CordonedByLull, s.status.WasUnschedulable = false, nil

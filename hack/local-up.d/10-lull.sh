@@ -75,8 +75,10 @@ if [[ -x "$BIN/lull-drainer" ]]; then
     if [[ -n "${LULL_DRAINER_QPS:-}" ]]; then
       extra+=(--kube-api-qps="${LULL_DRAINER_QPS}" --kube-api-burst="$((LULL_DRAINER_QPS * 2))")
     fi
+    # LULL_DRAINER_GOMEMLIMIT=Q sets the Go soft memory limit, as a
+    # container's memory limit does in a pod (internal/memlimit).
     # Each replica its own lease holder identity, as POD_NAME gives pods.
-    KUBECONFIG="$DIR/lull-drainer.kubeconfig" start_proc "$name" "$BIN/lull-drainer" \
+    KUBECONFIG="$DIR/lull-drainer.kubeconfig" GOMEMLIMIT="${LULL_DRAINER_GOMEMLIMIT:-}" start_proc "$name" "$BIN/lull-drainer" \
       --identity="lull-drainer/${name}" --lease-namespace=lull-leases --budget-namespace=lull-system \
       --metrics-bind-address="127.0.0.1:${metrics}" --metrics-secure=false --health-probe-bind-address="127.0.0.1:${probe}" \
       --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s "${extra[@]}"
