@@ -42,6 +42,10 @@ func SetupMaintenance(ctx context.Context, mgr ctrl.Manager, clk clock.WithTicke
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &lullv1alpha1.NodeMaintenance{}, budget.HoldsSlotField, budget.HoldsSlotIndex); err != nil {
 		return fmt.Errorf("indexing NodeMaintenances by budget slot: %w", err)
 	}
+	// The watches that wake the requests of one phase list them by it.
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &lullv1alpha1.NodeMaintenance{}, maintenance.PhaseField, maintenance.PhaseIndex); err != nil {
+		return fmt.Errorf("indexing NodeMaintenances by phase: %w", err)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Node{}, disruptors.IndexField, disruptors.Index); err != nil {
 		return fmt.Errorf("indexing Nodes by other tools' disruption: %w", err)
 	}

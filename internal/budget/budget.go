@@ -265,16 +265,23 @@ func labelsOf(ctx context.Context, cached client.Reader, active []Active) (map[s
 // maxUnavailable is 0: nothing more starts); err is a failed read.
 func windowUse(ctx context.Context, cached client.Reader, w *lullv1alpha1.MaintenanceWindow, active []Active, inUseLabels map[string]labels.Set) (maxUnavailable int, inUse []string, unresolved, err error) {
 	sel := WindowSelector(w)
-	var selected corev1.NodeList // counted only: not copied
-	if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, nil, nil, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
+	nodes := 0
+	if w.Spec.MaxUnavailable != nil && w.Spec.MaxUnavailable.Type == intstr.String {
+		// A percentage is of the nodes the window selects: counted, not
+		// copied. A number needs no count (a 5,000-node wave listed
+		// 1,250 nodes at every look at a budget).
+		var selected corev1.NodeList
+		if err := cached.List(ctx, &selected, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+			return 0, nil, nil, fmt.Errorf("listing nodes of window %s: %w", w.Name, err)
+		}
+		nodes = len(selected.Items)
 	}
 	for _, a := range active {
 		if l, ok := inUseLabels[a.Node]; slices.Contains(a.Budgets, w.Name) || (ok && sel.Matches(l)) {
 			inUse = append(inUse, a.Node)
 		}
 	}
-	maxUnavailable, unresolved = MaxUnavailable(w, len(selected.Items))
+	maxUnavailable, unresolved = MaxUnavailable(w, nodes)
 	if unresolved != nil {
 		return 0, inUse, unresolved, nil
 	}

@@ -41,11 +41,11 @@ type ledgerOp struct {
 
 	// The outcome, set by the batch's commit (under Ledger.writing): res
 	// for a reservation, released for a release, err for either; done
-	// once set. writes says the batch's write carries this change.
+	// once set. changes says the batch's write carries this change.
 	res      Result
 	released bool
 	err      error
-	writes   bool
+	changes  bool
 	done     bool
 }
 
@@ -110,7 +110,7 @@ func (l *Ledger) commit(ctx context.Context, batch []*ledgerOp) {
 			live = true
 			continue
 		}
-		if !writes(batch) {
+		if !needsWrite(batch) {
 			l.settle(batch)
 			return
 		}
@@ -129,7 +129,7 @@ func (l *Ledger) commit(ctx context.Context, batch []*ledgerOp) {
 			continue
 		}
 		for _, op := range batch {
-			if op.writes {
+			if op.changes {
 				op.fail(l, pruned, err)
 			} else {
 				op.done = true
@@ -160,12 +160,12 @@ func (l *Ledger) decide(ctx context.Context, batch []*ledgerOp, entries map[stri
 func (l *Ledger) decideOne(ctx context.Context, op *ledgerOp, entries map[string]Entry, live bool, staleness map[types.UID]bool, pruned *int, prunedOnce *bool) (needLive bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			op.res, op.released, op.writes = Result{}, false, false
+			op.res, op.released, op.changes = Result{}, false, false
 			op.err = fmt.Errorf("deciding the budget of node %s: panic: %v", op.node, r)
 			needLive = false
 		}
 	}()
-	op.res, op.released, op.err, op.writes = Result{}, false, nil, false
+	op.res, op.released, op.err, op.changes = Result{}, false, nil, false
 	e, listed := entries[op.node]
 	if !op.reserve {
 		if !listed || (op.uid != "" && e.UID != op.uid) {
@@ -178,7 +178,7 @@ func (l *Ledger) decideOne(ctx context.Context, op *ledgerOp, entries map[string
 			return false
 		}
 		delete(entries, op.node)
-		op.writes = true
+		op.changes = true
 		return false
 	}
 	if listed && e.UID == op.uid {
@@ -204,14 +204,14 @@ func (l *Ledger) decideOne(ctx context.Context, op *ledgerOp, entries map[string
 		return false
 	}
 	entries[op.node] = Entry{Request: op.nm.Name, UID: op.uid, Holder: l.Holder, Since: l.now(), Budgets: op.req.budgets()}
-	op.res, op.writes = res, true
+	op.res, op.changes = res, true
 	return false
 }
 
-// writes reports whether any change of batch needs a write.
-func writes(batch []*ledgerOp) bool {
+// needsWrite reports whether any change of batch needs a write.
+func needsWrite(batch []*ledgerOp) bool {
 	for _, op := range batch {
-		if op.writes {
+		if op.changes {
 			return true
 		}
 	}
@@ -223,10 +223,10 @@ func writes(batch []*ledgerOp) bool {
 func (l *Ledger) settle(batch []*ledgerOp) {
 	for _, op := range batch {
 		switch {
-		case op.reserve && op.writes:
+		case op.reserve && op.changes:
 			l.took(op.node, op.uid)
 		case !op.reserve:
-			op.released = op.writes
+			op.released = op.changes
 			l.took(op.node, "")
 		}
 		op.done = true
