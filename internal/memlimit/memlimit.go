@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 
@@ -32,10 +33,18 @@ const (
 	// FromCgroup: the cgroup's memory limit (v2 memory.max, v1
 	// memory.limit_in_bytes), times Fraction.
 	FromCgroup Source = "cgroup"
+	// TooSmall: the cgroup's limit leaves less than MinSoft, or less than
+	// the runtime holds already: a soft limit there would have the
+	// collector run all the time, so none is set (the cgroup's own limit
+	// still applies).
+	TooSmall Source = "too small"
 	// None: no limit found (the container has none, or it is not in a
 	// cgroup lull can read); the runtime's default (none) stays.
 	None Source = ""
 )
+
+// MinSoft is the smallest soft limit Apply sets.
+const MinSoft = 32 << 20
 
 // System is what Apply reads and sets: the process's environment, its
 // file system (rooted at /) and the runtime's limit.
@@ -43,6 +52,9 @@ type System struct {
 	Getenv   func(string) string
 	ReadFile func(string) ([]byte, error)
 	SetLimit func(int64) int64
+	// InUse is the memory the runtime holds now; nil reads it from
+	// runtime/metrics.
+	InUse func() int64
 }
 
 // Host is the running process's.
@@ -51,19 +63,47 @@ func Host() System {
 }
 
 // Apply sets the soft memory limit to Fraction of the container's
-// memory limit unless GOMEMLIMIT is set, and says what it set (bytes)
-// and from where. A limit that cannot be read sets nothing: err says why.
+// memory limit unless GOMEMLIMIT is set, and says what it set (bytes;
+// for TooSmall, the soft limit it did not set) and from where. A limit
+// that cannot be read sets nothing: err says why.
 func Apply(sys System) (int64, Source, error) {
 	if v := sys.Getenv("GOMEMLIMIT"); v != "" {
-		return sys.SetLimit(-1), FromEnv, nil // -1 reads the limit the runtime took from it
+		// The runtime applied it before main; -1 reads it back
+		// (math.MaxInt64: GOMEMLIMIT=off).
+		if limit := sys.SetLimit(-1); limit != math.MaxInt64 {
+			return limit, FromEnv, nil
+		}
+		return 0, FromEnv, nil
 	}
 	limit, err := cgroupLimit(sys.ReadFile)
 	if err != nil || limit <= 0 {
 		return 0, None, err
 	}
 	soft := int64(float64(limit) * Fraction)
+	inUse := sys.InUse
+	if inUse == nil {
+		inUse = runtimeInUse
+	}
+	if soft < MinSoft || soft <= inUse() {
+		return soft, TooSmall, nil
+	}
 	sys.SetLimit(soft)
 	return soft, FromCgroup, nil
+}
+
+// runtimeInUse is the memory the Go runtime holds from the OS now (what
+// the soft limit counts).
+func runtimeInUse() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	held := s[0].Value.Uint64() - s[1].Value.Uint64()
+	if held > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(held)
 }
 
 // cgroupLimit is the memory limit of the process's cgroup in bytes; 0
@@ -155,6 +195,10 @@ func Set(logger klog.Logger) {
 	switch {
 	case err != nil:
 		logger.Error(err, "Reading the container's memory limit; the Go runtime keeps its default (no soft limit)")
+	case source == TooSmall:
+		logger.Info("The container's memory limit is too small for a Go soft memory limit; none set", "softLimit", limit, "minimum", MinSoft)
+	case source == FromEnv && limit == 0:
+		logger.Info("No Go soft memory limit: GOMEMLIMIT=off")
 	case source != None:
 		logger.Info("Go soft memory limit set", "bytes", limit, "from", string(source))
 	}
