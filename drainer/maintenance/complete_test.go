@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -130,6 +131,45 @@ func TestForeignUncordonOfADrainedNodeDrainsItAgain(t *testing.T) {
 		e.clock.Step(5 * time.Second)
 	}
 	require.True(t, e.node(t).Spec.Unschedulable, "lull's cordon is back")
+	require.Equal(t, 1, rc2Evictions(e), "the pod that landed was evicted")
+	require.Equal(t, lullv1alpha1.PhaseDrained, e.nm(t).Status.Phase)
+}
+
+// The same, with the first drain round after the cordon is put back
+// failing (the pods cannot be listed): the request was recorded Draining
+// before its cordon went back, so the next round drains the node rather
+// than finding it cordoned and taking it for Drained.
+func TestForeignUncordonDrainsAgainAfterAFailedRound(t *testing.T) {
+	e := newRCDrainedEnv(t)
+	e.patchNode(t, `{"spec":{"unschedulable":false}}`) // kubectl uncordon
+	rc2Pod(t, e)
+	kube := e.kube.(*kubefake.Clientset)
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-0"}}
+			require.NoError(t, client.IgnoreNotFound(e.store.Delete(context.Background(), pod)))
+			require.NoError(t, client.IgnoreNotFound(kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "shop", "web-0")))
+		}
+		return false, nil, nil
+	})
+	failList := true
+	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failList {
+			failList = false
+			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")
+		}
+		return false, nil, nil
+	})
+	r := e.reconciler(t, nil)
+	_, _, err := e.reconcile(t, r)
+	require.Error(t, err, "the first round failed")
+	require.True(t, e.node(t).Spec.Unschedulable, "lull's cordon is back")
+	require.Equal(t, lullv1alpha1.PhaseDraining, e.nm(t).Status.Phase, "recorded before the cordon went back")
+	for range 3 {
+		e.clock.Step(5 * time.Second)
+		_, _, err = e.reconcile(t, r)
+		require.NoError(t, err)
+	}
 	require.Equal(t, 1, rc2Evictions(e), "the pod that landed was evicted")
 	require.Equal(t, lullv1alpha1.PhaseDrained, e.nm(t).Status.Phase)
 }

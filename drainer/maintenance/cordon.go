@@ -84,17 +84,27 @@ func (s *step) cordonExpected() bool {
 // then on, and lull removes it when the request ends), and the hold
 // annotations lull recorded. Only what the stored status records is
 // restored, so nothing is put on the node before it is recorded.
-// recordoned says the cordon was put back: the node took pods meanwhile,
-// perhaps (drainsAgain).
+// recordoned says the cordon was put back. The node may have taken pods
+// meanwhile: a request that drainsAgain is recorded Draining first, so
+// that the drain unit runs next (this round, and any round after a
+// failure in between: Draining is a holding phase, whose next round puts
+// the cordon back).
 func (s *step) keepHold(ctx context.Context) (recordoned bool, err error) {
 	patch := s.holdPatch()
 	if len(patch) == 0 {
 		return false, nil
 	}
+	recordoned = patch["spec"] != nil
+	if recordoned && s.drainsAgain() {
+		s.logger.Info("The node was schedulable while lull held it; draining it again", "phase", s.nm.Status.Phase)
+		if _, err := s.save(ctx, lullv1alpha1.PhaseDraining, reconcile.Result{}); err != nil {
+			return false, err
+		}
+	}
 	if err := s.r.patchNode(ctx, s.node, patch); err != nil {
 		return false, fmt.Errorf("restoring lull's hold on node %s: %w", s.node.Name, err)
 	}
-	return patch["spec"] != nil, nil
+	return recordoned, nil
 }
 
 // drainsAgain reports whether a held request whose cordon was just put

@@ -247,15 +247,10 @@ func (s *step) run(ctx context.Context) (reconcile.Result, error) {
 		if res, lost, err := s.renew(ctx); lost || err != nil {
 			return res, err
 		}
-		recordoned, err := s.keepHold(ctx)
-		if err != nil {
+		if _, err := s.keepHold(ctx); err != nil {
 			return reconcile.Result{}, err
 		}
 		s.noteWindows()
-		if recordoned && s.drainsAgain() {
-			s.logger.Info("The node was schedulable while lull held it; draining it again", "phase", s.nm.Status.Phase)
-			return s.drain(ctx)
-		}
 	} else if s.status.CordonedByLull && s.node != nil {
 		if err := s.cordonGone(ctx); err != nil {
 			return reconcile.Result{}, err
