@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	lullv1alpha1 "lull.dev/lull/api/v1alpha1"
-	"lull.dev/lull/internal/budget"
 )
 
 // completionWrites completes a Drained request (its node's budget slot
@@ -25,11 +23,7 @@ import (
 func completionWrites(t *testing.T, trigger func(e *rcEnv)) (e *rcEnv, phases, writes []string) {
 	t.Helper()
 	e = newRCDrainedEnv(t)
-	ctx := context.Background()
-	setup := e.reconciler(t, nil)
-	res, err := setup.Budget.Reserve(ctx, e.store, e.nm(t), budget.Request{Node: "n1", DefaultMaxUnavailable: 1})
-	require.NoError(t, err)
-	require.True(t, res.Free)
+	rc2Reserve(t, e)
 	trigger(e)
 	r := e.reconciler(t, func(op string, obj client.Object, _ []byte) error {
 		switch o := obj.(type) {
@@ -115,15 +109,7 @@ func TestForeignUncordonOfADrainedNodeDrainsItAgain(t *testing.T) {
 	e := newRCDrainedEnv(t)
 	e.patchNode(t, `{"spec":{"unschedulable":false}}`) // kubectl uncordon
 	rc2Pod(t, e)
-	// An eviction deletes the pod, as the API server's does.
-	e.kube.(*kubefake.Clientset).PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "eviction" {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-0"}}
-			require.NoError(t, client.IgnoreNotFound(e.store.Delete(context.Background(), pod)))
-			require.NoError(t, client.IgnoreNotFound(e.kube.(*kubefake.Clientset).Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "shop", "web-0")))
-		}
-		return false, nil, nil
-	})
+	rc2EvictionDeletesPod(t, e)
 	r := e.reconciler(t, nil)
 	for range 4 {
 		_, _, err := e.reconcile(t, r)
@@ -143,17 +129,9 @@ func TestForeignUncordonDrainsAgainAfterAFailedRound(t *testing.T) {
 	e := newRCDrainedEnv(t)
 	e.patchNode(t, `{"spec":{"unschedulable":false}}`) // kubectl uncordon
 	rc2Pod(t, e)
-	kube := e.kube.(*kubefake.Clientset)
-	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "eviction" {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-0"}}
-			require.NoError(t, client.IgnoreNotFound(e.store.Delete(context.Background(), pod)))
-			require.NoError(t, client.IgnoreNotFound(kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "shop", "web-0")))
-		}
-		return false, nil, nil
-	})
+	rc2EvictionDeletesPod(t, e)
 	failList := true
-	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+	e.kube.(*kubefake.Clientset).PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if failList {
 			failList = false
 			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")

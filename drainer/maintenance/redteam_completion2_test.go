@@ -57,6 +57,37 @@ func rc2Pod(t *testing.T, e *rcEnv) {
 	require.NoError(t, e.store.Create(context.Background(), pod.DeepCopy()))
 }
 
+// rc2LeaseReleaseFailsOnce makes the next write of a node lease (the
+// release) fail with err, or kill the process (err nil).
+func rc2LeaseReleaseFailsOnce(e *rcEnv, err error) {
+	armed := true
+	e.kube.(*kubefake.Clientset).PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if armed && (a.GetVerb() == "update" || a.GetVerb() == "delete" || a.GetVerb() == "patch") {
+			armed = false
+			if err == nil {
+				panic(errRCCrash)
+			}
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
+}
+
+// rc2EvictionDeletesPod makes an eviction of n1's pod delete it, as the
+// API server's does.
+func rc2EvictionDeletesPod(t *testing.T, e *rcEnv) {
+	t.Helper()
+	kube := e.kube.(*kubefake.Clientset)
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-0"}}
+			require.NoError(t, client.IgnoreNotFound(e.store.Delete(context.Background(), pod)))
+			require.NoError(t, client.IgnoreNotFound(kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "shop", "web-0")))
+		}
+		return false, nil, nil
+	})
+}
+
 func rc2Evictions(e *rcEnv) int {
 	n := 0
 	for _, a := range e.kube.(*kubefake.Clientset).Actions() {
@@ -351,14 +382,7 @@ func TestRedteamCompletion2CrashAtLeaseReleaseReleasesItLater(t *testing.T) {
 	e := newRCDrainedEnv(t)
 	rc2Reserve(t, e)
 	e.removeLabel(t)
-	armed := true
-	e.kube.(*kubefake.Clientset).PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if armed && (a.GetVerb() == "update" || a.GetVerb() == "delete" || a.GetVerb() == "patch") {
-			armed = false
-			panic(errRCCrash)
-		}
-		return false, nil, nil
-	})
+	rc2LeaseReleaseFailsOnce(e, nil)
 	r := e.reconciler(t, nil)
 	_, crashed, _ := e.reconcile(t, r)
 	require.True(t, crashed, "the completion reached the lease's release")
@@ -439,14 +463,7 @@ func TestRedteamCompletion2CrashAtLeaseReleaseThenRelabelIsDrainedWithAPod(t *te
 	e := newRCDrainedEnv(t)
 	rc2Reserve(t, e)
 	e.removeLabel(t)
-	armed := true
-	e.kube.(*kubefake.Clientset).PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if armed && (a.GetVerb() == "update" || a.GetVerb() == "delete" || a.GetVerb() == "patch") {
-			armed = false
-			panic(errRCCrash)
-		}
-		return false, nil, nil
-	})
+	rc2LeaseReleaseFailsOnce(e, nil)
 	r := e.reconciler(t, nil)
 	_, crashed, _ := e.reconcile(t, r)
 	require.True(t, crashed, "the completion reached the lease's release")
@@ -479,14 +496,7 @@ func TestRedteamCompletion2FailedLeaseReleaseThenRelabelIsDrainedWithAPod(t *tes
 	e := newRCDrainedEnv(t)
 	rc2Reserve(t, e)
 	e.removeLabel(t)
-	armed := true
-	e.kube.(*kubefake.Clientset).PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if armed && (a.GetVerb() == "update" || a.GetVerb() == "delete" || a.GetVerb() == "patch") {
-			armed = false
-			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")
-		}
-		return false, nil, nil
-	})
+	rc2LeaseReleaseFailsOnce(e, apierrors.NewServiceUnavailable("etcdserver: leader changed"))
 	r := e.reconciler(t, nil)
 	_, _, err := e.reconcile(t, r)
 	require.Error(t, err, "the lease's release failed")
@@ -528,14 +538,7 @@ func TestRedteamCompletion2CrashAtLeaseReleaseThenRelabelRebootsUndrained(t *tes
 	e.patchNode(t, `{"status":{"nodeInfo":{"bootID":"boot-1"}}}`)
 	rc2Reserve(t, e)
 	e.removeLabel(t)
-	armed := true
-	e.kube.(*kubefake.Clientset).PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if armed && (a.GetVerb() == "update" || a.GetVerb() == "delete" || a.GetVerb() == "patch") {
-			armed = false
-			panic(errRCCrash)
-		}
-		return false, nil, nil
-	})
+	rc2LeaseReleaseFailsOnce(e, nil)
 	r := e.reconciler(t, nil)
 	_, crashed, _ := e.reconcile(t, r)
 	require.True(t, crashed, "the completion reached the lease's release")
