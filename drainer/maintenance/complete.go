@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -209,9 +210,13 @@ func (s *step) giveBack(ctx context.Context) error {
 		st.CordonedByLull, st.NodeAnnotations = false, nil
 		return nil
 	}
+	s.adoptUnrecorded()
 	ours := st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false)
 	if st.CordonMarked && (ours || s.marked()) {
-		undone, err := s.r.uncordon(ctx, node, s.nm.UID, st.NodeAnnotations)
+		// The node's record of the hold annotations goes with them (a
+		// node has one request at a time: a record left by an earlier one
+		// is stale).
+		undone, err := s.r.uncordon(ctx, node, s.nm.UID, append(slices.Clone(st.NodeAnnotations), lullv1alpha1.HoldAnnotationsAnnotation))
 		if err != nil {
 			return err
 		}
@@ -230,7 +235,7 @@ func (s *step) giveBack(ctx context.Context) error {
 	}
 	patch := map[string]any{}
 	remove := map[string]any{}
-	for _, k := range st.NodeAnnotations {
+	for _, k := range append(slices.Clone(st.NodeAnnotations), lullv1alpha1.HoldAnnotationsAnnotation) {
 		if _, ok := node.Annotations[k]; ok {
 			remove[k] = nil
 		}

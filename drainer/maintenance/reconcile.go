@@ -186,8 +186,10 @@ type step struct {
 
 func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenance, node *corev1.Node) *step {
 	fc := r.Forecast.Compute(node.Name, node.Labels)
-	return &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), fc: fc,
+	s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), fc: fc,
 		status: nm.Status.DeepCopy()}
+	s.adoptUnrecorded()
+	return s
 }
 
 // unit is the part of the controller that carries a request on from
