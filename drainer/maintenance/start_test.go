@@ -242,4 +242,3 @@ func TestFailedFirstRoundRecordsCordoning(t *testing.T) {
 	require.Equal(t, lullv1alpha1.PhaseDrained, e.nm(t).Status.Phase)
 	require.Equal(t, 1, rc2Evictions(e))
 }
-

@@ -8,14 +8,13 @@ import (
 	"net"
 
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // Metrics configures a metrics endpoint on addr. Secure, it is what
 // kubebuilder projects ship: HTTPS, and every request's bearer token checked
 // with a TokenReview and its right to get /metrics with a
-// SubjectAccessReview (the component's ClusterRole allows it to create both;
+// SubjectAccessReview (Reviews; the component's ClusterRole allows it to create both;
 // the ClusterRole lull-metrics-reader grants the right to scrape). HTTP/2 is
 // off, as in kubebuilder's scaffold: its stream handling has had
 // denial-of-service flaws (CVE-2023-44487) and metrics do not need it.
@@ -27,7 +26,7 @@ func Metrics(addr string, secure bool, certDir string) metricsserver.Options {
 		return m
 	}
 	m.SecureServing = true
-	m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	m.FilterProvider = ReviewsProvider
 	m.CertDir = certDir
 	m.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 	return m

@@ -664,7 +664,7 @@ func TestMetricsEndpoints(t *testing.T) {
 		component, port, metric string
 		anonymous               int // the status of a request without a token
 	}{
-		// controller-runtime's filter turns anonymous requests away.
+		// lull's filter (internal/serving.Reviews) turns anonymous requests away.
 		{"lull-drainer", "8443", "lull_lease_renew_failures_total", http.StatusUnauthorized},
 		// kube-scheduler's delegated authentication lets them in as
 		// system:anonymous, whom authorization then refuses. Its own
