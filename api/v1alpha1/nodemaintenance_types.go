@@ -36,14 +36,6 @@ const (
 	// still carries its mark, so a cordon someone made after lull gave
 	// the node back (or one lull found there) is never lull's to undo.
 	CordonedByAnnotation = "lull.dev/cordoned-by"
-	// HoldAnnotationsAnnotation on a Node records which of the hold
-	// annotations (cluster-autoscaler's scale-down-disabled, Karpenter's
-	// do-not-disrupt) lull added for a request, in the same write that adds
-	// them: JSON {"request": "<UID>", "added": ["<key>", ...]}. lull
-	// removes it with them. A request's start is first recorded in its
-	// status after the node is cordoned (the drain's first write), so a
-	// restart in between learns from the node what lull put there.
-	HoldAnnotationsAnnotation = "lull.dev/hold-annotations"
 	// UninstallAnnotation on the Deployment lull-drainer (its value: when,
 	// RFC 3339) asks lull-drainer to end every request because lull is
 	// about to be uninstalled (kubectl lull uninstall): lull's cordons

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -210,13 +209,9 @@ func (s *step) giveBack(ctx context.Context) error {
 		st.CordonedByLull, st.NodeAnnotations = false, nil
 		return nil
 	}
-	s.adoptUnrecorded()
 	ours := st.CordonedByLull && !ptr.Deref(st.WasUnschedulable, false)
 	if st.CordonMarked && (ours || s.marked()) {
-		// The node's record of the hold annotations goes with them (a
-		// node has one request at a time: a record left by an earlier one
-		// is stale).
-		undone, err := s.r.uncordon(ctx, node, s.nm.UID, append(slices.Clone(st.NodeAnnotations), lullv1alpha1.HoldAnnotationsAnnotation))
+		undone, err := s.r.uncordon(ctx, node, s.nm.UID, st.NodeAnnotations)
 		if err != nil {
 			return err
 		}
@@ -235,7 +230,7 @@ func (s *step) giveBack(ctx context.Context) error {
 	}
 	patch := map[string]any{}
 	remove := map[string]any{}
-	for _, k := range append(slices.Clone(st.NodeAnnotations), lullv1alpha1.HoldAnnotationsAnnotation) {
+	for _, k := range st.NodeAnnotations {
 		if _, ok := node.Annotations[k]; ok {
 			remove[k] = nil
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,10 +18,9 @@ import (
 	"lull.dev/lull/internal/gate"
 )
 
-// The cordon unit: a request that starts (or Cordoning) → Cordoned /
-// Draining / Acting. It cordons the node (unless it already is) and hands
-// the request to the next unit by its plan, whose first status write
-// records the start; a started request's node keeps what lull put on it.
+// The cordon unit: Cordoning → Cordoned / Draining / Acting. It cordons
+// the node (unless it already is) and hands the request to the next unit
+// by its plan; a started request's node keeps what lull put on it.
 
 // What lull puts on a node it holds, and keeps there while it holds it:
 // its cordon (while the plan needs one) and the annotations that tell
@@ -51,11 +49,10 @@ const (
 	ReasonCordonRestored        = "CordonRestored"
 )
 
-// markNode decides, before lull touches the node, which hold annotations
-// it is about to set: those the node does not carry yet. The patch that
-// sets them records them on the node too (recordHold), so a crash before
-// the request's status says so cannot leave an annotation on the node
-// that lull would never remove (adoptUnrecorded).
+// markNode records, before lull touches the node, which hold annotations
+// it is about to set: those the node does not carry yet. keepHold sets
+// them once the record is written, so a crash in between cannot leave an
+// annotation on the node that lull would never remove.
 func (s *step) markNode() {
 	if s.status.NodeAnnotations != nil {
 		return
@@ -85,9 +82,8 @@ func (s *step) cordonExpected() bool {
 // the cordon the plan needs (an event, the condition
 // UncordonedByOthers and the metric say so; the cordon is lull's from
 // then on, and lull removes it when the request ends), and the hold
-// annotations lull recorded. Only what the request's record (its status,
-// or the node's record of this request: adoptUnrecorded) says is lull's
-// is restored; an annotation goes back with its record on the node.
+// annotations lull recorded. Only what the stored status records is
+// restored, so nothing is put on the node before it is recorded.
 // recordoned says the cordon was put back. The node may have taken pods
 // meanwhile: a request that drainsAgain is recorded Draining first, so
 // that the drain unit runs next (this round, and any round after a
@@ -155,83 +151,12 @@ func (s *step) holdPatch() map[string]any {
 		// that the cordon is undone when the request ends.
 		s.markCordon(patch)
 	}
-	added := false
-	for _, k := range s.status.NodeAnnotations {
+	for _, k := range s.nm.Status.NodeAnnotations {
 		if _, ok := s.node.Annotations[k]; !ok {
 			annotate(patch, k, "true")
-			added = true
 		}
-	}
-	if added {
-		s.recordHold(patch)
 	}
 	return patch
-}
-
-// holdRecord is the node's record of the hold annotations lull added for
-// a request (lullv1alpha1.HoldAnnotationsAnnotation): written in the
-// patch that adds them, removed with them. A start is first recorded in
-// the request's status by the drain's first write, after the cordon; a
-// restart in between learns what lull added from the node
-// (adoptUnrecorded).
-type holdRecord struct {
-	Request types.UID `json:"request"`
-	Added   []string  `json:"added"`
-}
-
-// recordHold adds the record of the hold annotations lull adds to patch,
-// unless the node carries it already.
-func (s *step) recordHold(patch map[string]any) {
-	if keys, ok := recordedHold(s.node, s.nm.UID); ok && slices.Equal(keys, s.status.NodeAnnotations) {
-		return
-	}
-	b, _ := json.Marshal(holdRecord{Request: s.nm.UID, Added: s.status.NodeAnnotations}) // a struct of strings: cannot fail
-	annotate(patch, lullv1alpha1.HoldAnnotationsAnnotation, string(b))
-}
-
-// recordedHold returns the hold annotations node records lull added for
-// the request uid, in holdAnnotations' order; ok is false when it records
-// none for uid. Only keys lull sets are taken: a record written by
-// someone else cannot make lull remove any other annotation.
-func recordedHold(node *corev1.Node, uid types.UID) (keys []string, ok bool) {
-	v, found := node.Annotations[lullv1alpha1.HoldAnnotationsAnnotation]
-	if !found {
-		return nil, false
-	}
-	var rec holdRecord
-	if err := json.Unmarshal([]byte(v), &rec); err != nil || rec.Request != uid || uid == "" {
-		return nil, false
-	}
-	keys = []string{}
-	for _, k := range holdAnnotations {
-		if slices.Contains(rec.Added, k) {
-			keys = append(keys, k)
-		}
-	}
-	return keys, true
-}
-
-// adoptUnrecorded takes into the status being built what the node says
-// lull put on it for this request and the status does not record: a
-// start is first written after the cordon (by the drain's first round),
-// so a crash or a failed write in between leaves lull's cordon (carrying
-// the request's mark) and the hold annotations (recorded on the node)
-// unrecorded. Adopted, they are kept and given back as any other
-// (cordonGone, keepHold, giveBack); nothing the node does not mark as
-// this request's is taken for lull's.
-func (s *step) adoptUnrecorded() {
-	if s.node == nil || s.status.Phase.Finished() {
-		return
-	}
-	if s.marked() && !s.status.CordonedByLull {
-		s.logger.Info("The node carries this request's cordon mark its record lacks (a start not yet recorded): the cordon is lull's")
-		s.status.CordonedByLull, s.status.WasUnschedulable, s.status.CordonMarked = true, ptr.To(false), true
-	}
-	if s.status.NodeAnnotations == nil {
-		if keys, ok := recordedHold(s.node, s.nm.UID); ok {
-			s.status.NodeAnnotations = keys
-		}
-	}
 }
 
 // markCordon adds lull's cordon mark (the request's UID) to patch, unless
@@ -253,6 +178,22 @@ func (s *step) markCordon(patch map[string]any) {
 			patch["metadata"] = md
 		}
 		md["resourceVersion"] = s.node.ResourceVersion
+	}
+}
+
+// adoptMark takes a cordon carrying this request's mark as lull's when
+// the record does not say so yet: start records cordonMarked (Cordoning)
+// before the cordon, and cordon records whose the cordon is only with the
+// drain's first write, so a crash or a lost lease in between left a
+// request whose node carries lull's cordon while its status does not say
+// so (a lost lease then gave the slot back with lull's cordon still on:
+// TestRedteamCordoningOtherLeaseHolderThenDeleted). cordon decides the
+// same from the same mark.
+func (s *step) adoptMark() {
+	st := s.status
+	if st.CordonMarked && !st.CordonedByLull && !st.Phase.Finished() && s.marked() {
+		s.logger.Info("The node carries this request's cordon mark: the cordon is lull's")
+		st.CordonedByLull, st.WasUnschedulable = true, ptr.To(false)
 	}
 }
 
@@ -441,10 +382,10 @@ func (s *step) hold(ctx context.Context, phase lullv1alpha1.MaintenancePhase) (r
 func (s *step) afterCordon(ctx context.Context) (reconcile.Result, error) {
 	switch {
 	case s.needsDrain():
-		// The first round's status write records the start and the phase
-		// Draining with the round's counts: one write, not three. A round
-		// that fails before writing records Cordoning (start), and the
-		// next reconcile cordons (a no-op now) and drains again.
+		// The first round's status write records the phase Draining with
+		// the round's counts: one write, not two. A round that fails
+		// before writing leaves the phase Cordoning, and the next
+		// reconcile cordons (a no-op now) and drains again.
 		return s.drain(ctx)
 	case s.status.HasHostSteps():
 		s.cond(ConditionDrained, false, "NotNeeded", "the plan drains nothing")

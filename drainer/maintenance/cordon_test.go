@@ -55,9 +55,7 @@ func TestKeepHoldRestoresCordonAndAnnotations(t *testing.T) {
 			got := getNode(t, c)
 			require.True(t, got.Spec.Unschedulable)
 			require.Equal(t, map[string]string{AnnotationScaleDownDisabled: "true", AnnotationDoNotDisrupt: "true",
-				lullv1alpha1.CordonedByAnnotation:      "uid-n1",
-				lullv1alpha1.HoldAnnotationsAnnotation: `{"request":"uid-n1","added":["cluster-autoscaler.kubernetes.io/scale-down-disabled","karpenter.sh/do-not-disrupt"]}`},
-				got.Annotations, "the cordon put back carries lull's mark; the annotation put back, its record")
+				lullv1alpha1.CordonedByAnnotation: "uid-n1"}, got.Annotations, "the cordon put back carries lull's mark")
 			require.Equal(t, 1.0, testutil.ToFloat64(s.r.Metrics.ForeignUncordons)-before)
 			require.True(t, s.status.CordonedByLull)
 			require.False(t, *s.status.WasUnschedulable, "lull removes the cordon it put back")

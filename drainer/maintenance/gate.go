@@ -235,20 +235,11 @@ func (s *step) start(ctx context.Context, info *lease.Info) (reconcile.Result, e
 		s.record(eventStarted("", s.decided()))
 		return s.act(ctx)
 	}
-	// No status write before the cordon: the cordon's own patch records on
-	// the node what lull put there (its mark, the hold annotations it
-	// added), and the drain's first round records the start with its
-	// phase, Draining. A restart in between adopts what the node records
-	// (adoptUnrecorded); a round that fails records Cordoning, whose next
-	// round cordons (a no-op by then) and drains.
-	s.starting = true // cordon announces the start and the cordon in one event
-	res, err := s.cordon(ctx)
-	if err != nil && s.nm.Status.Phase.Waiting() {
-		if _, serr := s.save(ctx, lullv1alpha1.PhaseCordoning, reconcile.Result{}); serr != nil {
-			s.logger.V(2).Info("Recording the start after a failed round", "err", serr)
-		}
+	if _, err := s.save(ctx, lullv1alpha1.PhaseCordoning, reconcile.Result{}); err != nil {
+		return reconcile.Result{}, err
 	}
-	return res, err
+	s.starting = true // cordon announces the start and the cordon in one event
+	return s.cordon(ctx)
 }
 
 // noDisruption ends a request whose class needs nothing disruptive: no

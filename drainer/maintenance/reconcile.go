@@ -188,7 +188,7 @@ func (r *Reconciler) newStep(ctx context.Context, nm *lullv1alpha1.NodeMaintenan
 	fc := r.Forecast.Compute(node.Name, node.Labels)
 	s := &step{r: r, logger: klog.FromContext(ctx), nm: nm, node: node, now: r.Clock.Now(), fc: fc,
 		status: nm.Status.DeepCopy()}
-	s.adoptUnrecorded()
+	s.adoptMark()
 	return s
 }
 
