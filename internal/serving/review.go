@@ -3,8 +3,12 @@ package serving
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,8 +39,13 @@ const (
 	reviewTimeout = 10 * time.Second
 	// maxCached bounds each cache: a caller sending many different tokens
 	// fills it, and then every expired entry goes; when none has expired,
-	// the answer is not kept (each such request costs a review).
+	// the answer is not kept (each such request costs a review). Keys are
+	// fixed-size hashes, so the bound is one of memory too.
 	maxCached = 4096
+	// maxReviewing bounds the reviews in flight at once: a request that
+	// needs one beyond it is answered 429 without asking the API server
+	// (answers already cached are served whatever the load).
+	maxReviewing = 32
 )
 
 // Reviews is the metrics endpoint's authentication and authorization:
@@ -55,19 +64,15 @@ type Reviews struct {
 	Access authorizationclient.SubjectAccessReviewInterface
 	Clock  clock.PassiveClock
 
-	mu     sync.Mutex
-	users  map[[sha256.Size]byte]userEntry
-	access map[accessKey]accessEntry
+	mu        sync.Mutex
+	users     map[[sha256.Size]byte]userEntry
+	access    map[[sha256.Size]byte]accessEntry
+	reviewing int
 }
 
 type userEntry struct {
 	user    *authenticationv1.UserInfo // nil: the token is not valid
 	expires time.Time
-}
-
-type accessKey struct {
-	token      [sha256.Size]byte
-	verb, path string
 }
 
 type accessEntry struct {
@@ -91,11 +96,19 @@ func ReviewsProvider(c *rest.Config, httpClient *http.Client) (metricsserver.Fil
 	return r.Filter, nil
 }
 
-// Filter wraps handler: 401 without a valid bearer token, 403 for a user
-// not allowed the request's verb on its path, 500 when the API server
-// could not be asked; handler otherwise.
+// Filter wraps handler: 405 for a method but GET (metrics are read, and a
+// method is a verb the API server would be asked about: a caller's
+// megabyte-long method was a cache key), 401 without a valid bearer
+// token, 403 for a user not allowed to get the path, 429 when too many
+// reviews are in flight, 500 when the API server could not be asked;
+// handler otherwise.
 func (r *Reviews) Filter(log logr.Logger, handler http.Handler) (http.Handler, error) {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			return
+		}
 		token, ok := bearer(req)
 		if !ok {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
@@ -103,6 +116,10 @@ func (r *Reviews) Filter(log logr.Logger, handler http.Handler) (http.Handler, e
 		}
 		key := sha256.Sum256([]byte(token))
 		user, err := r.authenticate(req.Context(), key, token)
+		if errors.Is(err, errBusy) {
+			http.Error(w, "Too Many Requests", http.StatusTooManyRequests)
+			return
+		}
 		if err != nil {
 			log.Error(err, "Authentication failed")
 			http.Error(w, "Authentication failed", http.StatusInternalServerError)
@@ -112,8 +129,12 @@ func (r *Reviews) Filter(log logr.Logger, handler http.Handler) (http.Handler, e
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		verb := strings.ToLower(req.Method)
-		allowed, reason, err := r.authorize(req.Context(), accessKey{token: key, verb: verb, path: req.URL.Path}, user)
+		const verb = "get"
+		allowed, reason, err := r.authorize(req.Context(), verb, req.URL.Path, user)
+		if errors.Is(err, errBusy) {
+			http.Error(w, "Too Many Requests", http.StatusTooManyRequests)
+			return
+		}
 		if err != nil {
 			msg := fmt.Sprintf("Authorization for user %s failed", user.Username)
 			log.Error(err, msg)
@@ -153,6 +174,10 @@ func (r *Reviews) authenticate(ctx context.Context, key [sha256.Size]byte, token
 	if ok && now.Before(e.expires) {
 		return e.user, nil
 	}
+	if !r.startReview() {
+		return nil, errBusy
+	}
+	defer r.endReview()
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
 	tr, err := r.Tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
@@ -173,9 +198,12 @@ func (r *Reviews) authenticate(ctx context.Context, key [sha256.Size]byte, token
 	return e.user, nil
 }
 
-// authorize reports whether user may do k.verb on the non-resource URL
-// k.path.
-func (r *Reviews) authorize(ctx context.Context, k accessKey, user *authenticationv1.UserInfo) (bool, string, error) {
+// authorize reports whether user may do verb on the non-resource URL
+// path. Answers are keyed by everything the review asks about (the user's
+// name, UID, groups and extra, the verb, the path): a token whose user
+// changed (a group taken away) is asked about again.
+func (r *Reviews) authorize(ctx context.Context, verb, path string, user *authenticationv1.UserInfo) (bool, string, error) {
+	k := accessKeyOf(user, verb, path)
 	now := r.Clock.Now()
 	r.mu.Lock()
 	e, ok := r.access[k]
@@ -187,14 +215,18 @@ func (r *Reviews) authorize(ctx context.Context, k accessKey, user *authenticati
 	for name, v := range user.Extra {
 		extra[name] = authorizationv1.ExtraValue(v)
 	}
+	if !r.startReview() {
+		return false, "", errBusy
+	}
+	defer r.endReview()
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
 	sar, err := r.Access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: k.path, Verb: k.verb},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		return false, "", fmt.Errorf("reviewing access to %s: %w", k.path, err)
+		return false, "", fmt.Errorf("reviewing access to %s: %w", path, err)
 	}
 	st := sar.Status
 	if st.EvaluationError != "" && !st.Allowed {
@@ -207,11 +239,67 @@ func (r *Reviews) authorize(ctx context.Context, k accessKey, user *authenticati
 	}
 	r.mu.Lock()
 	if r.access == nil {
-		r.access = map[accessKey]accessEntry{}
+		r.access = map[[sha256.Size]byte]accessEntry{}
 	}
 	keep(r.access, k, e, now, func(e accessEntry) time.Time { return e.expires })
 	r.mu.Unlock()
 	return e.allowed, e.reason, nil
+}
+
+// errBusy: maxReviewing reviews are in flight already.
+var errBusy = errors.New("too many reviews in flight")
+
+// startReview takes one of the maxReviewing review slots; false when none
+// is free.
+func (r *Reviews) startReview() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reviewing >= maxReviewing {
+		return false
+	}
+	r.reviewing++
+	return true
+}
+
+func (r *Reviews) endReview() {
+	r.mu.Lock()
+	r.reviewing--
+	r.mu.Unlock()
+}
+
+// accessKeyOf hashes what a SubjectAccessReview asks about: every field
+// length-prefixed, groups and extra in a fixed order.
+func accessKeyOf(user *authenticationv1.UserInfo, verb, path string) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	field(user.Username)
+	field(user.UID)
+	groups := slices.Clone(user.Groups)
+	slices.Sort(groups)
+	field(fmt.Sprint(len(groups)))
+	for _, g := range groups {
+		field(g)
+	}
+	names := slices.Sorted(maps.Keys(user.Extra))
+	field(fmt.Sprint(len(names)))
+	for _, name := range names {
+		field(name)
+		vs := user.Extra[name]
+		field(fmt.Sprint(len(vs)))
+		for _, v := range vs {
+			field(v)
+		}
+	}
+	field(verb)
+	field(path)
+	var k [sha256.Size]byte
+	copy(k[:], h.Sum(nil))
+	return k
 }
 
 // keep stores v under k in m, bounded by maxCached: a full map first

@@ -31,6 +31,7 @@ type reviewEnv struct {
 	clock            *clocktesting.FakeClock
 	handlerSaw       http.Header
 	server           http.Handler
+	reviews          *Reviews
 }
 
 func newReviewEnv(t *testing.T) *reviewEnv {
@@ -73,6 +74,7 @@ func newReviewEnv(t *testing.T) *reviewEnv {
 		return true, sar, nil
 	})
 	r := &Reviews{Tokens: cs.AuthenticationV1().TokenReviews(), Access: cs.AuthorizationV1().SubjectAccessReviews(), Clock: e.clock}
+	e.reviews = r
 	h, err := r.Filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e.handlerSaw = req.Header.Clone()
 		_, _ = fmt.Fprint(w, "metrics")
@@ -124,7 +126,27 @@ func TestReviewsServeOnlyUsersAllowedThePath(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer scraper-token")
 	w := httptest.NewRecorder()
 	e.server.ServeHTTP(w, req)
-	require.Equal(t, http.StatusForbidden, w.Code, "the verb is the method's: post is not get")
+	require.Equal(t, http.StatusMethodNotAllowed, w.Code, "metrics are only read: no review for another method")
+	require.Len(t, e.sars, 3)
+}
+
+// More than maxReviewing reviews in flight at once: the next request that
+// needs one is answered 429 without asking; cached answers are served.
+func TestReviewsBoundTheReviewsInFlight(t *testing.T) {
+	e := newReviewEnv(t)
+	require.Equal(t, http.StatusOK, e.get("/metrics", "Bearer scraper-token"))
+	r := e.reviews
+	r.mu.Lock()
+	r.reviewing = maxReviewing
+	r.mu.Unlock()
+	n := e.tokenReviews
+	require.Equal(t, http.StatusTooManyRequests, e.get("/metrics", "Bearer another-token"))
+	require.Equal(t, n, e.tokenReviews)
+	require.Equal(t, http.StatusOK, e.get("/metrics", "Bearer scraper-token"), "a cached answer needs no review")
+	r.mu.Lock()
+	r.reviewing = 0
+	r.mu.Unlock()
+	require.Equal(t, http.StatusUnauthorized, e.get("/metrics", "Bearer another-token"))
 }
 
 // Answers are kept for their TTLs: a scrape every 15 s costs no review
