@@ -248,7 +248,9 @@ func TestRedteamHeaderParsing(t *testing.T) {
 	}{
 		{"tab after the scheme", func(r *http.Request) { r.Header.Set("Authorization", "Bearer\tscraper-token") }, http.StatusUnauthorized},
 		{"query parameter", func(r *http.Request) { r.URL.RawQuery = "access_token=scraper-token" }, http.StatusUnauthorized},
-		{"cookie", func(r *http.Request) { r.AddCookie(&http.Cookie{Name: "token", Value: "scraper-token", Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode}) }, http.StatusUnauthorized},
+		{"cookie", func(r *http.Request) {
+			r.AddCookie(&http.Cookie{Name: "token", Value: "scraper-token", Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		}, http.StatusUnauthorized},
 		{"proxy-authorization", func(r *http.Request) { r.Header.Set("Proxy-Authorization", "Bearer scraper-token") }, http.StatusUnauthorized},
 		{"X-Forwarded identity", func(r *http.Request) {
 			r.Header.Set("X-Remote-User", "system:serviceaccount:monitoring:prometheus")
