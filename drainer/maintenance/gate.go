@@ -150,7 +150,7 @@ func (s *step) health(ctx context.Context) (gate.HealthVerdict, error) {
 	if err != nil {
 		return gate.HealthVerdict{}, err
 	}
-	return gate.CheckHealth(ctx, gate.HealthSource{Reader: s.r.Client, Pods: gate.PodsFromAPI(s.r.Kube)}, ws, s.node.Name, s.now)
+	return gate.CheckHealth(ctx, gate.HealthSource{Reader: s.r.Client, Pods: gate.PodsFromAPI(s.r.Kube), Ended: s.r.Budget.SettledAt}, ws, s.node.Name, s.now)
 }
 
 // waitForGates keeps a request a health gate holds waiting, holding

@@ -54,7 +54,7 @@ func (r *Reconciler) gates(ctx context.Context, mw *lullv1alpha1.MaintenanceWind
 	}
 	if g.Recovery != nil {
 		// As the drainer's gate judges it (internal/gate), for the window as a whole.
-		v, err := gate.Recovery(ctx, r.Client, mw, nms, "", now)
+		v, err := gate.Recovery(ctx, gate.HealthSource{Reader: r.Client}, mw, nms, "", now)
 		cond := metav1.Condition{Type: lullv1alpha1.WindowConditionRecovered, Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message}
 		switch {
 		case err != nil:

@@ -272,6 +272,19 @@ func (l *Ledger) Settled(uid types.UID) {
 	l.settled[uid] = l.now().Time
 }
 
+// SettledAt says when request uid was settled (Settled) by this process,
+// less than releasedFor ago: its stored status says it ended then, though
+// the cache may not show it yet (the recovery gate: gate.HealthSource.Ended).
+func (l *Ledger) SettledAt(uid types.UID) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.settled[uid]
+	if !ok || l.now().Sub(at) >= releasedFor {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
 // took records that this process took node's slot for request uid; an
 // empty uid forgets it.
 func (l *Ledger) took(node string, uid types.UID) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -547,4 +549,24 @@ func TestOtherDisruptorUsesTheSlot(t *testing.T) {
 	res, err = l.Reserve(ctx, c, nms["a"], inWindow(w)("a"))
 	require.NoError(t, err)
 	assert.True(t, res.Free, "the slot is free once Karpenter is done")
+}
+
+// SettledAt says when this process settled a request, for releasedFor:
+// what the recovery gate counts as ended before the cache shows it.
+func TestSettledAt(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
+	l := &Ledger{Clock: clk}
+	_, ok := l.SettledAt("a")
+	require.False(t, ok)
+	l.Settled("a")
+	at, ok := l.SettledAt("a")
+	require.True(t, ok)
+	require.Equal(t, clk.Now(), at)
+	clk.Step(releasedFor)
+	_, ok = l.SettledAt("a")
+	require.False(t, ok, "after releasedFor the cache shows it")
+	l.Settled("b")
+	l.took("n", "b")
+	_, ok = l.SettledAt("b")
+	require.False(t, ok, "a request that takes a slot again is not settled")
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,6 +63,12 @@ type HealthSource struct {
 	Reader client.Reader
 	// Pods lists the pods on a node that match a selector.
 	Pods func(ctx context.Context, node string, sel labels.Selector) ([]corev1.Pod, error)
+	// Ended, when set, says when a request this process ended did (its
+	// finished status written), for a Reader that may not show it yet:
+	// lull-drainer's cache lags its own writes, and the request woken for
+	// the slot a completion freed is judged at once
+	// (TestRecoveryGateHaltsTheWave).
+	Ended func(uid types.UID) (time.Time, bool)
 }
 
 // PodsFromAPI lists a node's pods from the API server (a field selector
@@ -183,7 +190,7 @@ func blockingPods(ctx context.Context, src HealthSource, w *lullv1alpha1.Mainten
 //
 // The node being gated (skip) is left out: its own earlier request must
 // not stop the one meant to mend it.
-func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceWindow, nms []lullv1alpha1.NodeMaintenance, skip string, now time.Time) (HealthVerdict, error) {
+func Recovery(ctx context.Context, src HealthSource, w *lullv1alpha1.MaintenanceWindow, nms []lullv1alpha1.NodeMaintenance, skip string, now time.Time) (HealthVerdict, error) {
 	settle := w.Spec.Gates.Recovery.Settle()
 	// While nodes settle, the message names the one settling longest; the
 	// gate looks again when the first could change.
@@ -198,19 +205,12 @@ func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceW
 			last, settling.Message = until, msg
 		}
 	}
-	cl := &clusterView{r: r}
+	cl := &clusterView{r: src.Reader}
 	for i := range nms {
 		nm := &nms[i]
-		// A request that started (so disrupted the node) and has ended
-		// or is ending.
-		if !nm.Status.Phase.Ending() || nm.Status.StartedAt == nil || nm.Spec.NodeName == skip || !slices.Contains(nm.Status.Windows, w.Name) {
+		finished, ok := src.finished(nm, now)
+		if !ok || nm.Status.StartedAt == nil || nm.Spec.NodeName == skip || !slices.Contains(nm.Status.Windows, w.Name) {
 			continue
-		}
-		// A request still uncordoning has given its budget slot back: it
-		// finishes now.
-		finished := now
-		if c := nm.Status.CompletedAt; c != nil && c.Time.Before(now) {
-			finished = c.Time
 		}
 		settled := finished.Add(settle)
 		h, err := nodeHealth(ctx, cl, nm, finished, settle, now)
@@ -236,6 +236,29 @@ func Recovery(ctx context.Context, r client.Reader, w *lullv1alpha1.MaintenanceW
 		return *settling, nil
 	}
 	return HealthVerdict{Reason: ReasonRecovered, Message: "every node the window finished is back to health"}, nil
+}
+
+// finished says whether nm has ended or is ending, by the reader or by
+// src.Ended, and when it finished: a request still uncordoning has given
+// its budget slot back, so it finishes now.
+func (src HealthSource) finished(nm *lullv1alpha1.NodeMaintenance, now time.Time) (time.Time, bool) {
+	if nm.Status.Phase.Ending() {
+		if c := nm.Status.CompletedAt; c != nil && c.Time.Before(now) {
+			return c.Time, true
+		}
+		return now, true
+	}
+	if src.Ended == nil {
+		return time.Time{}, false
+	}
+	at, ok := src.Ended(nm.UID)
+	if !ok {
+		return time.Time{}, false
+	}
+	if at.After(now) {
+		return now, true
+	}
+	return at, true
 }
 
 // health is one finished node's state.

@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -132,6 +133,28 @@ func pdb(name string, healthy, desired int32, allowed metav1.ConditionStatus, si
 			Status: allowed, Reason: "x", LastTransitionTime: metav1.Time{Time: since}}}}}
 }
 
+// A request this process ended whose end the reader does not show yet
+// (the cache still says Drained) counts as ended when src.Ended says so:
+// the request woken for the slot its completion freed is judged at once.
+func TestRecoveryCountsAnEndTheReaderDoesNotShowYet(t *testing.T) {
+	settle := time.Minute
+	w := gated(lullv1alpha1.Gates{Recovery: &lullv1alpha1.RecoveryGate{SettleTime: &lullv1alpha1.Duration{Duration: settle}}})
+	stale := finished("n1", t0, []string{"wave"})
+	stale.UID = "uid-n1"
+	stale.Status.Phase, stale.Status.CompletedAt = lullv1alpha1.PhaseDrained, nil
+	r := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(readyNode("n1", corev1.ConditionTrue, t0.Add(-time.Hour))).Build()
+	v, err := Recovery(context.Background(), HealthSource{Reader: r}, w, []lullv1alpha1.NodeMaintenance{stale}, "n2", t0)
+	require.NoError(t, err)
+	require.False(t, v.Hold, "without Ended, a request the reader shows Drained is not judged")
+	ended := t0.Add(-10 * time.Second)
+	src := HealthSource{Reader: r, Ended: func(uid types.UID) (time.Time, bool) { return ended, uid == "uid-n1" }}
+	v, err = Recovery(context.Background(), src, w, []lullv1alpha1.NodeMaintenance{stale}, "n2", t0)
+	require.NoError(t, err)
+	require.True(t, v.Hold)
+	require.Equal(t, ReasonSettling, v.Reason, v.Message)
+	require.Equal(t, 50*time.Second, v.RetryAfter, "it settles from when it ended: %s", v.Message)
+}
+
 // The recovery gate, from the conditions' transition times alone: a node
 // settles for settleTime after it (and its budgets) are well; a node or
 // budget unwell since within the settle time halts the wave; what went
@@ -198,7 +221,7 @@ func TestRecovery(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := fake.NewClientBuilder().WithScheme(lullscheme.New()).WithObjects(tc.objs...).Build()
-			v, err := Recovery(context.Background(), r, w, tc.nms, tc.skip, t0)
+			v, err := Recovery(context.Background(), HealthSource{Reader: r}, w, tc.nms, tc.skip, t0)
 			require.NoError(t, err)
 			require.Equal(t, tc.hold, v.Hold, v.Message)
 			require.Equal(t, tc.reason, v.Reason, v.Message)
@@ -284,7 +307,7 @@ func BenchmarkRecovery5000(b *testing.B) {
 			}
 			b.ResetTimer()
 			for b.Loop() {
-				v, err := Recovery(context.Background(), r, w, nms, "", t0)
+				v, err := Recovery(context.Background(), HealthSource{Reader: r}, w, nms, "", t0)
 				if err != nil || v.Hold {
 					b.Fatal(v, err)
 				}

@@ -115,7 +115,7 @@ func (recoveryHealth) Judge(ctx context.Context, hc *healthCheck, w *lullv1alpha
 	if err != nil {
 		return HealthVerdict{}, fmt.Errorf("listing NodeMaintenances for window %s's recovery gate: %w", w.Name, err)
 	}
-	return Recovery(ctx, hc.src.Reader, w, nms, node, now)
+	return Recovery(ctx, hc.src, w, nms, node, now)
 }
 func (recoveryHealth) Condition() string { return lullv1alpha1.WindowConditionRecovered }
 
