@@ -31,28 +31,16 @@ import (
 func TestMetricsReviewsAgainstTheAPIServer(t *testing.T) {
 	ctx := t.Context()
 	cs := cp.Clientset
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metrics-review"}}
-	_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	require.NoError(t, err)
-	for _, sa := range []string{"scraper", "nobody"} {
-		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	tokens := accountTokens(t, "metrics-review", "scraper", "nobody")
+	scraper, nobody := tokens[0], tokens[1]
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "metrics-review-reader"},
 		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	_, err = cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+	_, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "metrics-review-reader"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "scraper", Namespace: ns.Name}}}, metav1.CreateOptions{})
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "scraper", Namespace: "metrics-review"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	token := func(sa string) string {
-		tr, err := cs.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return tr.Status.Token
-	}
-	scraper, nobody := token("scraper"), token("nobody")
 
 	httpClient, err := rest.HTTPClientFor(cp.Config)
 	require.NoError(t, err)
@@ -97,4 +85,23 @@ func TestMetricsReviewsAgainstTheAPIServer(t *testing.T) {
 		return code == http.StatusOK, nil
 	}), "the scraper: %d %s", code, body)
 	require.Equal(t, "lull_up 1\n", body)
+}
+
+// accountTokens creates namespace ns and its ServiceAccounts accounts, and
+// returns a token the API server issued for each (10 minutes), in order.
+func accountTokens(t *testing.T, ns string, accounts ...string) []string {
+	t.Helper()
+	ctx, cs := t.Context(), cp.Clientset
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, sa := range accounts {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		out = append(out, tr.Status.Token)
+	}
+	return out
 }

@@ -12,12 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"lull.dev/lull/internal/serving"
@@ -35,16 +31,7 @@ import (
 // fixed-size hashes.
 func TestMetricsReviewsRedteamLongMethodsGrowTheHeap(t *testing.T) {
 	ctx := t.Context()
-	cs := cp.Clientset
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metrics-review-redteam"}}
-	_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = cs.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "anyone"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	tr, err := cs.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, "anyone", &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	token := tr.Status.Token
+	token := accountTokens(t, "metrics-review-redteam", "anyone")[0]
 
 	httpClient, err := rest.HTTPClientFor(cp.Config)
 	require.NoError(t, err)
