@@ -184,7 +184,7 @@ scheduler:
   affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app.kubernetes.io/name: lull-scheduler}}}}]}}
 drainer:
   image: {repository: registry.example/lull/lull-drainer, tag: v9.9.8}
-  replicas: 3
+  replicas: 1
   podDisruptionBudget: {maxUnavailable: 2}
   leaderElection: false
   allowForce: true
@@ -300,7 +300,7 @@ drainer:
 	if got := get(t, dc0, "image"); got != "registry.example/lull/lull-drainer:v9.9.8" {
 		t.Errorf("drainer image %v", got)
 	}
-	if got := get(t, drain, "spec", "replicas"); got != float64(3) {
+	if got := get(t, drain, "spec", "replicas"); got != float64(1) {
 		t.Errorf("drainer replicas %v", got)
 	}
 	args := get(t, dc0, "command").([]any)
