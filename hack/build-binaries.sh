@@ -88,6 +88,7 @@ build_one() {
   [[ "$name" == cni-plugins ]] && out="${BIN}/cni/bridge"
   stamp="${STAMPS}/${name}"
   want="${name} ${version} ${GOVER}"
+  case "$name" in prometheus|promtool) want+=" remove_all_sd" ;; esac
   if [[ -x "$out" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "build-binaries: ${name} ${version} is current"
     return 0
@@ -162,11 +163,14 @@ build_one() {
         # Prometheus 3.x is published as module versions v0.3XX.Y (3.XX.Y);
         # its go.mod has no replace directives: install it by version,
         # outside lull's modules. Without the builtinassets tag the web UI
-        # is not embedded; the tests use the HTTP API only.
+        # is not embedded; the tests use the HTTP API only. remove_all_sd
+        # leaves out every service discovery but static, file and HTTP
+        # (the tests scrape static targets), so the cloud SDKs and
+        # client-go are not compiled.
         pv=${PROMETHEUS_VERSION#v0.}
         pv="${pv:0:1}.${pv:1}"
         tmpbin=$(mktemp -d)
-        GOBIN="$tmpbin" GOFLAGS=-trimpath go install \
+        GOBIN="$tmpbin" GOFLAGS=-trimpath go install -tags remove_all_sd \
           -ldflags="-s -w -X github.com/prometheus/common/version.Version=${pv} -X github.com/prometheus/common/version.Branch=${PROMETHEUS_VERSION}" \
           "github.com/prometheus/prometheus/cmd/${name}@${PROMETHEUS_VERSION}"
         mv "$tmpbin/${name}" "$out.tmp" && rmdir "$tmpbin" ;;
