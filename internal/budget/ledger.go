@@ -75,6 +75,13 @@ type Ledger struct {
 // cache: far longer than the cache lags behind the status write.
 const releasedFor = time.Minute
 
+// endedFor is how long SettledAt remembers a settled request, for the
+// recovery gate. The two memories fail closed in opposite directions: the
+// budget's count errs by counting a request again (releasedFor, short),
+// the gate by counting a finished node (endedFor, long: a cache that lags
+// past releasedFor must not open the gate on a node still settling).
+const endedFor = time.Hour
+
 // Reserve takes a budget slot for the request's node when the budget has
 // room, atomically with the check. A request that already holds its slot
 // keeps it (Free, nothing written). Entries of requests that no longer
@@ -174,16 +181,18 @@ func cachedActive(ctx context.Context, cached client.Reader, node string, settle
 	return nil
 }
 
-// settledUIDs are the requests settled less than releasedFor ago.
+// settledUIDs are the requests settled less than releasedFor ago; those
+// settled endedFor ago or more are forgotten.
 func (l *Ledger) settledUIDs() map[types.UID]bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now().Time
 	out := make(map[types.UID]bool, len(l.settled))
 	for uid, at := range l.settled {
-		if now.Sub(at) < releasedFor {
+		switch age := now.Sub(at); {
+		case age < releasedFor:
 			out[uid] = true
-		} else {
+		case age >= endedFor:
 			delete(l.settled, uid)
 		}
 	}
@@ -273,13 +282,13 @@ func (l *Ledger) Settled(uid types.UID) {
 }
 
 // SettledAt says when request uid was settled (Settled) by this process,
-// less than releasedFor ago: its stored status says it ended then, though
+// less than endedFor ago: its stored status says it ended then, though
 // the cache may not show it yet (the recovery gate: gate.HealthSource.Ended).
 func (l *Ledger) SettledAt(uid types.UID) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	at, ok := l.settled[uid]
-	if !ok || l.now().Sub(at) >= releasedFor {
+	if !ok || l.now().Sub(at) >= endedFor {
 		return time.Time{}, false
 	}
 	return at, true

@@ -551,8 +551,10 @@ func TestOtherDisruptorUsesTheSlot(t *testing.T) {
 	assert.True(t, res.Free, "the slot is free once Karpenter is done")
 }
 
-// SettledAt says when this process settled a request, for releasedFor:
-// what the recovery gate counts as ended before the cache shows it.
+// SettledAt says when this process settled a request, for endedFor:
+// what the recovery gate counts as ended before the cache shows it. The
+// budget's count leaves it out for releasedFor only (fail closed each
+// way: counted again for the budget, remembered longer for the gate).
 func TestSettledAt(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
 	l := &Ledger{Clock: clk}
@@ -562,9 +564,17 @@ func TestSettledAt(t *testing.T) {
 	at, ok := l.SettledAt("a")
 	require.True(t, ok)
 	require.Equal(t, clk.Now(), at)
+	require.True(t, l.settledUIDs()["a"])
 	clk.Step(releasedFor)
+	require.False(t, l.settledUIDs()["a"], "after releasedFor the budget counts it from the cache again")
+	at, ok = l.SettledAt("a")
+	require.True(t, ok, "the gate still knows it ended (a cache lagging past releasedFor)")
+	require.Equal(t, clk.Now().Add(-releasedFor), at)
+	clk.Step(endedFor - releasedFor)
 	_, ok = l.SettledAt("a")
-	require.False(t, ok, "after releasedFor the cache shows it")
+	require.False(t, ok, "after endedFor it is forgotten")
+	l.settledUIDs()
+	require.NotContains(t, l.settled, types.UID("a"), "and pruned")
 	l.Settled("b")
 	l.took("n", "b")
 	_, ok = l.SettledAt("b")
