@@ -43,7 +43,16 @@ func (s *step) abort(ctx context.Context, next lullv1alpha1.MaintenancePhase, wh
 		}
 	}
 	s.releaseIfHeld(ctx)
-	s.status.WasUnschedulable, s.status.CordonedByLull, s.status.StartedAt = nil, false, nil
+	s.status.WasUnschedulable, s.status.CordonedByLull = nil, false
+	if next.Finished() {
+		// A request that ends keeps when it started and says when it
+		// ended: the recovery gate judges the node it disrupted
+		// (TestRedteamRecoveryFailedAfterStartIsNotJudged). One that
+		// starts over is not started.
+		s.status.CompletedAt = &metav1.Time{Time: s.now}
+	} else {
+		s.status.StartedAt = nil
+	}
 	s.status.Blockers = nil
 	s.cond(ConditionCordoned, false, "Aborted", why)
 	s.cond(ConditionLeaseHeld, false, "Released", why)

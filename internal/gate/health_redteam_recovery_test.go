@@ -142,3 +142,24 @@ func TestRedteamRecoveryFailoverGateOpensButBudgetCountsTheLaggingRequest(t *tes
 	require.NoError(t, err)
 	require.False(t, res.Free, "the cache still counts n1's slot: n2 does not start")
 }
+
+// Attack: the window controller judges the gate without Ended
+// (drainer/windowcontroller/gates.go). While the cache lags it says
+// Recovered where the drainer holds: the window's status says open, the
+// drainer closed. That direction is safe (no node reads the Recovered
+// condition to start; it only wakes held requests, which judge again).
+// The reverse cannot come of Ended: it only ever adds a finished request.
+// Holds.
+func TestRedteamRecoveryWindowControllerWithoutEndedOnlyOpensMore(t *testing.T) {
+	w := rtRecoveryWindow(time.Minute)
+	r := fake.NewClientBuilder().WithScheme(lullscheme.New()).
+		WithObjects(readyNode("n1", corev1.ConditionFalse, t0.Add(-5*time.Second))).Build()
+	nms := []lullv1alpha1.NodeMaintenance{rtStaleDrained()}
+	status, err := Recovery(context.Background(), HealthSource{Reader: r}, w, nms, "", t0)
+	require.NoError(t, err)
+	require.False(t, status.Hold, "the window controller, without Ended, does not see n1's end yet")
+	drainer, err := Recovery(context.Background(), HealthSource{Reader: r, Ended: func(types.UID) (time.Time, bool) { return t0.Add(-10 * time.Second), true }}, w, nms, "n2", t0)
+	require.NoError(t, err)
+	require.True(t, drainer.Hold, "the drainer, with Ended, holds")
+	require.Equal(t, ReasonNodeUnwell, drainer.Reason)
+}
